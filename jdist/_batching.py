@@ -69,6 +69,17 @@ def pad_batch(x: Any, y: Any, size: int) -> HostBatch:
     return HostBatch(jax.tree.map(take, x), None if y is None else jax.tree.map(take, y), mask)
 
 
+def pad_rows(batch: HostBatch, size: int) -> HostBatch:
+    """`batch` (already padded) extended to `size` rows by repeating its last row, masked out."""
+    rows = len(batch.mask)
+    if size == rows:
+        return batch
+    index = np.minimum(np.arange(size), rows - 1)
+    take = lambda a: np.asarray(a)[index]  # noqa: E731
+    mask = np.where(np.arange(size) < rows, batch.mask[index], 0).astype(np.float32)
+    return HostBatch(jax.tree.map(take, batch.x), None if batch.y is None else jax.tree.map(take, batch.y), mask)
+
+
 def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: np.ndarray | None = None,
                   max_steps: int | None = None) -> Iterator[HostBatch]:
     """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`."""

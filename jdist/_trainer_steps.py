@@ -47,9 +47,9 @@ class StepBuilder:
     """Builds train / eval / predict step functions for one model, loss and metric set."""
 
     def __init__(self, model: Any, loss_fn: LossFn, metrics: Sequence[Metric], mesh: Any, data_axis: str,
-                 num_replicas: int, *, policy: Any = "float32", accumulation_steps: int = 1):
-        self.update_shardings: Any = None  # set by the Trainer: where each replica's share of the update runs
-        self.param_shardings: Any = None  # set by the Trainer: the parameters' stored layout
+                 num_replicas: int, *, policy: Any = "float32", accumulation_steps: int = 1, seed: int = 0):
+        self.seed = seed
+        self.param_shardings: Any = None  # set by the Trainer: the parameters' layout on the mesh
         self.policy = mixed_precision.Policy(policy)
         self.accumulation_steps = accumulation_steps
         self.model = model
@@ -66,6 +66,13 @@ class StepBuilder:
         sharding = NamedSharding(self.mesh, P(self.data_axis))
         states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
         return jax.device_put(jax.tree.map(lambda a: jnp.broadcast_to(a, (self.n,) + a.shape), states), sharding)
+
+    def fresh_metric_states(self) -> dict:
+        """Fresh per-replica states made inside a compiled step (`(replicas, ...)` leaves)."""
+        states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
+        sharding = NamedSharding(self.mesh, P(self.data_axis))
+        return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(
+            jnp.broadcast_to(a, (self.n,) + a.shape), sharding), states)
 
     def _per_replica(self, a: jax.Array) -> jax.Array:
         """(batch, ...) -> (replicas, batch / replicas, ...), each replica's slice on its devices."""
@@ -100,15 +107,18 @@ class StepBuilder:
                                                self.policy.cast_to_compute(x), train=train, mask=mask, rng=rng)
         return mixed_precision.Policy("float32").cast_to_compute(y_pred), model_state
 
-    def train_step(self, state: Any, states: dict, batch: tuple) -> tuple[Any, dict]:
+    def train_step(self, state: Any, states: dict, batch: tuple, update_shardings: Any = None) -> tuple[Any, dict]:
+        """One optimizer step on a padded global batch; `update_shardings` (from `strategy.compile_step`)
+        says where each replica's share of the optimizer update runs, None for no constraint."""
         x, y, mask = batch
-        rng = jax.random.fold_in(state.rng, state.step) if state.rng is not None else None
-        scale_state = mixed_precision.find_loss_scale(state.opt_state)
-        if self.policy.needs_loss_scaling and scale_state is None:
-            raise ValueError(
-                f"The {self.policy.name!r} policy needs loss scaling: give the Trainer an optimizer (it wraps it "
-                "in jdist.mixed_precision.LossScaleOptimizer) or a TrainState whose tx is one.")
-        scale = jnp.float32(1.0) if scale_state is None else scale_state.loss_scale
+        # A parameter-server worker's state has no key of its own: derive one from the step.
+        base_rng = getattr(state, "rng", None)
+        base_rng = jax.random.PRNGKey(self.seed) if base_rng is None else base_rng
+        rng = jax.random.fold_in(base_rng, state.step)
+        scale = mixed_precision.loss_scale_of(
+            self.policy, state.opt_state,
+            remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision.LossScaleOptimizer) "
+                   "or a TrainState whose tx is one")
         count = jnp.maximum(jnp.sum(mask), 1.0)
 
         def loss_of(params, x, y, mask, model_state, rng):
@@ -118,8 +128,9 @@ class StepBuilder:
             return total * scale / count, (y_pred, losses, model_state)
 
         grad_fn = jax.grad(loss_of, has_aux=True)
+        model_state = getattr(state, "model_state", None)
         if self.accumulation_steps == 1:
-            grads, (y_pred, losses, model_state) = grad_fn(state.params, x, y, mask, state.model_state, rng)
+            grads, (y_pred, losses, model_state) = grad_fn(state.params, x, y, mask, model_state, rng)
             states = self.update_metrics(states, y, y_pred, losses, mask)
         else:
             def micro_grads(params, mb, piece, model_state):
@@ -135,24 +146,27 @@ class StepBuilder:
                 lambda _: NamedSharding(self.mesh, P()), state.params)
             grads, states, model_state = scan_accumulate(
                 micro_grads, state.params, micro, fold=fold, carry=states, mesh=self.mesh,
-                data_axis=self.data_axis, param_shardings=shardings, model_state=state.model_state)
+                data_axis=self.data_axis, param_shardings=shardings, model_state=model_state)
             grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
-        if self.update_shardings is not None:  # weight-update sharding, as jdist.make_train_step
-            grads = _constrain(grads, self.update_shardings.params)
-            state = state.replace(params=_constrain(state.params, self.update_shardings.params),
-                                  opt_state=_constrain(state.opt_state, self.update_shardings.opt_state))
-        new_state = state.apply_gradients(grads=grads, model_state=model_state)
-        return new_state, states
+        if update_shardings is not None:  # weight-update sharding, as jdist.make_train_step
+            grads = _constrain(grads, update_shardings.params)
+            state = state.replace(params=_constrain(state.params, update_shardings.params),
+                                  opt_state=_constrain(state.opt_state, update_shardings.opt_state))
+        if hasattr(state, "model_state"):
+            return state.apply_gradients(grads=grads, model_state=model_state), states
+        return state.apply_gradients(grads=grads), states
 
     def eval_step(self, state: Any, states: dict, batch: tuple) -> tuple[Any, dict]:
         x, y, mask = batch
-        y_pred, _ = self._forward(state.params, state.model_state, x, train=False, mask=mask, rng=None)
+        y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
+                                  rng=None)
         losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
         return state, self.update_metrics(states, y, y_pred, losses, mask)
 
     def predict_step(self, state: Any, batch: tuple) -> Any:
         x, _, mask = batch
-        y_pred, _ = self._forward(state.params, state.model_state, x, train=False, mask=mask, rng=None)
+        y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
+                                  rng=None)
         return y_pred
 
 

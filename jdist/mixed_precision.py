@@ -183,6 +183,31 @@ def find_loss_scale(opt_state: Any) -> LossScaleState | None:
     return found[0] if found else None
 
 
+def loss_scale_of(policy: Policy, opt_state: Any, *, remedy: str) -> jax.Array:
+    """The loss scale a step multiplies its loss by: 1 unless the optimizer scales losses.
+
+    Raises when `policy` computes in float16 but nothing scales the loss (`remedy`
+    says how to add a `LossScaleOptimizer`), or when the optimizer state lives
+    apart from the compute devices (central storage, parameter servers), where
+    dynamic loss scaling cannot run.
+    """
+    from jdist.gradient_capture import NotApplied
+
+    state = find_loss_scale(opt_state)
+    if policy.needs_loss_scaling and isinstance(opt_state, NotApplied):
+        raise ValueError(
+            f"The {policy.name!r} policy needs dynamic loss scaling, which this strategy does not support: "
+            "its optimizer state lives apart from the compute devices (central storage, parameter "
+            "servers). Use policy='mixed_bfloat16', which needs no loss scaling."
+        )
+    if policy.needs_loss_scaling and state is None:
+        raise ValueError(
+            f"The {policy.name!r} policy computes in float16, whose small range turns small gradients "
+            f"into zeros: {remedy} to use dynamic loss scaling (or use 'mixed_bfloat16')."
+        )
+    return jnp.float32(1.0) if state is None else state.loss_scale
+
+
 def current_loss_scale(opt_state: Any) -> jax.Array:
     """The loss scale in use (1.0 when the optimizer does no loss scaling)."""
     found = find_loss_scale(opt_state)

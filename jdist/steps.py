@@ -26,7 +26,6 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jdist import context, memory, mixed_precision
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_microbatches
 from jdist.distributed_batch import place_host_batches, split_batch
-from jdist.gradient_capture import NotApplied
 
 LossFn = Callable[[Any, Any], Any]  # (params, batch) -> per-example loss, or (loss, aux) with has_aux
 
@@ -200,20 +199,9 @@ def make_train_step(
     compute = _with_policy(loss_fn, policy, has_aux)
 
     def step(state, batch, update_shardings):
-        scale_state = mixed_precision.find_loss_scale(getattr(state, "opt_state", None))
-        if policy.needs_loss_scaling and isinstance(getattr(state, "opt_state", None), NotApplied):
-            raise ValueError(
-                f"The {policy.name!r} policy needs dynamic loss scaling, which this strategy does not support: "
-                "its optimizer state lives apart from the compute devices (central storage, parameter "
-                "servers). Use policy='mixed_bfloat16', which needs no loss scaling."
-            )
-        if policy.needs_loss_scaling and scale_state is None:
-            raise ValueError(
-                f"The {policy.name!r} policy computes in float16, whose small range turns small gradients "
-                "into zeros: create the TrainState with tx=jdist.mixed_precision.LossScaleOptimizer(tx) "
-                "to use dynamic loss scaling (or use 'mixed_bfloat16')."
-            )
-        scale = jnp.float32(1.0) if scale_state is None else scale_state.loss_scale
+        scale = mixed_precision.loss_scale_of(
+            policy, getattr(state, "opt_state", None),
+            remedy="create the TrainState with tx=jdist.mixed_precision.LossScaleOptimizer(tx)")
         count = _real_count(batch)
         factor = None
         if k == 1:

@@ -13,6 +13,11 @@ the mean over the batch's real examples, so training under N replicas gives the
 single-device weights. Short last batches are padded to a fixed size and masked,
 so nothing recompiles and no example is dropped or counted twice; a batch size that
 does not divide among the replicas is padded up to a multiple too.
+
+The step is compiled through `strategy.compile_step`, so strategies that keep the
+parameters apart from the compute devices train too: central storage (compute on
+the mesh, update on the parameter device) and parameter servers (steps scheduled
+on the workers, see `jdist._trainer_remote`).
 """
 from __future__ import annotations
 
@@ -32,11 +37,14 @@ from jdist import context, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
+from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
 from jdist.accumulation import check_accumulation_steps
-from jdist.steps import weight_update_shardings
 from jdist.train_state import TrainState
+from jdist.parameter_server.coordinator import ClusterCoordinator
+from jdist.parameter_server.remote_state import RemoteTrainState
+from jdist.parameter_server.strategy import is_parameter_server_strategy
 from jdist.utils import InFlightLimiter
 
 _LOSSES: dict[str, Callable] = {
@@ -75,7 +83,6 @@ class Trainer:
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
             raise ValueError(f"steps_per_execution must be a positive integer, got {steps_per_execution!r}.")
         self.strategy = strategy if strategy is not None else context.get_strategy()
-        _check_single_program_strategy(self.strategy)
         self.steps_per_execution = steps_per_execution
         self.accumulation_steps = check_accumulation_steps(accumulation_steps)
         self.policy = mixed_precision.as_policy(policy)
@@ -87,7 +94,15 @@ class Trainer:
         if len(set(names)) != len(names):
             raise ValueError(f"Metric names must be unique (and not 'loss'): {names}. Pass name= to tell them apart.")
         self._state: TrainerState | None = None
-        if isinstance(model, TrainState):
+        self._remote = is_parameter_server_strategy(self.strategy)
+        if isinstance(model, RemoteTrainState):  # made under a ParameterServerStrategy's scope
+            if optimizer is not None:
+                raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
+            if not self._remote:
+                raise ValueError("This state lives on parameter servers: train it under its ParameterServerStrategy.")
+            self._model = FunctionModel(model.apply_fn)
+            self._state = model
+        elif isinstance(model, TrainState):
             if optimizer is not None:
                 raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
             self._model = FunctionModel(model.apply_fn)
@@ -112,8 +127,9 @@ class Trainer:
                 raise ValueError("A model given as a function needs its parameters: Trainer(apply_fn, params=...).")
         self._steps = StepBuilder(self._model, self._loss_fn, self._metrics, self.strategy.mesh,
                                   self.strategy.data_axis, self.strategy.num_replicas_in_sync,
-                                  policy=self.policy, accumulation_steps=self.accumulation_steps)
+                                  policy=self.policy, accumulation_steps=self.accumulation_steps, seed=seed)
         self._compiled: dict[Any, Callable] = {}
+        self._remote_steps: RemoteTrainSteps | None = None
         self.history: History | None = None
         self.stop_training = False
         self.epoch = 0
@@ -143,6 +159,10 @@ class Trainer:
         return ["loss"] + [m.name for m in self._metrics]
 
     def _place(self, state: Any) -> Any:
+        if self._remote:
+            return self._place_remote(state)
+        if not self.strategy.single_program_step:  # stored apart from the mesh: the strategy's own copy
+            return self.strategy.place(state)
         shardings = self.strategy.parameter_shardings(state)
         # Own copies: the training step donates the state's buffers, never the caller's
         # (device_put may alias a shard of the input, so copy explicitly first).
@@ -158,6 +178,21 @@ class Trainer:
                             opt_state=tx.init(params), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
         return self._place(host)
 
+    def _place_remote(self, state: Any) -> Any:
+        """Under a ParameterServerStrategy: the state goes to (or is restored onto) the servers."""
+        if isinstance(state, RemoteTrainState):
+            return state
+        if isinstance(self._state, RemoteTrainState):
+            self.strategy.restore(self._state, state)
+            return self._state
+        if getattr(state, "model_state", None) is not None:
+            raise ValueError(
+                "Under ParameterServerStrategy the Trainer keeps parameters and optimizer state only; this "
+                "model also has mutable collections (e.g. batch statistics), which asynchronous workers "
+                "cannot share. Use a model without them, or a synchronous strategy.")
+        return self.strategy.create_train_state(TrainState, apply_fn=state.apply_fn, params=state.params,
+                                                tx=state.tx)
+
     def _ensure_state(self, first: batching.HostBatch) -> None:
         if self._state is None:
             x1 = jax.tree.map(lambda a: a[:1], first.x)
@@ -170,29 +205,49 @@ class Trainer:
         if key in self._compiled:
             return self._compiled[key]
         steps = self._steps
-        state_shardings = self.strategy.parameter_shardings(self.state)
-        steps.update_shardings = weight_update_shardings(self.strategy, self.state)
-        steps.param_shardings = state_shardings.params
-        metric_sharding = NamedSharding(self.strategy.mesh, P(self.strategy.data_axis))
+        mesh, axis = self.strategy.mesh, self.strategy.data_axis
+        metric_sharding = NamedSharding(mesh, P(axis))
+        fused = self.strategy.single_program_step
+        # Inside the compiled step the parameters sit on the mesh: in their layout, or replicated
+        # where the strategy stores them elsewhere and hands the step a copy.
+        steps.param_shardings = self.strategy.parameter_shardings(self.state).params if fused else None
         if kind == "predict":
             fn = steps.predict_step if k == 1 else scan_predict(steps.predict_step)
             compiled = jax.jit(fn)
+        elif kind == "train":
+            compiled = self._train_executor(k, metric_sharding)
         else:
-            step = steps.train_step if kind == "train" else steps.eval_step
-            fn = step if k == 1 else scan_steps(step)
-            if kind == "train":
-                compiled = jax.jit(fn, out_shardings=(state_shardings, metric_sharding), donate_argnums=(0,))
-            else:
-                compiled = jax.jit(lambda s, m, *b: fn(s, m, *b)[1], out_shardings=metric_sharding)
+            fn = steps.eval_step if k == 1 else scan_steps(steps.eval_step)
+            compiled = jax.jit(lambda s, m, *b: fn(s, m, *b)[1], out_shardings=metric_sharding)
         self._compiled[key] = compiled
         return compiled
+
+    def _train_executor(self, k: int, metric_sharding: NamedSharding) -> Callable:
+        """k train steps through `strategy.compile_step` (one program, or the strategy's own composition)."""
+        train_step = self._steps.train_step
+
+        def program(state, inputs, update_shardings):
+            states, *args = inputs
+            step = lambda st, ms, batch: train_step(st, ms, batch, update_shardings)  # noqa: E731
+            return step(state, states, *args) if k == 1 else scan_steps(step)(state, states, *args)
+
+        if k == 1:
+            batch_sharding = metric_sharding  # metric states and the batch: both split over the data axis
+        else:
+            block = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis))
+            batch_sharding = (metric_sharding, block, self.strategy.replicated_sharding())
+        compiled = self.strategy.compile_step(program, self.state, donate=True, batch_sharding=batch_sharding,
+                                              out_sharding=metric_sharding)
+        return lambda state, states, *args: compiled(state, (states, *args))
 
     def _reader(self) -> Callable:
         if "read" not in self._compiled:
             self._compiled["read"] = jax.jit(self._steps.read_metrics)
         return self._compiled["read"]
 
-    def _read_logs(self, states: dict) -> dict[str, float]:
+    def _read_logs(self, states: Any) -> dict[str, float]:
+        if isinstance(states, RemoteEpoch):
+            return states.logs(self.metrics_names)
         values = jax.device_get(self._reader()(states))
         return {name: float(values[name]) for name in self.metrics_names}
 
@@ -265,34 +320,67 @@ class Trainer:
 
     # ------------------------------------------------------------------ loops
     def _run_epoch(self, kind: str, batches: Iterable, states: dict, callbacks: CallbackList | None,
-                   hook: str, first_index: int = 0) -> dict:
+                   hook: str, first_index: int = 0) -> Any:
         """Runs train or eval executions over `batches`; returns the final metric states."""
+        if kind == "train" and self._remote:
+            return self._run_remote_epoch(batches, callbacks, hook, first_index)
         k = self.steps_per_execution
+        # Strategies whose step is several programs (central storage) run a block's steps one by one.
+        k_fused = k if kind != "train" or self.strategy.single_program_step else 1
         limiter = InFlightLimiter(self._max_in_flight)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
+        view = None
         for block in batching.group(iter(batches), k):
             self._ensure_state(block[0])
-            execute = self._executor(kind, k)
-            args = (self._to_device(block[0], stacked=False),) if k == 1 else self._block_args(block, k)
-            try:
-                if kind == "train":
-                    self._state, states = execute(self._state, states, *args)
-                    self.step += len(block)
-                else:
-                    states = execute(self._state, states, *args)
-            except RuntimeError as error:
-                if memory.is_out_of_memory(error):  # name the large buffers and the remedies
-                    raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
-                raise
+            execute = self._executor(kind, k_fused)
+            if kind != "train" and view is None:
+                view = self.strategy.compute_view(self._state)
+            pieces = [block] if k_fused == k else [[b] for b in block]
+            for piece in pieces:
+                args = (self._to_device(piece[0], stacked=False),) if k_fused == 1 else self._block_args(piece, k)
+                try:
+                    if kind == "train":
+                        self._state, states = execute(self._state, states, *args)
+                        self.step += len(piece)
+                    else:
+                        states = execute(view, states, *args)
+                except RuntimeError as error:
+                    if memory.is_out_of_memory(error):  # name the large buffers and the remedies
+                        raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
+                    raise
+                limiter.push(states)
             index += len(block)
-            limiter.push(states)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
         limiter.drain()
         if index < 0:
             raise ValueError("The input yielded no batches.")
         return states
+
+    def _run_remote_epoch(self, batches: Iterable, callbacks: CallbackList | None, hook: str,
+                          first_index: int) -> RemoteEpoch:
+        """Schedules each block of `steps_per_execution` steps on a worker, without waiting for it."""
+        coordinator = ClusterCoordinator(self.strategy)
+        if self._remote_steps is None:
+            self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
+                                                  seed=self.seed, accumulation_steps=self.accumulation_steps)
+        epoch = RemoteEpoch(coordinator, self._remote_steps, None, self._steps,
+                            max_pending=self._max_in_flight * self.strategy.num_workers)
+        wants_logs = callbacks is not None and callbacks.wants(hook)
+        index = first_index - 1
+        for block in batching.group(iter(batches), self.steps_per_execution):
+            self._ensure_state(block[0])
+            epoch.state = self._state
+            epoch.schedule(block)
+            index += len(block)
+            self.step += len(block)
+            if wants_logs:
+                callbacks.call(hook, index, LazyLogs(lambda: epoch.logs(self.metrics_names)))
+        epoch.join()
+        if index < 0:
+            raise ValueError("The input yielded no batches.")
+        return epoch
 
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
@@ -386,10 +474,13 @@ class Trainer:
             limiter = InFlightLimiter(self._max_in_flight)
             pending: list = []
             index = -1
+            view = None
             for block in batching.group(iter(batches), k):
                 self._ensure_state(block[0])
+                if view is None:
+                    view = self.strategy.compute_view(self._state)
                 device_batch = self._to_device(block[0] if k == 1 else batching.stack_block(block, k), stacked=k > 1)
-                out = self._executor("predict", k)(self._state, device_batch)
+                out = self._executor("predict", k)(view, device_batch)
                 pending.append((out, [b.real for b in block], k > 1))
                 limiter.push(out)
                 index += len(block)
@@ -440,17 +531,3 @@ def _to_host(tree: Any) -> Any:
 
         return multihost_utils.process_allgather(tree, tiled=True)
     return jax.device_get(tree)
-
-
-def _check_single_program_strategy(strategy: Any) -> None:
-    """The Trainer compiles each step as one program on the strategy's mesh; strategies that
-    split a step over several programs (parameters kept apart from the compute devices) are
-    trained with `jdist.make_train_step` instead."""
-    from jdist.strategy.base import Strategy
-
-    if type(strategy).compile_step is not Strategy.compile_step and getattr(strategy, "_central", True):
-        raise NotImplementedError(
-            f"jdist.Trainer cannot train under {type(strategy).__name__} yet: its parameters live apart "
-            "from the compute devices, so a step is several programs. Use jdist.make_train_step(loss_fn, "
-            "strategy) in a loop (it goes through strategy.compile_step), or MirroredStrategy."
-        )

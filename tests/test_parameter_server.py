@@ -79,6 +79,19 @@ def replicated_double(strategy, x):
     return type(strategy).__name__, strategy.num_replicas_in_sync, strategy.reduce("sum", doubled, axis=None)
 
 
+class ExamplesSeen(jdist.metrics.Metric):
+    """Counts the real examples a training epoch saw (padding has sample weight 0)."""
+
+    def init(self):
+        return jax.numpy.zeros(())
+
+    def update(self, state, y_true, y_pred, sample_weight=None):
+        return state + jax.numpy.sum(sample_weight)
+
+    def compute(self, state):
+        return state
+
+
 # ---------------------------------------------------------------- fixtures
 @pytest.fixture(scope="session")
 def ray_cluster():
@@ -290,6 +303,57 @@ def test_checkpoint_round_trip_with_a_synchronous_strategy(cluster):
     for a, b in zip(jax.tree.leaves((back.params, back.opt_state)),
                     jax.tree.leaves((restored.params, restored.opt_state))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _trainer(strategy, **kwargs):
+    return jdist.Trainer(model, optax.adam(1e-2), metrics=["accuracy"], params=_params()["params"],
+                         strategy=strategy, **kwargs)
+
+
+def test_trainer_fit_with_one_worker_equals_single_device(ray_cluster):
+    """One worker runs the scheduled steps in order: the same weights and metrics as one device
+    (parameters split over two servers, steps_per_execution=3, a 75-example short last batch)."""
+    x, y = load_digits("train", image_size=8)
+    x, y = x[:331], y[:331]
+    reference = _trainer(jdist.OneDeviceStrategy("cpu:0"))
+    expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0).history
+    strategy = jdist.ParameterServerStrategy(
+        jdist.ParameterServerCluster(num_workers=1, num_ps=2, devices_per_worker=2),
+        variable_partitioner=jdist.partitioners.MinSizePartitioner(min_shard_bytes=8 << 10, max_shards=2))
+    try:
+        trainer = _trainer(strategy, steps_per_execution=3)
+        history = trainer.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0).history
+        for a, b in zip(jax.tree.leaves(strategy.gather_parameters(trainer.state)),
+                        jax.tree.leaves(reference.params), strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-5)
+        np.testing.assert_allclose(history["accuracy"], expected["accuracy"], rtol=1e-6)
+        assert trainer.step == 12 == trainer.state.step
+        # evaluate / predict run on the coordinator with the pulled parameters.
+        np.testing.assert_allclose(trainer.evaluate(x, y, batch_size=64, verbose=0),
+                                   reference.evaluate(x, y, batch_size=64, verbose=0), rtol=1e-5)
+        np.testing.assert_allclose(trainer.predict(x[:10], verbose=0), reference.predict(x[:10], verbose=0),
+                                   rtol=1e-5, atol=1e-6)
+    finally:
+        strategy.shutdown()
+
+
+def test_trainer_fit_on_asynchronous_workers(cluster):
+    """Two workers train asynchronously; every example of every epoch is counted exactly once."""
+    strategy, _ = cluster
+    x, y = load_digits("train", image_size=8)
+    trainer = jdist.Trainer(model, optax.adam(3e-3), metrics=["accuracy", ExamplesSeen()],
+                            params=_params()["params"], strategy=strategy)
+    history = trainer.fit(x, y, batch_size=32, epochs=3, verbose=0).history
+    assert history["examples_seen"] == [len(x)] * 3
+    assert history["loss"][2] < history["loss"][0]
+    steps = 3 * -(-len(x) // 32)
+    assert trainer.step == steps
+    stats = strategy.parameter_server_stats(trainer.state)
+    assert [s["updates"] for s in stats] == [steps, steps]
+    assert max(max(s["staleness"]) for s in stats) >= 1  # the workers really overlapped
+    x_test, y_test = load_digits("test", image_size=8)
+    assert trainer.evaluate(x_test, y_test, return_dict=True, verbose=0)["accuracy"] >= 0.9
 
 
 def test_killing_a_worker_loses_no_step(cluster, tmp_path):

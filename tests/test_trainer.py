@@ -333,14 +333,32 @@ def test_resume_from_a_later_epoch_and_verbose_output(capsys):
     assert "evaluate" in err.out + err.err and "predict" in err.out + err.err
 
 
-def test_trainer_refuses_multi_program_strategies_with_a_clear_error():
-    import optax
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+def test_fit_under_central_storage_equals_single_device(steps_per_execution):
+    """Parameters stay in the parameter store between steps; each step (also inside a block of
+    steps_per_execution) computes on the 8 compute devices and updates on the parameter device."""
+    x, y = _data()
+    model, params = _model_and_params()
+    ref_params, ref_history = _reference_fit(model, params, x, y, epochs=2)
+    strategy = jdist.CentralStorageStrategy()
+    trainer = _trainer(strategy, params, steps_per_execution=steps_per_execution)
+    history = trainer.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    _assert_trees_close(trainer.params, ref_params)
+    np.testing.assert_allclose(history.history["loss"], ref_history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(history.history["accuracy"], ref_history["accuracy"], rtol=1e-6)
+    assert trainer.step == 8 and int(trainer.state.step) == 8
+    for leaf in jax.tree.leaves((trainer.state.params, trainer.state.opt_state)):
+        assert leaf.sharding.device_set == {strategy.parameter_device}
+        assert leaf.sharding.memory_kind == strategy.parameter_memory_kind
+    evaluated = trainer.evaluate(x, y, batch_size=BATCH, verbose=0, return_dict=True)
+    logits = np.asarray(model.apply({"params": ref_params}, x))
+    np.testing.assert_allclose(evaluated["loss"], np.mean(np.asarray(_loss(y, logits))), rtol=1e-5)
+    np.testing.assert_allclose(trainer.predict(x, batch_size=BATCH, verbose=0), logits, rtol=1e-5, atol=1e-5)
 
-    from jdist.models import MLP
 
-    with pytest.raises(NotImplementedError, match="make_train_step"):
-        jdist.Trainer(MLP(features=(8,)), optax.sgd(0.1), loss="sparse_categorical_crossentropy",
-                      strategy=jdist.CentralStorageStrategy())
-    # One compute device: central storage is OneDeviceStrategy's path, which the Trainer runs.
-    jdist.Trainer(MLP(features=(8,)), optax.sgd(0.1), loss="sparse_categorical_crossentropy",
-                  strategy=jdist.CentralStorageStrategy(compute_devices=["cpu:0"]))
+def test_float16_under_central_storage_is_a_clear_error():
+    x, y = _data()
+    _, params = _model_and_params()
+    trainer = _trainer(jdist.CentralStorageStrategy(), params, policy="mixed_float16")
+    with pytest.raises(ValueError, match="lives apart from the compute devices.*mixed_bfloat16"):
+        trainer.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)

@@ -53,7 +53,8 @@ def ensure_ray(address: str | None) -> None:
             ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
 
 
-def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrainState) -> Callable:
+def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrainState,
+                        batch_sharding: Any = None, out_sharding: Any = None) -> Callable:
     """A global-view step over `state` (a `RemoteTrainState`): pull, jitted gradients on `strategy`'s devices, push.
 
     `batch` may be an iterator (a per-worker dataset's): one batch is taken from it.
@@ -64,8 +65,10 @@ def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrai
         new_proxy, out = step_fn(proxy, batch, None)  # the update runs on the parameter servers
         return captured_gradients(new_proxy), out
 
-    compute_jit = jax.jit(compute, in_shardings=(strategy.replicated_sharding(), strategy.data_sharding()),
-                          out_shardings=strategy.replicated_sharding())
+    replicated = strategy.replicated_sharding()
+    compute_jit = jax.jit(
+        compute, in_shardings=(replicated, strategy.data_sharding() if batch_sharding is None else batch_sharding),
+        out_shardings=(replicated, replicated if out_sharding is None else out_sharding))
 
     def step(state: RemoteTrainState, batch: Any) -> tuple[RemoteTrainState, Any]:
         from jdist.train_state import TrainState
@@ -91,10 +94,12 @@ class WorkerStrategy(Strategy):
         devices = jax.local_devices()
         super().__init__(devices=devices[:devices_per_worker] if devices_per_worker else devices)
 
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool) -> Callable:
+    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
+                     out_sharding: Any = None) -> Callable:
         if isinstance(state, RemoteTrainState):
-            return compile_remote_step(self, step_fn, state)
-        return super().compile_step(step_fn, state, donate=donate)
+            return compile_remote_step(self, step_fn, state, batch_sharding, out_sharding)
+        return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
+                                    out_sharding=out_sharding)
 
     def __repr__(self) -> str:
         return f"WorkerStrategy(worker={worker_context.get_current_worker_index()}, devices={len(self.worker_devices)})"
@@ -202,11 +207,30 @@ class ParameterServerStrategy(Strategy):
             )
         return self._create(params, tx, apply_fn, with_optimizer=True)
 
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool) -> Callable:
+    @property
+    def single_program_step(self) -> bool:
+        return False
+
+    def compute_view(self, tree: Any) -> Any:
+        """The current parameters, pulled to the coordinator's devices (a train state becomes a
+        `jdist.TrainState` without optimizer state): for evaluating and predicting here."""
+        if isinstance(tree, RemoteTrainState):
+            from jdist.train_state import TrainState
+
+            return TrainState(step=jnp.asarray(tree.version, jnp.int32), apply_fn=tree.apply_fn,
+                              params=jax.device_put(tree.pull_numpy(), self.replicated_sharding()),
+                              tx=tree.tx, opt_state=None)
+        if isinstance(tree, RemoteParameters):
+            return jax.device_put(tree.pull_numpy(), self.replicated_sharding())
+        return tree
+
+    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
+                     out_sharding: Any = None) -> Callable:
         """On the coordinator, a step over a `RemoteTrainState` runs here synchronously (pull, compute, push)."""
         if isinstance(state, RemoteTrainState):
-            return compile_remote_step(self, step_fn, state)
-        return super().compile_step(step_fn, state, donate=donate)
+            return compile_remote_step(self, step_fn, state, batch_sharding, out_sharding)
+        return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
+                                    out_sharding=out_sharding)
 
     # --------------------------------------------------------------- checkpoints
     def gather_parameters(self, values: RemoteParameters) -> Any:

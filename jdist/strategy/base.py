@@ -217,14 +217,28 @@ class Strategy:
         # Laid out with the whole state in view, so optimizer state follows its parameters.
         return state.replace(opt_state=jax.device_put(opt_state, self.parameter_shardings(state).opt_state))
 
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool) -> Callable:
+    @property
+    def single_program_step(self) -> bool:
+        """Whether `compile_step` makes one XLA program on this strategy's mesh, so several
+        steps can run inside one compiled loop (`Trainer(steps_per_execution=k)`). False where
+        the parameters live apart from the compute devices and a step is several programs."""
+        return True
+
+    def compute_view(self, tree: Any) -> Any:
+        """`tree` (parameters, a train state) where the compute devices can read it: itself here;
+        a copy on the compute devices where the parameters are stored elsewhere."""
+        return tree
+
+    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
+                     out_sharding: Any = None) -> Callable:
         """Compiles a global-view `step_fn(state, batch, update_shardings) -> (state, out)`.
 
-        The hook behind `make_train_step`: one `jax.jit` with the layout's state
-        shardings, the batch split over the data axis, and weight-update sharding
-        (`update_shardings`: where each leaf's share of the optimizer update runs).
-        Strategies whose parameters live apart from the compute mesh override it
-        and may pass `update_shardings=None` (no constraint).
+        The hook behind `make_train_step` and `Trainer.fit`: one `jax.jit` with the
+        layout's state shardings, the batch split over the data axis (or
+        `batch_sharding`, a sharding or a pytree prefix of them), `out` replicated (or
+        `out_sharding`), and weight-update sharding (`update_shardings`: where each
+        leaf's share of the optimizer update runs). Strategies whose parameters live
+        apart from the compute mesh override it and may pass `update_shardings=None`.
         """
         from jdist.steps import weight_update_shardings
 
@@ -239,8 +253,8 @@ class Strategy:
 
         return jax.jit(
             traced,
-            in_shardings=(state_shardings, self.data_sharding()),
-            out_shardings=(state_shardings, self.replicated_sharding()),
+            in_shardings=(state_shardings, self.data_sharding() if batch_sharding is None else batch_sharding),
+            out_shardings=(state_shardings, self.replicated_sharding() if out_sharding is None else out_sharding),
             donate_argnums=(0,) if donate else (),
         )
 

@@ -109,13 +109,20 @@ class CentralStorageStrategy(Strategy):
         return state_cls(step=self.place(0), apply_fn=apply_fn, params=self.place(working), tx=tx,
                          opt_state=self.place(tx.init(working)), **kwargs)
 
-    def _compute_copy(self, tree: Any) -> Any:
+    @property
+    def single_program_step(self) -> bool:
+        return not self._central
+
+    def compute_view(self, tree: Any) -> Any:
         """A replicated copy of `tree` on the compute devices (the per-step pull from the store)."""
+        if not self._central:
+            return tree
         replicated = self.replicated_sharding()
         return jax.tree.map(lambda x: jax.device_put(x, replicated), tree)
 
     # ---------------------------------------------------------------- train step
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool) -> Callable:
+    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
+                     out_sharding: Any = None) -> Callable:
         """Gradients on the compute devices, the optimizer update on the parameter device.
 
         The step runs unchanged on a proxy state (`jdist.gradient_capture`); XLA's
@@ -123,14 +130,19 @@ class CentralStorageStrategy(Strategy):
         the parameter device, and `state.apply_gradients` runs there.
         """
         if not self._central:
-            return super().compile_step(step_fn, state, donate=donate)
+            return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
+                                        out_sharding=out_sharding)
 
         def compute(proxy, batch):
             new_proxy, out = step_fn(proxy, batch, None)  # the real update runs on the parameter device
             return without_parameters(new_proxy), out
 
-        compute_jit = jax.jit(compute, in_shardings=(self.replicated_sharding(), self.data_sharding()),
-                              out_shardings=(self.replicated_sharding(), self.replicated_sharding()))
+        compute_jit = jax.jit(
+            compute,
+            in_shardings=(self.replicated_sharding(),
+                          self.data_sharding() if batch_sharding is None else batch_sharding),
+            out_shardings=(self.replicated_sharding(),
+                           self.replicated_sharding() if out_sharding is None else out_sharding))
         device_memory = SingleDeviceSharding(self._parameter_device)
         store = self._parameter_sharding
 
@@ -144,9 +156,9 @@ class CentralStorageStrategy(Strategy):
         update_jit = jax.jit(update, out_shardings=store, donate_argnums=(0,) if donate else ())
 
         def step(state, batch):
-            proxy = capturing_state(state, self._compute_copy(state.params))
-            proxy = proxy.replace(step=self._compute_copy(state.step),
-                                  **{f: self._compute_copy(getattr(state, f)) for f in _extra_fields(state)})
+            proxy = capturing_state(state, self.compute_view(state.params))
+            proxy = proxy.replace(step=self.compute_view(state.step),
+                                  **{f: self.compute_view(getattr(state, f)) for f in _extra_fields(state)})
             new_proxy, out = compute_jit(proxy, batch)
             grads = captured_gradients(new_proxy)
             rest = new_proxy.replace(opt_state=None, tx=state.tx)
