@@ -13,7 +13,9 @@ Throughput is examples/s, the median of several timed windows after compilation 
 max reported). Inside the timed windows device-to-host transfers are disallowed
 (`jax.transfer_guard_device_to_host`), so any host round-trip inside a step fails loudly,
 and every XLA compilation is counted: after warm-up there must be none, also for a short,
-padded last batch. Writes JSON + PNG and prints a table of ratios.
+padded last batch. Writes JSON + PNG and prints a table of ratios: `jd/base` is the ratio of
+the medians, `paired` the median over rounds of each jdist window's rate over its neighbouring
+baseline window's (rounds alternate the order), which cancels drift in the machine's load.
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ class CompileCounter:
 
 
 def interleaved_windows(variants: dict, args, counter: CompileCounter) -> dict:
-    """Times each variant's windows in turn (A, B, C, A, B, C, ...) so machine noise hits all alike.
+    """Times each variant's windows in turn (A, B, C, C, B, A, ...) so machine noise hits all alike.
 
     A variant is `(run_window, examples_per_window)`; `run_window()` runs one window and blocks.
     """
@@ -121,9 +123,11 @@ def interleaved_windows(variants: dict, args, counter: CompileCounter) -> dict:
         run_window()
     compiles_before = counter.count
     rates = {name: [] for name in variants}
+    order = list(variants.items())
     with jax.transfer_guard_device_to_host("disallow"):
-        for _ in range(args.windows):
-            for name, (run_window, examples) in variants.items():
+        for round_index in range(args.windows):
+            # Alternate the order (A, B, ... then ..., B, A): no variant always runs first.
+            for name, (run_window, examples) in (order if round_index % 2 == 0 else order[::-1]):
                 start = time.perf_counter()
                 run_window()
                 rates[name].append(examples / (time.perf_counter() - start))
@@ -251,6 +255,8 @@ def write_chart(results: dict, path: Path) -> None:
 
     labels, medians, errors = [], [], []
     for key, value in results.items():
+        if key.endswith("paired_ratio"):
+            continue
         labels.append(key)
         medians.append(value["median"])
         errors.append([value["median"] - value["min"], value["max"] - value["median"]])
@@ -297,6 +303,11 @@ def main(argv=None) -> int:
         timing = interleaved_windows(variants, args, counter)
         for key, rates in timing["rates"].items():
             results[key] = summarize(rates)
+        for strategy_name in short_checks:
+            # Each round's jdist window over its neighbouring baseline window: drift between rounds cancels.
+            key = f"{name}/{strategy_name}"
+            paired = [a / b for a, b in zip(timing["rates"][f"{key}/jdist"], timing["rates"][f"{key}/baseline"])]
+            results[f"{key}/paired_ratio"] = summarize(paired)
         for strategy_name, short_check in short_checks.items():
             extra[f"{name}/{strategy_name}"] = {
                 "compiles_in_timed_windows": timing["compiles_after_warmup"],
@@ -308,7 +319,8 @@ def main(argv=None) -> int:
             keras.distribution.set_distribution(None)
 
     print()
-    header = f"{'program':<22}{'jdist ex/s':>12}{'baseline':>12}{'keras':>10}{'jd/base':>9}{'jd/keras':>10}{'jd/TF':>8}{'recompiles':>11}"
+    header = (f"{'program':<22}{'jdist ex/s':>12}{'baseline':>12}{'keras':>10}{'jd/base':>9}{'paired':>8}"
+              f"{'jd/keras':>10}{'jd/TF':>8}{'recompiles':>11}")
     print(header)
     print("-" * len(header))
     for key, info in extra.items():
@@ -319,7 +331,8 @@ def main(argv=None) -> int:
         kr = keras_result["median"] if keras_result else float("nan")
         tf = TF_REFERENCE.get(name) if strategy_name == "mirrored" else None
         recompiles = info["compiles_in_timed_windows"] + info["compiles_for_short_batch"]
-        print(f"{key:<22}{jd:>12.0f}{base:>12.0f}{kr:>10.0f}{jd / base:>9.3f}{jd / kr:>10.3f}"
+        paired = results[f"{key}/paired_ratio"]["median"]
+        print(f"{key:<22}{jd:>12.0f}{base:>12.0f}{kr:>10.0f}{jd / base:>9.3f}{paired:>8.3f}{jd / kr:>10.3f}"
               f"{(jd / tf) if tf else float('nan'):>8.2f}{recompiles:>11d}")
     report = {"results": results, "checks": extra, "tf_reference": TF_REFERENCE,
               "devices": args.devices, "backend": jax.default_backend(), "jax": jax.__version__}
