@@ -6,30 +6,57 @@ example is dropped or counted twice. `steps_per_execution` groups k batches into
 one stacked `(k, batch, ...)` block; a short final block is filled with fully
 masked steps, which the compiled loop skips.
 
-This is the Trainer's private input path; a distributed dataset that yields
-padded, masked global batches can replace it.
+Optional per-example `weight`s (Keras's `sample_weight`) travel with each batch.
+Batches of a distributed dataset (`strategy.experimental_distribute_dataset`) are
+already padded and on the devices: they become `DeviceBatch`es as they are.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Iterable, Iterator
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
 @dataclasses.dataclass
 class HostBatch:
-    """One padded global batch on the host: `x`, `y` pytrees of numpy arrays and the mask."""
+    """One padded global batch on the host: `x`, `y` pytrees of numpy arrays, the mask of real
+    rows and optional per-example weights."""
 
     x: Any
     y: Any
     mask: np.ndarray
+    weight: np.ndarray | None = None
 
-    @property
-    def real(self) -> int:
-        return int(self.mask.sum())
+    def arrays(self) -> tuple:
+        return self.x, self.y, self.mask, self.weight
+
+
+@dataclasses.dataclass
+class DeviceBatch:
+    """One padded global batch already on the devices (a distributed dataset's element): its
+    padding may sit at the end of every replica's rows, so real rows are found by the mask."""
+
+    x: Any
+    y: Any
+    mask: Any
+    weight: Any = None
+
+    def arrays(self) -> tuple:
+        return self.x, self.y, self.mask, self.weight
+
+
+def from_distributed(batch: Any, sharding: Any) -> DeviceBatch:
+    """A `jdist.DistributedBatch` whose element is `x`, `(x, y)` or `(x, y, sample_weight)`."""
+    x, y, weight = split_item(batch.value)
+    mask = batch.mask
+    if batch.on_host:  # experimental_fetch_to_device=False: placed here
+        x, y, weight, mask = jax.device_put((x, y, weight, np.asarray(mask)), sharding)
+    return DeviceBatch(x, y, mask, weight)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -49,13 +76,13 @@ def leading_size(tree: Any, what: str) -> int:
     return sizes.pop()
 
 
-def pad_batch(x: Any, y: Any, size: int) -> HostBatch:
+def pad_batch(x: Any, y: Any, size: int, weight: Any = None) -> HostBatch:
     """Pads a batch of `n <= size` examples to `size` by repeating its last example; mask marks real ones.
 
     Repeating a real example (rather than zeros) keeps every padded row a valid input,
     so no NaN can come out of a padding row into the masked sums.
     """
-    n = leading_size((x, y) if y is not None else x, "a batch")
+    n = leading_size((x, y, weight), "a batch")
     if n > size:
         raise ValueError(
             f"A batch of {n} examples is larger than the batch size {size} this call compiled for; "
@@ -66,7 +93,11 @@ def pad_batch(x: Any, y: Any, size: int) -> HostBatch:
     index = np.minimum(np.arange(size), n - 1)
     take = lambda a: np.asarray(a)[index]  # noqa: E731
     mask = (np.arange(size) < n).astype(np.float32)
-    return HostBatch(jax.tree.map(take, x), None if y is None else jax.tree.map(take, y), mask)
+    if weight is not None:
+        weight = np.asarray(weight, np.float32)
+        if weight.ndim != 1:
+            raise ValueError(f"sample_weight must hold one weight per example, shape ({n},); got {weight.shape}.")
+    return HostBatch(jax.tree.map(take, x), jax.tree.map(take, y), mask, None if weight is None else take(weight))
 
 
 def pad_rows(batch: HostBatch, size: int) -> HostBatch:
@@ -77,11 +108,12 @@ def pad_rows(batch: HostBatch, size: int) -> HostBatch:
     index = np.minimum(np.arange(size), rows - 1)
     take = lambda a: np.asarray(a)[index]  # noqa: E731
     mask = np.where(np.arange(size) < rows, batch.mask[index], 0).astype(np.float32)
-    return HostBatch(jax.tree.map(take, batch.x), None if batch.y is None else jax.tree.map(take, batch.y), mask)
+    return HostBatch(jax.tree.map(take, batch.x), jax.tree.map(take, batch.y), mask,
+                     None if batch.weight is None else take(batch.weight))
 
 
 def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: np.ndarray | None = None,
-                  max_steps: int | None = None) -> Iterator[HostBatch]:
+                  max_steps: int | None = None, weight: Any = None) -> Iterator[HostBatch]:
     """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`."""
     n = leading_size(x, "x")
     order = np.arange(n) if order is None else order
@@ -89,34 +121,33 @@ def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: n
     for step in range(steps):
         idx = order[step * batch_size:(step + 1) * batch_size]
         pick = lambda a: np.asarray(a)[idx]  # noqa: E731
-        yield pad_batch(jax.tree.map(pick, x), None if y is None else jax.tree.map(pick, y), padded_size)
+        yield pad_batch(jax.tree.map(pick, x), jax.tree.map(pick, y), padded_size,
+                        None if weight is None else pick(weight))
 
 
-def split_item(item: Any) -> tuple[Any, Any]:
-    """Keras's rule for one element of an input iterable: `(x, y)`, `(x,)` or `x`."""
+def split_item(item: Any) -> tuple[Any, Any, Any]:
+    """Keras's rule for one element of an input iterable: `(x, y, sample_weight)`, `(x, y)`, `(x,)`
+    or `x`; returns `(x, y, sample_weight)` with None for what is missing."""
     if isinstance(item, (tuple, list)):
-        if len(item) == 1:
-            return item[0], None
-        if len(item) == 2:
-            return item[0], item[1]
+        if 1 <= len(item) <= 3:
+            return tuple(item) + (None,) * (3 - len(item))
         raise ValueError(
-            f"An input batch must be x, (x,) or (x, y); got a {type(item).__name__} of {len(item)} "
-            "elements (sample weights are not supported)."
+            f"An input batch must be x, (x,), (x, y) or (x, y, sample_weight); got a {type(item).__name__} "
+            f"of {len(item)} elements."
         )
-    return item, None
+    return item, None, None
 
 
 def iterable_batches(batches: Iterable[Any], padded_size: int, need_y: bool = False) -> Iterator[HostBatch]:
     for item in batches:
-        x, y = split_item(item)
+        x, y, weight = split_item(item)
         if need_y and y is None:
             raise ValueError("fit() and evaluate() need (x, y) batches; got a batch without targets.")
-        yield pad_batch(x, y, padded_size)
+        yield pad_batch(x, y, padded_size, weight)
 
 
 def first_batch_size(item: Any) -> int:
-    x, y = split_item(item)
-    return leading_size(x if y is None else (x, y), "the first batch")
+    return leading_size(split_item(item), "the first batch")
 
 
 def group(batches: Iterator[HostBatch], k: int) -> Iterator[list[HostBatch]]:
@@ -136,8 +167,17 @@ def stack_block(block: list[HostBatch], k: int) -> HostBatch:
     filler = dataclasses.replace(block[-1], mask=np.zeros_like(block[-1].mask))
     steps = block + [filler] * (k - len(block))
     stack = lambda *leaves: np.stack(leaves)  # noqa: E731
-    return HostBatch(
-        jax.tree.map(stack, *[b.x for b in steps]),
-        None if steps[0].y is None else jax.tree.map(stack, *[b.y for b in steps]),
-        np.stack([b.mask for b in steps]),
-    )
+    return HostBatch(*[jax.tree.map(stack, *parts) for parts in zip(*[b.arrays() for b in steps])])
+
+
+def stack_device_block(block: list[DeviceBatch], k: int, sharding: Any) -> DeviceBatch:
+    """`stack_block` for batches already on the devices (one compiled stack per block shape)."""
+    filler = dataclasses.replace(block[-1], mask=jnp.zeros_like(block[-1].mask))
+    steps = block + [filler] * (k - len(block))
+    stacked = _stacker(sharding)([b.arrays() for b in steps])
+    return DeviceBatch(*stacked)
+
+
+@functools.lru_cache(maxsize=None)
+def _stacker(sharding: Any):
+    return jax.jit(lambda steps: jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps), out_shardings=sharding)

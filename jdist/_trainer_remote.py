@@ -61,7 +61,7 @@ class RemoteTrainSteps:
         for batch in batches:
             multiple = steps.n * steps.accumulation_steps  # this worker's replicas x micro-batches
             batch = batching.pad_rows(batch, batching.round_up(len(batch.mask), multiple))
-            state, states = step(state, (batch.x, batch.y, batch.mask))
+            state, states = step(state, batch.arrays())
             results.append(jax.device_get(states))
         return results
 

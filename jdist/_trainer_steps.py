@@ -79,15 +79,24 @@ class StepBuilder:
         a = a.reshape((self.n, a.shape[0] // self.n) + a.shape[1:])
         return jax.lax.with_sharding_constraint(a, NamedSharding(self.mesh, P(self.data_axis)))
 
-    def update_metrics(self, states: dict, y_true: Any, y_pred: Any, losses: jax.Array, mask: jax.Array) -> dict:
+    def update_metrics(self, states: dict, y_true: Any, y_pred: Any, losses: jax.Array, mask: jax.Array,
+                       weight: jax.Array | None = None) -> dict:
+        """Each replica adds its slice of the batch to its own state. With per-example `weight`s the
+        loss metric averages the weighted losses over the real examples (Keras's reported loss) and
+        the other metrics weigh each example by its weight."""
+        if weight is not None:
+            losses, metric_weight = losses * weight, mask * weight
+        else:
+            metric_weight = mask
         split = lambda tree: jax.tree.map(self._per_replica, tree)  # noqa: E731
-        y_true, y_pred, losses, mask = split(y_true), split(y_pred), split(losses), split(mask)
+        y_true, y_pred, losses, mask, metric_weight = (
+            split(y_true), split(y_pred), split(losses), split(mask), split(metric_weight))
         new = dict(states)
         new["loss"] = jax.vmap(lambda s, v, w: self.loss_metric.update(s, v, sample_weight=w))(
             states["loss"], losses, mask)
         for metric in self.metrics:
             new[metric.name] = jax.vmap(lambda s, t, p, w, m=metric: m.update(s, t, p, sample_weight=w))(
-                states[metric.name], y_true, y_pred, mask)
+                states[metric.name], y_true, y_pred, metric_weight)
         return new
 
     def read_metrics(self, states: dict) -> dict:
@@ -108,9 +117,11 @@ class StepBuilder:
         return mixed_precision.Policy("float32").cast_to_compute(y_pred), model_state
 
     def train_step(self, state: Any, states: dict, batch: tuple, update_shardings: Any = None) -> tuple[Any, dict]:
-        """One optimizer step on a padded global batch; `update_shardings` (from `strategy.compile_step`)
-        says where each replica's share of the optimizer update runs, None for no constraint."""
-        x, y, mask = batch
+        """One optimizer step on a padded global batch `(x, y, mask, weight)`; `update_shardings` (from
+        `strategy.compile_step`) says where each replica's share of the optimizer update runs, None
+        for no constraint. The loss is Keras's: the (weighted) per-example losses summed over the real
+        examples, divided by their number."""
+        x, y, mask, weight = _unpack(batch)
         # A parameter-server worker's state has no key of its own: derive one from the step.
         base_rng = getattr(state, "rng", None)
         base_rng = jax.random.PRNGKey(self.seed) if base_rng is None else base_rng
@@ -121,17 +132,18 @@ class StepBuilder:
                    "or a TrainState whose tx is one")
         count = jnp.maximum(jnp.sum(mask), 1.0)
 
-        def loss_of(params, x, y, mask, model_state, rng):
+        def loss_of(params, x, y, mask, weight, model_state, rng):
             y_pred, model_state = self._forward(params, model_state, x, train=True, mask=mask, rng=rng)
             losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
-            total = jnp.sum(jnp.where(mask > 0, losses, 0.0))
+            weighted = losses if weight is None else losses * weight
+            total = jnp.sum(jnp.where(mask > 0, weighted, 0.0))
             return total * scale / count, (y_pred, losses, model_state)
 
         grad_fn = jax.grad(loss_of, has_aux=True)
         model_state = getattr(state, "model_state", None)
         if self.accumulation_steps == 1:
-            grads, (y_pred, losses, model_state) = grad_fn(state.params, x, y, mask, model_state, rng)
-            states = self.update_metrics(states, y, y_pred, losses, mask)
+            grads, (y_pred, losses, model_state) = grad_fn(state.params, x, y, mask, weight, model_state, rng)
+            states = self.update_metrics(states, y, y_pred, losses, mask, weight)
         else:
             def micro_grads(params, mb, piece, model_state):
                 key = jax.random.fold_in(rng, piece) if rng is not None else None
@@ -139,9 +151,9 @@ class StepBuilder:
                 return grads, (y_pred, losses), model_state
 
             def fold(metric_states, aux, mb):
-                return self.update_metrics(metric_states, mb[1], aux[0], aux[1], mb[2])
+                return self.update_metrics(metric_states, mb[1], aux[0], aux[1], mb[2], mb[3])
 
-            micro = split_on_mesh((x, y, mask), self.accumulation_steps, self.mesh, self.data_axis)
+            micro = split_on_mesh((x, y, mask, weight), self.accumulation_steps, self.mesh, self.data_axis)
             shardings = self.param_shardings if self.param_shardings is not None else jax.tree.map(
                 lambda _: NamedSharding(self.mesh, P()), state.params)
             grads, states, model_state = scan_accumulate(
@@ -157,17 +169,23 @@ class StepBuilder:
         return state.apply_gradients(grads=grads), states
 
     def eval_step(self, state: Any, states: dict, batch: tuple) -> tuple[Any, dict]:
-        x, y, mask = batch
+        x, y, mask, weight = _unpack(batch)
         y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
                                   rng=None)
         losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
-        return state, self.update_metrics(states, y, y_pred, losses, mask)
+        return state, self.update_metrics(states, y, y_pred, losses, mask, weight)
 
     def predict_step(self, state: Any, batch: tuple) -> Any:
-        x, _, mask = batch
+        x, _, mask, _ = _unpack(batch)
         y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
                                   rng=None)
         return y_pred
+
+
+def _unpack(batch: tuple) -> tuple:
+    """`(x, y, mask, weight)` with a float32 mask (a distributed dataset's mask is boolean)."""
+    x, y, mask, weight = batch
+    return x, y, jnp.asarray(mask, jnp.float32), weight
 
 
 def _constrain(tree: Any, shardings: Any) -> Any:

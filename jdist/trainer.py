@@ -40,6 +40,7 @@ from jdist._model_fn import FunctionModel, LinenModel, TrainerState
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
+from jdist.input import DistributedDataset, DistributedIterator
 from jdist.accumulation import check_accumulation_steps
 from jdist.train_state import TrainState
 from jdist.parameter_server.coordinator import ClusterCoordinator
@@ -255,30 +256,42 @@ class Trainer:
     def _padded_size(self, batch_size: int) -> int:
         return batching.round_up(batch_size, self.strategy.num_replicas_in_sync * self.accumulation_steps)
 
-    def _to_device(self, batch: batching.HostBatch, stacked: bool) -> tuple:
+    def _to_device(self, batch: Any, stacked: bool) -> tuple:
+        """`(x, y, mask, weight)` on the devices, split over the data axis (dim 1 when `stacked`)."""
+        if isinstance(batch, batching.DeviceBatch):
+            return batch.arrays()
         axis = self.strategy.data_axis
         sharding = NamedSharding(self.strategy.mesh, P(None, axis) if stacked else P(axis))
-        tree = (batch.x, batch.y, batch.mask)
+        tree = batch.arrays()
         if jax.process_count() == 1:
             return jax.device_put(tree, sharding)
         # Every process holds the same global batch; each places only its own shards.
         return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i]), tree)
 
+    def _stacked(self, block: list, k: int) -> tuple:
+        """A `(k, batch, ...)` block of `block`'s batches on the devices (in one transfer from the host)."""
+        if isinstance(block[0], batching.DeviceBatch):
+            sharding = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis))
+            return batching.stack_device_block(block, k, sharding).arrays()
+        return self._to_device(batching.stack_block(block, k), stacked=True)
+
     def _block_args(self, block: list, k: int) -> tuple:
-        """A stacked `(k, batch, ...)` block in one transfer, and which of its k steps hold data."""
+        """A stacked `(k, batch, ...)` block, and which of its k steps hold data."""
         active = np.arange(k) < len(block)
-        return (self._to_device(batching.stack_block(block, k), stacked=True),
-                jax.device_put(active, NamedSharding(self.strategy.mesh, P())))
+        return self._stacked(block, k), jax.device_put(active, NamedSharding(self.strategy.mesh, P()))
 
     def _input(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, shuffle: bool = False,
-               epoch: int = 0, need_y: bool, persistent: dict | None = None) -> tuple[Iterable, int | None, int]:
-        """(padded host batches, steps if known, padded batch size) for one pass over the input."""
+               epoch: int = 0, need_y: bool, persistent: dict | None = None,
+               sample_weight: Any = None) -> tuple[Iterable, int | None, int | None]:
+        """(padded batches, steps if known, padded batch size) for one pass over the input."""
         if _is_arrays(x):
             if need_y and y is None:
                 raise ValueError("fit() and evaluate() on arrays need targets: pass y=.")
             n = batching.leading_size(x, "x")
-            if y is not None and batching.leading_size(y, "y") != n:
-                raise ValueError(f"x has {n} examples but y has {batching.leading_size(y, 'y')}; they must match.")
+            for name, value in (("y", y), ("sample_weight", sample_weight)):
+                if value is not None and batching.leading_size(value, name) != n:
+                    raise ValueError(f"x has {n} examples but {name} has {batching.leading_size(value, name)}; "
+                                     "they must match.")
             batch_size = 32 if batch_size is None else batch_size
             if batch_size < 1:
                 raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -287,8 +300,13 @@ class Trainer:
                 raise ValueError(f"steps={steps} but the arrays hold only {available} batches of {batch_size}.")
             order = np.random.default_rng((self.seed, epoch)).permutation(n) if shuffle else None
             padded = self._padded_size(batch_size)
-            return (batching.array_batches(x, y, batch_size, padded, order=order, max_steps=steps),
-                    steps or available, padded)
+            return (batching.array_batches(x, y, batch_size, padded, order=order, max_steps=steps,
+                                           weight=sample_weight), steps or available, padded)
+        if sample_weight is not None:
+            raise ValueError("sample_weight goes with arrays; an iterable of batches carries its weights itself: "
+                             "yield (x, y, sample_weight) batches.")
+        if isinstance(x, (DistributedDataset, DistributedIterator)):
+            return self._distributed_input(x, y, batch_size, steps, need_y=need_y, persistent=persistent)
         if y is not None:
             raise ValueError("y must be None when x is an iterable of (x, y) batches.")
         if not isinstance(x, Iterable):
@@ -315,8 +333,43 @@ class Trainer:
         stream = items()
         if steps is not None:
             stream = (item for _, item in zip(range(steps), stream))
-        known = steps if steps is not None else (len(x) if hasattr(x, "__len__") and not one_shot else None)
+        known = steps if steps is not None else _length(x) if not one_shot else None
         return batching.iterable_batches(stream, padded, need_y=need_y), known, padded
+
+    def _distributed_input(self, dataset: Any, y: Any, batch_size: int | None, steps: int | None, *,
+                           need_y: bool, persistent: dict | None) -> tuple[Iterable, int | None, None]:
+        """Batches of `strategy.experimental_distribute_dataset(...)`: already padded, masked and placed."""
+        owner = dataset._dataset._strategy if isinstance(dataset, DistributedIterator) else dataset._strategy
+        if owner is not self.strategy:
+            raise ValueError(f"This distributed dataset was made by {owner!r}, but the Trainer trains under "
+                             f"{self.strategy!r}: distribute it with the Trainer's strategy.")
+        if self._remote:
+            raise ValueError("Under ParameterServerStrategy, fit() takes arrays or an iterable of (x, y) batches: "
+                             "the coordinator sends each batch to the worker that runs its step.")
+        if y is not None or batch_size is not None:
+            raise ValueError("A distributed dataset yields (x, y) batches of its own size: leave y and batch_size "
+                             "out.")
+        if isinstance(dataset, DistributedIterator) and persistent is not None:
+            dataset = persistent.setdefault("iterator", dataset)  # one-shot: continues across epochs
+        source = iter(dataset)
+        sharding = self.strategy.data_sharding()
+
+        def batches():
+            for i, element in enumerate(source):
+                if steps is not None and i >= steps:
+                    return
+                batch = batching.from_distributed(element, sharding)
+                if need_y and batch.y is None:
+                    raise ValueError("fit() and evaluate() need (x, y) elements; got an element without targets.")
+                yield batch
+
+        known = steps
+        if known is None and isinstance(dataset, DistributedDataset):
+            try:
+                known = len(dataset)
+            except TypeError:  # a stream of unknown length
+                known = None
+        return batches(), known, None
 
     # ------------------------------------------------------------------ loops
     def _run_epoch(self, kind: str, batches: Iterable, states: dict, callbacks: CallbackList | None,
@@ -384,13 +437,18 @@ class Trainer:
 
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
-            shuffle: bool = True, steps_per_epoch: int | None = None, initial_epoch: int = 0) -> History:
+            shuffle: bool = True, steps_per_epoch: int | None = None, initial_epoch: int = 0,
+            sample_weight: Any = None) -> History:
         """Trains for `epochs` epochs; returns a `History` (`history.history["loss"]`, one value per epoch).
 
-        `x`, `y`: arrays (or pytrees of arrays) and `batch_size` (global, default 32), or an iterable
+        `x`, `y`: arrays (or pytrees of arrays) and `batch_size` (global, default 32), an iterable
         of `(x, y)` global batches (re-iterated each epoch; a one-shot iterator needs `steps_per_epoch`
-        for several epochs). `validation_data`: `(x_val, y_val)` arrays or an iterable of batches,
-        evaluated after each epoch into `val_*` logs.
+        for several epochs), or a distributed dataset of this strategy
+        (`strategy.experimental_distribute_dataset`, `distribute_datasets_from_function`).
+        `sample_weight`: one weight per example of `x` (or `(x, y, sample_weight)` batches): the loss
+        is Keras's, the weighted losses summed over the batch's real examples divided by their number.
+        `validation_data`: `(x_val, y_val[, w_val])` arrays or an iterable of batches, evaluated after
+        each epoch into `val_*` logs.
         """
         self.history = History()
         cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose})
@@ -402,13 +460,13 @@ class Trainer:
         with self.strategy.scope():
             if self._state is None and _is_arrays(x):
                 # Make the variables before on_train_begin, so a callback can restore into them.
-                sample, _, _ = self._input(x, y, batch_size, 1, need_y=True)
+                sample, _, _ = self._input(x, y, batch_size, 1, need_y=True, sample_weight=sample_weight)
                 self._ensure_state(next(iter(sample)))
             cbs.call("on_train_begin", None)
             for epoch in range(self.epoch, epochs):
                 self.epoch = epoch
                 batches, steps, _ = self._input(x, y, batch_size, steps_per_epoch, shuffle=shuffle, epoch=epoch,
-                                                need_y=True, persistent=persistent)
+                                                need_y=True, persistent=persistent, sample_weight=sample_weight)
                 for cb in cbs.callbacks:
                     cb.params["steps"] = steps
                 cbs.call("on_epoch_begin", epoch, None)
@@ -419,7 +477,7 @@ class Trainer:
                                          first_index=skip)
                 logs = self._read_logs(states)
                 if validation_data is not None:
-                    val = self._evaluate(validation_data, batch_size or 32, None, None)
+                    val = self._evaluate(validation_data, batch_size, None, None)
                     logs.update({f"val_{k}": v for k, v in val.items()})
                 cbs.call("on_epoch_end", epoch, logs)
                 if self.stop_training:
@@ -431,24 +489,26 @@ class Trainer:
         return self._steps.init_metric_states()
 
     def _evaluate(self, data: Any, batch_size: int | None, steps: int | None, cbs: CallbackList | None) -> dict:
-        if isinstance(data, tuple) and len(data) == 2 and _is_arrays(data[0]):
-            x, y = data
-        else:  # an iterable of (x, y) batches: its own batch size
+        weight = None
+        if isinstance(data, tuple) and len(data) in (2, 3) and _is_arrays(data[0]):
+            x, y, weight = batching.split_item(data)
+        else:  # an iterable of (x, y) batches or a distributed dataset: its own batch size
             x, y, batch_size = data, None, None
-        batches, _, _ = self._input(x, y, batch_size, steps, need_y=True)
+        batches, _, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=weight)
         states = self._run_epoch("eval", batches, self._fresh_states(), cbs, "on_test_batch_end")
         return self._read_logs(states)
 
     def evaluate(self, x: Any, y: Any = None, *, batch_size: int | None = None, steps: int | None = None,
                  verbose: int = 1, callbacks: Sequence[Callback] | None = None,
-                 return_dict: bool = False) -> Any:
-        """Loss and metrics over all examples of `x` (exact: padding excluded, replicas combined).
+                 return_dict: bool = False, sample_weight: Any = None) -> Any:
+        """Loss and metrics over all examples of `x` (exact: padding excluded, replicas combined),
+        each example weighted by `sample_weight` if given.
 
         Returns `[loss, *metrics]` (the loss alone without metrics), or a dict with `return_dict=True`.
         """
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         with self.strategy.scope():
-            batches, known, _ = self._input(x, y, batch_size, steps, need_y=True)
+            batches, known, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=sample_weight)
             for cb in cbs.callbacks:
                 cb.params["steps"] = known
             cbs.call("on_test_begin", None)
@@ -479,17 +539,18 @@ class Trainer:
                 self._ensure_state(block[0])
                 if view is None:
                     view = self.strategy.compute_view(self._state)
-                device_batch = self._to_device(block[0] if k == 1 else batching.stack_block(block, k), stacked=k > 1)
+                device_batch = self._to_device(block[0], stacked=False) if k == 1 else self._stacked(block, k)
                 out = self._executor("predict", k)(view, device_batch)
-                pending.append((out, [b.real for b in block], k > 1))
+                pending.append((out, [b.mask for b in block], k > 1))
                 limiter.push(out)
                 index += len(block)
                 cbs.call("on_predict_batch_end", index, None)
             limiter.drain()
-            for out, reals, stacked in pending:
+            for out, masks, stacked in pending:
                 host = _to_host(out)
-                for i, real in enumerate(reals):
-                    outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][:r] if stacked else a[:r], host))
+                for i, mask in enumerate(masks):
+                    real = np.asarray(_to_host(mask)) > 0  # padding rows: at the end, or each replica's
+                    outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][r] if stacked else a[r], host))
             cbs.call("on_predict_end", None)
         if not outputs:
             raise ValueError("The input yielded no batches.")
@@ -514,6 +575,13 @@ def _resolve_loss(loss: Any) -> Callable:
     if not callable(loss):
         raise TypeError(f"loss must be a function loss(y_true, y_pred) -> per-example losses, got {loss!r}.")
     return loss
+
+
+def _length(x: Any) -> int | None:
+    try:
+        return len(x)
+    except TypeError:
+        return None
 
 
 def _is_arrays(x: Any) -> bool:

@@ -362,3 +362,67 @@ def test_float16_under_central_storage_is_a_clear_error():
     trainer = _trainer(jdist.CentralStorageStrategy(), params, policy="mixed_float16")
     with pytest.raises(ValueError, match="lives apart from the compute devices.*mixed_bfloat16"):
         trainer.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)
+
+
+def test_sample_weight_follows_keras():
+    """Keras's loss with sample weights: sum(w * loss) over the batch / its example count; metrics
+    weigh examples by w. Checked against one device, unpadded, after 2 epochs (short last batch)."""
+    x, y = _data()
+    w = np.random.default_rng(1).uniform(0, 2, size=len(x)).astype(np.float32)
+    model, params = _model_and_params()
+    tx = optax.adam(LR)
+    ref, opt_state = params, tx.init(params)
+
+    @jax.jit
+    def step(p, o, xb, yb, wb):
+        def loss(p):
+            return jnp.sum(wb * _loss(yb, model.apply({"params": p}, xb))) / xb.shape[0]
+
+        g = jax.grad(loss)(p)
+        u, o = tx.update(g, o, p)
+        return optax.apply_updates(p, u), o
+
+    for _ in range(2):
+        for s in range(0, len(x), BATCH):
+            ref, opt_state = step(ref, opt_state, x[s:s + BATCH], y[s:s + BATCH], w[s:s + BATCH])
+    trainer = _trainer(jdist.MirroredStrategy(), params)
+    trainer.fit(x, y, sample_weight=w, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    _assert_trees_close(trainer.params, ref)
+    logits = np.asarray(model.apply({"params": ref}, x))
+    per_example = np.asarray(_loss(y, logits))
+    got = trainer.evaluate(x, y, sample_weight=w, batch_size=BATCH, verbose=0, return_dict=True)
+    np.testing.assert_allclose(got["loss"], np.mean(w * per_example), rtol=1e-5)
+    hits = (logits.argmax(-1) == y).astype(np.float32)
+    np.testing.assert_allclose(got["accuracy"], np.sum(w * hits) / np.sum(w), rtol=1e-5)
+    # The same weights as (x, y, w) batches of an iterable give the same evaluation.
+    batches = [(x[s:s + BATCH], y[s:s + BATCH], w[s:s + BATCH]) for s in range(0, len(x), BATCH)]
+    again = trainer.evaluate(batches, verbose=0, return_dict=True)
+    np.testing.assert_allclose([again["loss"], again["accuracy"]], [got["loss"], got["accuracy"]], rtol=1e-6)
+    with pytest.raises(ValueError, match="sample_weight has 99"):
+        trainer.fit(x, y, sample_weight=w[:99], batch_size=BATCH, verbose=0)
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 3])
+def test_fit_on_a_distributed_dataset(steps_per_execution):
+    """Batches of strategy.experimental_distribute_dataset (padded per replica, already on the devices)
+    train, evaluate and predict exactly as the same arrays do."""
+    x, y = _data()
+    model, params = _model_and_params()
+    ref_params, ref_history = _reference_fit(model, params, x, y, epochs=2)
+    strategy = jdist.MirroredStrategy()
+    dataset = strategy.experimental_distribute_dataset(jdist.ArrayDataset((x, y), batch_size=BATCH))
+    trainer = _trainer(strategy, params, steps_per_execution=steps_per_execution)
+    history = trainer.fit(dataset, epochs=2, verbose=0, validation_data=dataset)
+    _assert_trees_close(trainer.params, ref_params)
+    np.testing.assert_allclose(history.history["loss"], ref_history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(history.history["accuracy"], ref_history["accuracy"], rtol=1e-6)
+    logits = np.asarray(model.apply({"params": ref_params}, x))
+    np.testing.assert_allclose(history.history["val_loss"][-1], np.mean(np.asarray(_loss(y, logits))), rtol=1e-5)
+    # The last batch (4 examples over 8 replicas) has padding inside the rows, not at the end.
+    np.testing.assert_allclose(trainer.predict(dataset, verbose=0), logits, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="leave y and batch_size out"):
+        trainer.fit(dataset, batch_size=BATCH, verbose=0)
+    other = jdist.MirroredStrategy(["cpu:0", "cpu:1"]).experimental_distribute_dataset(
+        jdist.ArrayDataset((x, y), batch_size=BATCH))
+    with pytest.raises(ValueError, match="distribute it with the Trainer's strategy"):
+        trainer.fit(other, verbose=0)
