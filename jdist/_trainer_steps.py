@@ -131,13 +131,17 @@ class StepBuilder:
             remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision.LossScaleOptimizer) "
                    "or a TrainState whose tx is one")
         count = jnp.maximum(jnp.sum(mask), 1.0)
+        # One step: differentiate over the constant row count and rescale by rows / count after the
+        # backward pass, so the count's all-reduce joins the gradients' (as jdist.make_train_step).
+        one_pass = self.accumulation_steps == 1
+        divisor = jnp.float32(mask.shape[0]) if one_pass else count
 
         def loss_of(params, x, y, mask, weight, model_state, rng):
             y_pred, model_state = self._forward(params, model_state, x, train=True, mask=mask, rng=rng)
             losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
             weighted = losses if weight is None else losses * weight
             total = jnp.sum(jnp.where(mask > 0, weighted, 0.0))
-            return total * scale / count, (y_pred, losses, model_state)
+            return total * scale / divisor, (y_pred, losses, model_state)
 
         grad_fn = jax.grad(loss_of, has_aux=True)
         model_state = getattr(state, "model_state", None)
@@ -164,6 +168,9 @@ class StepBuilder:
             grads = _constrain(grads, update_shardings.params)
             state = state.replace(params=_constrain(state.params, update_shardings.params),
                                   opt_state=_constrain(state.opt_state, update_shardings.opt_state))
+        if one_pass:  # after the constraint: each replica rescales only its share
+            factor = divisor / count
+            grads = jax.tree.map(lambda g: (g * factor).astype(g.dtype), grads)
         if hasattr(state, "model_state"):
             return state.apply_gradients(grads=grads, model_state=model_state), states
         return state.apply_gradients(grads=grads), states
