@@ -151,6 +151,12 @@ class Trainer:
         self._state = self._place(new_state)
         self.step = int(jax.device_get(self._state.step))
 
+    def state_on_host(self) -> Any:
+        """A host (numpy) copy of the training state; `trainer.state = copy` puts it back."""
+        if isinstance(self.state, RemoteTrainState):
+            return self.strategy.gather_train_state(self.state)
+        return jax.device_get(self.state)
+
     @property
     def params(self) -> Any:
         return self.state.params

@@ -310,32 +310,71 @@ def _trainer(strategy, **kwargs):
                          strategy=strategy, **kwargs)
 
 
-def test_trainer_fit_with_one_worker_equals_single_device(ray_cluster):
+@pytest.fixture(scope="module")
+def one_worker(ray_cluster):
+    """1 worker with 2 devices, 2 parameter servers; parameters of >= 8 KiB split in two."""
+    strategy = jdist.ParameterServerStrategy(
+        jdist.ParameterServerCluster(num_workers=1, num_ps=2, devices_per_worker=2),
+        variable_partitioner=jdist.partitioners.MinSizePartitioner(min_shard_bytes=8 << 10, max_shards=2))
+    yield strategy
+    strategy.shutdown()
+
+
+def test_trainer_fit_with_one_worker_equals_single_device(one_worker):
     """One worker runs the scheduled steps in order: the same weights and metrics as one device
     (parameters split over two servers, steps_per_execution=3, a 75-example short last batch)."""
     x, y = load_digits("train", image_size=8)
     x, y = x[:331], y[:331]
     reference = _trainer(jdist.OneDeviceStrategy("cpu:0"))
     expected = reference.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0).history
-    strategy = jdist.ParameterServerStrategy(
-        jdist.ParameterServerCluster(num_workers=1, num_ps=2, devices_per_worker=2),
-        variable_partitioner=jdist.partitioners.MinSizePartitioner(min_shard_bytes=8 << 10, max_shards=2))
-    try:
-        trainer = _trainer(strategy, steps_per_execution=3)
-        history = trainer.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0).history
-        for a, b in zip(jax.tree.leaves(strategy.gather_parameters(trainer.state)),
-                        jax.tree.leaves(reference.params), strict=True):
-            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
-        np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-5)
-        np.testing.assert_allclose(history["accuracy"], expected["accuracy"], rtol=1e-6)
-        assert trainer.step == 12 == trainer.state.step
-        # evaluate / predict run on the coordinator with the pulled parameters.
-        np.testing.assert_allclose(trainer.evaluate(x, y, batch_size=64, verbose=0),
-                                   reference.evaluate(x, y, batch_size=64, verbose=0), rtol=1e-5)
-        np.testing.assert_allclose(trainer.predict(x[:10], verbose=0), reference.predict(x[:10], verbose=0),
-                                   rtol=1e-5, atol=1e-6)
-    finally:
-        strategy.shutdown()
+    strategy = one_worker
+    trainer = _trainer(strategy, steps_per_execution=3)
+    history = trainer.fit(x, y, batch_size=64, epochs=2, shuffle=False, verbose=0).history
+    for a, b in zip(jax.tree.leaves(strategy.gather_parameters(trainer.state)),
+                    jax.tree.leaves(reference.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-5)
+    np.testing.assert_allclose(history["accuracy"], expected["accuracy"], rtol=1e-6)
+    assert trainer.step == 12 == trainer.state.step
+    # evaluate / predict run on the coordinator with the pulled parameters.
+    np.testing.assert_allclose(trainer.evaluate(x, y, batch_size=64, verbose=0),
+                               reference.evaluate(x, y, batch_size=64, verbose=0), rtol=1e-5)
+    np.testing.assert_allclose(trainer.predict(x[:10], verbose=0), reference.predict(x[:10], verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
+class StopAfterEpoch(jdist.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+
+def test_trainer_backup_and_restore_and_early_stopping(one_worker, tmp_path):
+    """An interrupted fit resumes from its backup (gathered from and pushed back to the servers) and
+    ends with the uninterrupted weights; EarlyStopping's best weights come back from the servers."""
+    x, y = load_digits("train", image_size=8)
+    x, y = x[:200], y[:200]
+    reference = _trainer(jdist.OneDeviceStrategy("cpu:0"))
+    reference.fit(x, y, batch_size=64, epochs=4, shuffle=False, verbose=0)
+    backup = jdist.callbacks.BackupAndRestore(tmp_path / "backup")
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(one_worker).fit(x, y, batch_size=64, epochs=4, shuffle=False, verbose=0,
+                                 callbacks=[backup, StopAfterEpoch()])
+    resumed = _trainer(one_worker)
+    history = resumed.fit(x, y, batch_size=64, epochs=4, shuffle=False, verbose=0,
+                          callbacks=[jdist.callbacks.BackupAndRestore(tmp_path / "backup")])
+    assert history.epoch == [2, 3] and resumed.step == 16
+    for a, b in zip(jax.tree.leaves(one_worker.gather_parameters(resumed.state)),
+                    jax.tree.leaves(reference.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+
+    stopper = jdist.callbacks.EarlyStopping(monitor="loss", patience=0, restore_best_weights=True)
+    trainer = jdist.Trainer(model, optax.sgd(5.0), params=_params()["params"], strategy=one_worker)
+    trainer.fit(x, y, batch_size=64, epochs=6, shuffle=False, verbose=0, callbacks=[stopper])
+    assert stopper.stopped_epoch > 0  # a learning rate this large makes the loss go up
+    best = jax.tree.leaves(stopper.best_state.params)
+    for a, b in zip(jax.tree.leaves(one_worker.gather_parameters(trainer.state)), best, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_trainer_fit_on_asynchronous_workers(cluster):

@@ -356,6 +356,30 @@ def test_fit_under_central_storage_equals_single_device(steps_per_execution):
     np.testing.assert_allclose(trainer.predict(x, batch_size=BATCH, verbose=0), logits, rtol=1e-5, atol=1e-5)
 
 
+class _StopAfterSecondEpoch(Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+
+def test_backup_and_restore_under_central_storage(tmp_path):
+    """Backups of a state kept in host memory (checksummed there) restore into the parameter store."""
+    x, y = _data()
+    model, params = _model_and_params()
+    ref_params, _ = _reference_fit(model, params, x, y, epochs=3)
+    strategy = jdist.CentralStorageStrategy()
+    with pytest.raises(KeyboardInterrupt):
+        callbacks = [jdist.callbacks.BackupAndRestore(tmp_path), _StopAfterSecondEpoch()]
+        _trainer(strategy, params).fit(x, y, batch_size=BATCH, epochs=3, shuffle=False, verbose=0, callbacks=callbacks)
+    resumed = _trainer(strategy, params)
+    history = resumed.fit(x, y, batch_size=BATCH, epochs=3, shuffle=False, verbose=0,
+                          callbacks=[jdist.callbacks.BackupAndRestore(tmp_path)])
+    assert history.epoch == [2] and resumed.step == 12
+    _assert_trees_close(resumed.params, ref_params)
+    assert all(leaf.sharding.memory_kind == strategy.parameter_memory_kind
+               for leaf in jax.tree.leaves(resumed.state.params))
+
+
 def test_float16_under_central_storage_is_a_clear_error():
     x, y = _data()
     _, params = _model_and_params()

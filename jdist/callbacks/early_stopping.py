@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 
 from jdist.callbacks.base import Callback, Logs
 
@@ -63,7 +62,7 @@ class EarlyStopping(Callback):
         if self._better(value, self.best):
             self.best, self.best_epoch = value, epoch
             if self.restore_best_weights:
-                self.best_state = jax.device_get(self.trainer.state)  # a host copy
+                self.best_state = self.trainer.state_on_host()
             if self.baseline is None or self._better(value, self.baseline):
                 self.wait = 0
                 return

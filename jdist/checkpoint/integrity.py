@@ -154,7 +154,11 @@ def device_checksums(leaves: Sequence[jax.Array]) -> list[jax.Array]:
             if leaf.is_fully_replicated and len(leaf.sharding.device_set) > 1:
                 shards = leaf.addressable_shards
                 leaf = shards[i % len(shards)].data
-            use_dot = next(iter(leaf.sharding.device_set)).platform == "cpu"
+            device = next(iter(leaf.sharding.device_set))
+            default_kind = device.default_memory().kind
+            if leaf.sharding.memory_kind not in (None, default_kind):  # e.g. central storage's host memory
+                leaf = jax.device_put(leaf, leaf.sharding.with_memory_kind(default_kind))
+            use_dot = device.platform == "cpu"
             out.append(_checksum_fn(_replicated_on(leaf), use_dot)(leaf))
     return out
 

@@ -45,11 +45,21 @@ from jdist.checkpoint.handlers import (
 )
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
+from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState
 
 logger = logging.getLogger("jdist.checkpoint")
 
 FORMAT_VERSION = 1
 CORRUPTED_PREFIX = "corrupted-step-"
+
+
+def _gathered_if_remote(state: Any) -> Any:
+    """Values on parameter servers as one host pytree (a `TrainState` for a train state); else `state`."""
+    if isinstance(state, RemoteTrainState):
+        return state.gather_train_state()
+    if isinstance(state, RemoteParameters):
+        return state.gather()
+    return state
 
 
 class Restored(NamedTuple):
@@ -175,6 +185,7 @@ class CheckpointManager:
         step = int(step)
         if not force and not self._manager.should_save(step):
             return False
+        state = _gathered_if_remote(state)
         paths, leaves, _ = tree.flatten(state)
         specs = [tree.leaf_spec(leaf, path) for path, leaf in zip(paths, leaves)]
         stored = [tree.to_storable(leaf, spec.kind) for leaf, spec in zip(leaves, specs)]
@@ -254,6 +265,14 @@ class CheckpointManager:
                 "restore() needs `target=`: a state of the same model (arrays or jax.ShapeDtypeStruct, "
                 "e.g. from jax.eval_shape) that gives the structure, shapes and dtypes to restore into."
             )
+        if isinstance(target, RemoteParameters):  # on parameter servers: restore on the host, push back
+            restored = self.restore_with_info(step, _gathered_if_remote(target), iterator=iterator,
+                                              strategy=strategy)
+            if isinstance(target, RemoteTrainState):
+                target.restore(restored.state)
+            else:
+                target.assign(restored.state)
+            return restored._replace(state=target)
         self.wait_until_finished()
         self._manager.reload()
         steps = self.all_steps()
