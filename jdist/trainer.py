@@ -166,15 +166,10 @@ class Trainer:
         return ["loss"] + [m.name for m in self._metrics]
 
     def _place(self, state: Any) -> Any:
+        """Where the strategy keeps the state, in buffers of its own (the train step donates them)."""
         if self._remote:
             return self._place_remote(state)
-        if not self.strategy.single_program_step:  # stored apart from the mesh: the strategy's own copy
-            return self.strategy.place(state)
-        shardings = self.strategy.parameter_shardings(state)
-        # Own copies: the training step donates the state's buffers, never the caller's
-        # (device_put may alias a shard of the input, so copy explicitly first).
-        own = lambda a: jnp.copy(a) if isinstance(a, jax.Array) else a  # noqa: E731
-        return jax.tree.map(lambda a, s: jax.device_put(own(a), s), state, shardings)
+        return self.strategy.place(state)
 
     def _create_state(self, params: Any, model_state: Any) -> TrainerState:
         tx = self._optimizer

@@ -371,7 +371,7 @@ def _wait_for(predicate, seconds=5.0):
 
 
 def test_watchdog_names_a_peer_that_stops_responding(capfd):
-    from jdist.cluster.watchdog import EXIT_PEER_FAILED, Watchdog
+    from jdist.cluster.watchdog import EXIT_PEER_FAILED
 
     store = {}
     survivor, exits = _watchdog(store, 0)

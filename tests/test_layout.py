@@ -142,7 +142,7 @@ def test_fsdp_cuts_parameter_and_optimizer_bytes_by_the_data_axis_size():
             state = jdist.TrainState.create(apply_fn=model.apply, params=params, tx=optax.adam(1e-3))
         per_device[name] = bytes_on_device_0((state.params, state.opt_state))
         report = strategy.summary(state)
-        assert f"Total per device: " in report and f"= {per_device[name]:,} bytes" in report
+        assert "Total per device: " in report and f"= {per_device[name]:,} bytes" in report
     ratio = per_device["dp"] / per_device["fsdp"]
     print(f"fsdp per-device ratio {ratio:.3f}")
     assert 8 * 0.96 <= ratio <= 8, ratio

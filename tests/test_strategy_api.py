@@ -337,3 +337,18 @@ def test_mirrored_detection_is_conservative(four):
     assert not isinstance(out["from_constant"], jdist.PerReplica)
     assert [float(v) for v in four.experimental_local_results(out["local_grad"])] == [1.0, 5.0, 9.0, 13.0]
     assert float(out["summed_grad"]) == 28.0 and float(out["from_constant"]) == 6.0
+
+
+def test_a_donating_step_never_frees_the_callers_arrays():
+    """TrainState.create places (copies) the parameters, so the step's donation leaves the caller's
+    arrays alive, under the default strategy as under the others."""
+    import optax
+
+    for strategy in (jdist.get_strategy(), jdist.MirroredStrategy(), jdist.OneDeviceStrategy("cpu:0")):
+        params = {"w": jnp.ones((4, 2))}
+        with strategy.scope():
+            state = jdist.TrainState.create(apply_fn=None, params=params, tx=optax.sgd(0.1))
+        step = jdist.make_train_step(lambda p, b: jnp.sum((b["x"] @ p["w"]) ** 2, axis=1), strategy)
+        state, _ = step(state, {"x": np.ones((8, 4), np.float32)})
+        assert not params["w"].is_deleted(), strategy
+        np.testing.assert_array_equal(np.asarray(params["w"]), 1.0)

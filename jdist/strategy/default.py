@@ -6,6 +6,7 @@ import functools
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 
 from jdist import context
 from jdist.distributed_batch import unwrap_batches
@@ -23,7 +24,9 @@ class DefaultStrategy(Strategy):
         return contextlib.nullcontext()
 
     def place(self, tree: Any) -> Any:
-        return tree
+        """`tree` where it is, with its own buffers: a train step that donates the state must
+        never free the caller's arrays."""
+        return jax.tree.map(lambda x: jnp.copy(x) if isinstance(x, jax.Array) else x, tree)
 
     def distribute_batch(self, batch: Any) -> Any:
         return batch
