@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -181,3 +181,44 @@ def stack_device_block(block: list[DeviceBatch], k: int, sharding: Any) -> Devic
 @functools.lru_cache(maxsize=None)
 def _stacker(sharding: Any):
     return jax.jit(lambda steps: jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps), out_shardings=sharding)
+
+
+# ------------------------------------------------------------- Keras's fit arguments
+def class_weights_for(y: Any, class_weight: Mapping[int, float]) -> np.ndarray:
+    """Keras's `class_weight`: each example weighted by its class's weight (1 for classes not
+    listed); `y` holds integer labels, `(n, 1)` labels or one-hot rows."""
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = labels.argmax(axis=-1) if labels.shape[-1] != 1 else labels.squeeze(-1)
+    labels = np.round(labels).astype(np.int64)
+    lookup = {int(k): float(v) for k, v in class_weight.items()}
+    return np.array([lookup.get(int(c), 1.0) for c in labels.reshape(-1)], np.float32)
+
+
+def with_class_weights(items: Iterable[Any], class_weight: Mapping[int, float]) -> Iterator[tuple]:
+    """`(x, y)` batches of an iterable as `(x, y, class weights of y)`."""
+    for item in items:
+        x, y, weight = split_item(item)
+        if weight is not None:
+            raise ValueError("You cannot `class_weight` and `sample_weight` at the same time: the batches "
+                             "already carry sample weights.")
+        if y is None:
+            raise ValueError("class_weight needs (x, y) batches: got a batch without targets.")
+        yield x, y, class_weights_for(y, class_weight)
+
+
+def train_validation_split(arrays: Any, fraction: float) -> tuple[Any, Any]:
+    """Keras's `validation_split`: the last `fraction` of the examples (before any shuffling)
+    become the validation arrays."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"validation_split must be in [0, 1), got {fraction}.")
+    n = leading_size(arrays, "the training arrays")
+    split_at = int(math.floor(n * (1.0 - fraction)))
+    if split_at in (0, n):
+        raise ValueError(
+            f"Training data contains {n} samples, which is not sufficient to split it into a validation and "
+            f"training set as specified by `validation_split={fraction}`. Either provide more data, or a "
+            "different value for the `validation_split` argument.")
+    head = jax.tree.map(lambda a: np.asarray(a)[:split_at], arrays)
+    tail = jax.tree.map(lambda a: np.asarray(a)[split_at:], arrays)
+    return head, tail

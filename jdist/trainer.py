@@ -283,7 +283,7 @@ class Trainer:
 
     def _input(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, shuffle: bool = False,
                epoch: int = 0, need_y: bool, persistent: dict | None = None,
-               sample_weight: Any = None) -> tuple[Iterable, int | None, int | None]:
+               sample_weight: Any = None, class_weight: Any = None) -> tuple[Iterable, int | None, int | None]:
         """(padded batches, steps if known, padded batch size) for one pass over the input."""
         if _is_arrays(x):
             if need_y and y is None:
@@ -307,6 +307,9 @@ class Trainer:
             raise ValueError("sample_weight goes with arrays; an iterable of batches carries its weights itself: "
                              "yield (x, y, sample_weight) batches.")
         if isinstance(x, (DistributedDataset, DistributedIterator)):
+            if class_weight is not None:
+                raise ValueError("class_weight is not supported with a distributed dataset: make the weights "
+                                 "part of its elements, (x, y, sample_weight).")
             return self._distributed_input(x, y, batch_size, steps, need_y=need_y, persistent=persistent)
         if y is not None:
             raise ValueError("y must be None when x is an iterable of (x, y) batches.")
@@ -332,6 +335,8 @@ class Trainer:
             yield from source
 
         stream = items()
+        if class_weight is not None:
+            stream = batching.with_class_weights(stream, class_weight)
         if steps is not None:
             stream = (item for _, item in zip(range(steps), stream))
         known = steps if steps is not None else _length(x) if not one_shot else None
@@ -439,7 +444,9 @@ class Trainer:
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
             shuffle: bool = True, steps_per_epoch: int | None = None, initial_epoch: int = 0,
-            sample_weight: Any = None) -> History:
+            sample_weight: Any = None, class_weight: Mapping[int, float] | None = None,
+            validation_split: float = 0.0, validation_freq: int | Sequence[int] = 1,
+            validation_batch_size: int | None = None, validation_steps: int | None = None) -> History:
         """Trains for `epochs` epochs; returns a `History` (`history.history["loss"]`, one value per epoch).
 
         `x`, `y`: arrays (or pytrees of arrays) and `batch_size` (global, default 32), an iterable
@@ -448,9 +455,15 @@ class Trainer:
         (`strategy.experimental_distribute_dataset`, `distribute_datasets_from_function`).
         `sample_weight`: one weight per example of `x` (or `(x, y, sample_weight)` batches): the loss
         is Keras's, the weighted losses summed over the batch's real examples divided by their number.
-        `validation_data`: `(x_val, y_val[, w_val])` arrays or an iterable of batches, evaluated after
-        each epoch into `val_*` logs.
+        `class_weight`: `{class: weight}` turned into per-example weights from the labels (not with
+        `sample_weight`). `validation_data`: `(x_val, y_val[, w_val])` arrays or an iterable of
+        batches, evaluated after each epoch (every `validation_freq` epochs, or the 1-based epochs it
+        lists) into `val_*` logs; `validation_split` instead holds out the last fraction of the
+        arrays (before shuffling), as Keras does.
         """
+        x, y, sample_weight, validation_data = self._fit_data(
+            x, y, sample_weight, class_weight, validation_data, validation_split)
+        _check_validation_freq(validation_freq)
         self.history = History()
         cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose})
         self.stop_training = False
@@ -467,7 +480,8 @@ class Trainer:
             for epoch in range(self.epoch, epochs):
                 self.epoch = epoch
                 batches, steps, _ = self._input(x, y, batch_size, steps_per_epoch, shuffle=shuffle, epoch=epoch,
-                                                need_y=True, persistent=persistent, sample_weight=sample_weight)
+                                                need_y=True, persistent=persistent, sample_weight=sample_weight,
+                                                class_weight=class_weight)
                 for cb in cbs.callbacks:
                     cb.params["steps"] = steps
                 cbs.call("on_epoch_begin", epoch, None)
@@ -477,14 +491,33 @@ class Trainer:
                 states = self._run_epoch("train", batches, self._fresh_states(), cbs, "on_train_batch_end",
                                          first_index=skip)
                 logs = self._read_logs(states)
-                if validation_data is not None:
-                    val = self._evaluate(validation_data, batch_size, None, None)
+                if validation_data is not None and _validates_after(epoch, validation_freq):
+                    val = self._evaluate(validation_data, validation_batch_size or batch_size, validation_steps,
+                                         None)
                     logs.update({f"val_{k}": v for k, v in val.items()})
                 cbs.call("on_epoch_end", epoch, logs)
                 if self.stop_training:
                     break
             cbs.call("on_train_end", logs)
         return self.history
+
+    def _fit_data(self, x: Any, y: Any, sample_weight: Any, class_weight: Any, validation_data: Any,
+                  validation_split: float) -> tuple:
+        """Keras's `validation_split` and (for arrays) `class_weight`, applied to fit's inputs."""
+        if class_weight is not None and sample_weight is not None:
+            raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
+        if validation_split:
+            if not _is_arrays(x):
+                raise ValueError("`validation_split` is only supported for arrays; with an iterable or a "
+                                 "dataset, pass validation_data= instead.")
+            if validation_data is None:  # validation_data takes precedence, as in Keras
+                (x, y, sample_weight), validation_data = batching.train_validation_split(
+                    (x, y, sample_weight), validation_split)
+        if class_weight is not None and _is_arrays(x):
+            if y is None:
+                raise ValueError("class_weight needs targets: pass y=.")
+            sample_weight = batching.class_weights_for(y, class_weight)
+        return x, y, sample_weight, validation_data
 
     def _fresh_states(self) -> dict:
         return self._steps.init_metric_states()
@@ -576,6 +609,18 @@ def _resolve_loss(loss: Any) -> Callable:
     if not callable(loss):
         raise TypeError(f"loss must be a function loss(y_true, y_pred) -> per-example losses, got {loss!r}.")
     return loss
+
+
+def _check_validation_freq(freq: Any) -> None:
+    if isinstance(freq, bool) or not (isinstance(freq, int) and freq >= 1
+                                      or isinstance(freq, (list, tuple, range))):
+        raise ValueError(f"Expected `validation_freq` to be a positive int or a list of epochs. "
+                         f"Received: validation_freq={freq!r}.")
+
+
+def _validates_after(epoch: int, freq: int | Sequence[int]) -> bool:
+    """Keras's rule: after epoch `epoch + 1` (1-based) if it is a multiple of `freq` or listed in it."""
+    return (epoch + 1) % freq == 0 if isinstance(freq, int) else (epoch + 1) in freq
 
 
 def _length(x: Any) -> int | None:

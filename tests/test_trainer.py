@@ -450,3 +450,40 @@ def test_fit_on_a_distributed_dataset(steps_per_execution):
         jdist.ArrayDataset((x, y), batch_size=BATCH))
     with pytest.raises(ValueError, match="distribute it with the Trainer's strategy"):
         trainer.fit(other, verbose=0)
+
+
+def test_keras_fit_arguments_class_weight_validation_split_and_freq():
+    x, y = _data()
+    _, params = _model_and_params()
+    strategy = jdist.MirroredStrategy()
+    class_weight = {0: 0.5, 2: 3.0}  # class 1 and 3: weight 1
+    weighted = _trainer(strategy, params)
+    h1 = weighted.fit(x, y, class_weight=class_weight, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    explicit = _trainer(strategy, params)
+    w = np.array([class_weight.get(int(c), 1.0) for c in y], np.float32)
+    h2 = explicit.fit(x, y, sample_weight=w, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
+    _assert_trees_close(weighted.params, explicit.params, rtol=0, atol=0)
+    np.testing.assert_array_equal(h1.history["loss"], h2.history["loss"])
+    # One-hot labels give the same weights; batches of an iterable get them too.
+    np.testing.assert_array_equal(jdist._batching.class_weights_for(np.eye(4)[y], class_weight), w)
+    batches = [(x[s:s + BATCH], y[s:s + BATCH]) for s in range(0, len(x), BATCH)]
+    from_iterable = _trainer(strategy, params)
+    from_iterable.fit(batches, class_weight=class_weight, epochs=2, verbose=0)
+    _assert_trees_close(from_iterable.params, explicit.params, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="class_weight` and `sample_weight"):
+        weighted.fit(x, y, class_weight=class_weight, sample_weight=w, verbose=0)
+
+    # validation_split holds out the last 20 examples, before shuffling, validated every 2nd epoch.
+    split = _trainer(strategy, params)
+    history = split.fit(x, y, validation_split=0.2, validation_freq=2, batch_size=BATCH, epochs=4, verbose=0)
+    held_out = _trainer(strategy, params)
+    expected = held_out.fit(x[:80], y[:80], validation_data=(x[80:], y[80:]), batch_size=BATCH, epochs=4,
+                            verbose=0)
+    np.testing.assert_array_equal(history.history["loss"], expected.history["loss"])
+    np.testing.assert_array_equal(history.history["val_loss"], np.asarray(expected.history["val_loss"])[[1, 3]])
+    with pytest.raises(ValueError, match="not sufficient to split"):
+        split.fit(x[:1], y[:1], validation_split=0.5, verbose=0)
+    with pytest.raises(ValueError, match="only supported for arrays"):
+        split.fit(batches, validation_split=0.2, verbose=0)
+    with pytest.raises(ValueError, match="validation_freq"):
+        split.fit(x, y, validation_data=(x, y), validation_freq=0, verbose=0)
