@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import flax.linen as nn
@@ -33,6 +34,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
+from jdist import _trainer_io as trainer_io
 from jdist import context, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
@@ -40,6 +42,7 @@ from jdist._model_fn import FunctionModel, LinenModel, TrainerState
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
+from jdist.checkpoint import CheckpointManager
 from jdist.input import DistributedDataset, DistributedIterator
 from jdist.accumulation import check_accumulation_steps
 from jdist.train_state import TrainState
@@ -156,6 +159,33 @@ class Trainer:
         if isinstance(self.state, RemoteTrainState):
             return self.strategy.gather_train_state(self.state)
         return jax.device_get(self.state)
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """Writes the weights (parameters and other model collections) to the checkpoint directory
+        `path`; `load_weights` reads them back under any strategy or device count."""
+        manager = CheckpointManager(path, async_save=False)
+        try:
+            trainer_io.save(self, manager, trainer_io.WEIGHTS)
+        finally:
+            manager.close()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the whole training state (weights, optimizer state, step, dropout key) to `path`."""
+        manager = CheckpointManager(path, async_save=False)
+        try:
+            trainer_io.save(self, manager, trainer_io.STATE)
+        finally:
+            manager.close()
+
+    def load_weights(self, path: str | os.PathLike) -> None:
+        """Loads the weights of the newest checkpoint in `path` (written by `save_weights`, `save`
+        or `jdist.callbacks.ModelCheckpoint`), laid out for this Trainer's strategy."""
+        trainer_io.load(self, path, weights_only=True)
+
+    def load(self, path: str | os.PathLike) -> dict:
+        """Loads everything the newest checkpoint in `path` holds (the whole state after `save`);
+        returns its metadata (`step`, `epoch`, ...)."""
+        return trainer_io.load(self, path)
 
     @property
     def params(self) -> Any:
@@ -496,6 +526,7 @@ class Trainer:
                                          None)
                     logs.update({f"val_{k}": v for k, v in val.items()})
                 cbs.call("on_epoch_end", epoch, logs)
+                self.epoch = epoch + 1  # epochs done (a later fit with initial_epoch=trainer.epoch continues)
                 if self.stop_training:
                     break
             cbs.call("on_train_end", logs)

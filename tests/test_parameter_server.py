@@ -367,6 +367,18 @@ def test_trainer_backup_and_restore_and_early_stopping(one_worker, tmp_path):
     for a, b in zip(jax.tree.leaves(one_worker.gather_parameters(resumed.state)),
                     jax.tree.leaves(reference.params), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+    # Weights saved from the servers load on one device, and back onto the servers.
+    resumed.save_weights(tmp_path / "weights")
+    single = _trainer(jdist.OneDeviceStrategy("cpu:0"))
+    single.load_weights(tmp_path / "weights")
+    for a, b in zip(jax.tree.leaves(single.params), jax.tree.leaves(reference.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+    fresh = _trainer(one_worker)
+    fresh.fit(x[:64], y[:64], batch_size=64, epochs=1, verbose=0)  # moves the weights away first
+    fresh.load_weights(tmp_path / "weights")
+    for a, b in zip(jax.tree.leaves(one_worker.gather_parameters(fresh.state)),
+                    jax.tree.leaves(single.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     stopper = jdist.callbacks.EarlyStopping(monitor="loss", patience=0, restore_best_weights=True)
     trainer = jdist.Trainer(model, optax.sgd(5.0), params=_params()["params"], strategy=one_worker)

@@ -487,3 +487,52 @@ def test_keras_fit_arguments_class_weight_validation_split_and_freq():
         split.fit(batches, validation_split=0.2, verbose=0)
     with pytest.raises(ValueError, match="validation_freq"):
         split.fit(x, y, validation_data=(x, y), validation_freq=0, verbose=0)
+
+
+class _RecordWeights(Callback):
+    """Host copies of the parameters and logs at each epoch end."""
+
+    def on_train_begin(self, logs=None):
+        self.weights, self.logs = [], []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.weights.append(self.trainer.state_on_host().params)
+        self.logs.append(dict(logs))
+
+
+def test_model_checkpoint_and_save_load_across_strategies(tmp_path):
+    x, y = _data()
+    _, params = _model_and_params()
+    mirrored, single = jdist.MirroredStrategy(), jdist.OneDeviceStrategy("cpu:0")
+    record = _RecordWeights()
+    every_epoch = jdist.callbacks.ModelCheckpoint(tmp_path / "epoch{epoch:02d}-{loss:.3f}", save_weights_only=True)
+    best = jdist.callbacks.ModelCheckpoint(tmp_path / "best", monitor="val_loss", save_best_only=True)
+    by_steps = jdist.callbacks.ModelCheckpoint(tmp_path / "steps", save_freq=3, max_to_keep=None)
+    trainer = _trainer(mirrored, params, steps_per_execution=2)
+    trainer.fit(x, y, batch_size=BATCH, epochs=4, validation_data=(x[:40], y[:40]), verbose=0,
+                callbacks=[record, every_epoch, best, by_steps])
+    # One directory per epoch, named from the epoch and its loss; weights load under another strategy.
+    names = sorted(p.name for p in tmp_path.glob("epoch*"))
+    assert names == [f"epoch{e + 1:02d}-{record.logs[e]['loss']:.3f}" for e in range(4)]
+    reader = _trainer(single, params)
+    reader.load_weights(tmp_path / names[1])
+    _assert_trees_close(reader.params, record.weights[1], rtol=0, atol=0)
+    # save_best_only keeps the weights of the epoch with the lowest val_loss.
+    best_epoch = int(np.argmin([logs["val_loss"] for logs in record.logs]))
+    info = reader.load(tmp_path / "best")
+    assert info["epoch"] == best_epoch + 1 and info["val_loss"] == min(r["val_loss"] for r in record.logs)
+    _assert_trees_close(reader.params, record.weights[best_epoch], rtol=0, atol=0)
+    # save_freq=3 steps with 2 steps per execution: saved once 3 or more steps passed since the last.
+    steps = jdist.checkpoint.CheckpointManager(tmp_path / "steps").all_steps()
+    assert steps == [4, 8, 12, 16]
+
+    # A whole-state save resumes training exactly, also on another strategy.
+    trainer.save(tmp_path / "state")
+    more = trainer.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    resumed = _trainer(single, params)
+    assert resumed.load(tmp_path / "state")["step"] == 16 and resumed.step == 16
+    again = resumed.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    _assert_trees_close(resumed.params, trainer.params)
+    np.testing.assert_allclose(again.history["loss"], more.history["loss"], rtol=1e-5)
+    with pytest.raises(FileNotFoundError, match="No checkpoint"):
+        resumed.load_weights(tmp_path / "nothing-here")

@@ -5,6 +5,7 @@ from jdist.callbacks.csv_logger import CSVLogger
 from jdist.callbacks.early_stopping import EarlyStopping
 from jdist.callbacks.history import History
 from jdist.callbacks.metrics_logger import MetricsLogger
+from jdist.callbacks.model_checkpoint import ModelCheckpoint
 from jdist.callbacks.plot import PlotHistory, plot_history
 from jdist.callbacks.profiler import ProfilerCallback
 from jdist.callbacks.progress import ProgressBar
@@ -19,6 +20,7 @@ __all__ = [
     "History",
     "LazyLogs",
     "MetricsLogger",
+    "ModelCheckpoint",
     "PlotHistory",
     "ProfilerCallback",
     "ProgressBar",
