@@ -98,26 +98,42 @@ def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = No
     """Each leaf's layout with its first unsplit dimension that the replica count divides
     also split over the data axis: where that leaf's share of the update runs.
     Leaves smaller than `min_bytes` (default `WEIGHT_UPDATE_MIN_BYTES`) keep their layout."""
-    n, axis = strategy.num_replicas_in_sync, strategy.data_axis
-    min_bytes = WEIGHT_UPDATE_MIN_BYTES if min_bytes is None else min_bytes
+    return split_over_data(strategy, tree, strategy.parameter_shardings(tree), min_bytes)
+
+
+def split_over_data(strategy: Any, tree: Any, shardings: Any, min_bytes: int | None = None) -> Any:
+    """`shardings` (of `tree`'s leaves) with each leaf of at least `min_bytes` also split over the
+    data axis, on its first unsplit dimension that the replica count divides."""
 
     def widen(leaf: Any, sharding: Any) -> Any:
-        ndim = getattr(leaf, "ndim", 0)
-        if n == 1 or not isinstance(sharding, NamedSharding) or ndim == 0:
+        if not isinstance(sharding, NamedSharding) or getattr(leaf, "ndim", 0) == 0:
             return sharding
-        if leaf.size * jnp.dtype(leaf.dtype).itemsize < min_bytes:
-            return sharding
-        spec = list(sharding.spec) + [None] * (ndim - len(sharding.spec))
-        used = {a for entry in spec if entry for a in (entry if isinstance(entry, tuple) else (entry,))}
-        if axis in used:
-            return sharding
-        for dim, (size, entry) in enumerate(zip(leaf.shape, spec)):
-            if entry is None and size % n == 0:
-                spec[dim] = axis
-                return NamedSharding(sharding.mesh, P(*spec), memory_kind=sharding.memory_kind)
-        return sharding
+        spec = data_split_spec(strategy, leaf.shape, leaf.dtype, sharding.spec, min_bytes)
+        return sharding if spec is sharding.spec else NamedSharding(sharding.mesh, spec,
+                                                                    memory_kind=sharding.memory_kind)
 
-    return jax.tree.map(widen, tree, strategy.parameter_shardings(tree))
+    return jax.tree.map(widen, tree, shardings)
+
+
+def data_split_spec(strategy: Any, shape: tuple, dtype: Any, spec: P, min_bytes: int | None = None) -> P:
+    """`spec` with the data axis added on the first unsplit dimension the replica count divides,
+    for arrays of at least `min_bytes` (default `WEIGHT_UPDATE_MIN_BYTES`); else `spec` itself."""
+    n, axis = strategy.num_replicas_in_sync, strategy.data_axis
+    min_bytes = WEIGHT_UPDATE_MIN_BYTES if min_bytes is None else min_bytes
+    size = 1
+    for d in shape:
+        size *= d
+    if n == 1 or not shape or size * jnp.dtype(dtype).itemsize < min_bytes:
+        return spec
+    entries = list(spec) + [None] * (len(shape) - len(spec))
+    used = {a for entry in entries if entry for a in (entry if isinstance(entry, tuple) else (entry,))}
+    if axis in used:
+        return spec
+    for dim, (extent, entry) in enumerate(zip(shape, entries)):
+        if entry is None and extent % n == 0:
+            entries[dim] = axis
+            return P(*entries)
+    return spec
 
 
 def _constrain(tree: Any, shardings: Any) -> Any:

@@ -5,11 +5,12 @@ so a layout can be checked before any memory is allocated.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable
 
 import jax
-from jax.sharding import Mesh
+from jax.sharding import Mesh, PartitionSpec as P
 
 from jdist import tables
 from jdist.layout import Layout, Placement, _is_placement, _is_train_state, _itemsize, describe, spec_axis_names
@@ -32,8 +33,10 @@ def mesh_line(mesh: Mesh, data_axis: str) -> str:
     return f"Mesh: {axes} ({mesh.devices.size} {'/'.join(kinds)} devices; data axis {data_axis!r})"
 
 
-def layout_summary(layout: Layout, mesh: Mesh, data_axis: str, tree: Any = None, opt_state: Any = None) -> str:
-    """The report behind `Strategy.summary` (see there)."""
+def layout_summary(layout: Layout, mesh: Mesh, data_axis: str, tree: Any = None, opt_state: Any = None,
+                   opt_state_spec: Callable[[Placement], P] | None = None) -> str:
+    """The report behind `Strategy.summary` (see there); `opt_state_spec` gives an optimizer-state
+    leaf's stored spec where it differs from its parameter's (ZeRO-1)."""
     unmatched_gets = "replicated, with a warning" if layout.warns_unmatched else describe(layout.default)
     lines = [mesh_line(mesh, data_axis),
              f"Layout: {len(layout.rules)} rule(s); parameters no rule matches: {unmatched_gets}"]
@@ -46,6 +49,8 @@ def layout_summary(layout: Layout, mesh: Mesh, data_axis: str, tree: Any = None,
     state_list: list[Placement] = []
     if opt_state is not None:
         state_list = jax.tree.leaves(layout.follow(opt_state, params), is_leaf=_is_placement)
+        if opt_state_spec is not None:
+            state_list = [dataclasses.replace(s, spec=opt_state_spec(s)) for s in state_list]
 
     per_param_state: dict[str, int] = {}
     other_state = 0

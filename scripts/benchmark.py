@@ -37,7 +37,8 @@ TF_REFERENCE = {"mlp": 4600.0, "cnn": 3700.0}
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp,cnn,transformer")
-    parser.add_argument("--strategies", default="mirrored,one_device")
+    parser.add_argument("--strategies", default="mirrored,one_device",
+                        help="comma list of mirrored, one_device, zero1 (Mirrored + sharded optimizer state)")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--steps-per-window", type=int, default=24)
@@ -147,6 +148,21 @@ def step_window(step: Callable[[int], object], args) -> Callable[[], None]:
         jax.block_until_ready(pending)
 
     return run_window
+
+
+def make_strategy(name: str):
+    """mirrored, one_device, or zero1 (Mirrored with the optimizer state stored sharded)."""
+    import jax
+
+    import jdist
+
+    if name == "mirrored":
+        return jdist.MirroredStrategy()
+    if name == "zero1":
+        return jdist.MirroredStrategy(shard_optimizer_state=True)
+    if name == "one_device":
+        return jdist.OneDeviceStrategy(jax.devices()[0])
+    raise SystemExit(f"unknown strategy {name!r}: use mirrored, zero1 or one_device")
 
 
 def summarize(rates: list[float]) -> dict:
@@ -287,7 +303,7 @@ def main(argv=None) -> int:
         examples = args.steps_per_window * program.global_batch
         variants, short_checks = {}, {}
         for strategy_name in args.strategies.split(","):
-            strategy = jdist.MirroredStrategy() if strategy_name == "mirrored" else jdist.OneDeviceStrategy(jax.devices()[0])
+            strategy = make_strategy(strategy_name)
             step, short_check = jdist_variant(strategy, program, batches, args)
             variants[f"{name}/{strategy_name}/jdist"] = (step_window(step, args), examples)
             base = baseline_variant(list(strategy.worker_devices), program, batches, args)

@@ -85,7 +85,9 @@ class Strategy:
         *,
         devices: Sequence[DeviceLike] | None = None,
         data_axis: str = "data",
+        shard_optimizer_state: bool = False,
     ):
+        self._shard_optimizer_state = bool(shard_optimizer_state)
         self._devices = resolve_devices(devices)
         self._mesh = build_mesh(self._devices, mesh_shape, data_axis)
         self._data_axis = data_axis
@@ -150,8 +152,20 @@ class Strategy:
         follows its parameters (see `jdist.layout`)."""
         if self._layout is None:
             replicated = self.replicated_sharding()
-            return jax.tree.map(lambda _: replicated, tree)
-        return self._layout.shardings(tree, self._mesh)
+            shardings = jax.tree.map(lambda _: replicated, tree)
+        else:
+            shardings = self._layout.shardings(tree, self._mesh)
+        if self._shard_optimizer_state and hasattr(tree, "opt_state") and hasattr(tree, "params"):
+            from jdist.steps import split_over_data
+
+            # ZeRO-1: each replica stores the optimizer state of its share of the update.
+            shardings = shardings.replace(opt_state=split_over_data(self, tree.opt_state, shardings.opt_state))
+        return shardings
+
+    @property
+    def shard_optimizer_state(self) -> bool:
+        """Whether a train state's optimizer state is stored split over the data axis (ZeRO-1)."""
+        return self._shard_optimizer_state
 
     def summary(self, tree: Any = None, opt_state: Any = None) -> str:
         """A table of every parameter of `tree` (params or a `TrainState`): shape, spec,
@@ -163,7 +177,12 @@ class Strategy:
         from jdist.summary import layout_summary
 
         layout = self._layout if self._layout is not None else Layout(default=P())
-        return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state)
+        opt_state_spec = None
+        if self._shard_optimizer_state:
+            from jdist.steps import data_split_spec
+
+            opt_state_spec = lambda s: data_split_spec(self, s.shape, s.dtype, s.spec)  # noqa: E731
+        return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
 
     # ---------------------------------------------------------- logical devices
     def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
@@ -212,7 +231,7 @@ class Strategy:
         params = self.place(params)
         opt_state = tx.init(params)
         state = state_cls(step=self.place(0), apply_fn=apply_fn, params=params, tx=tx, opt_state=opt_state, **kwargs)
-        if self._layout is None:
+        if self._layout is None and not self._shard_optimizer_state:
             return state.replace(opt_state=self.place(opt_state))
         # Laid out with the whole state in view, so optimizer state follows its parameters.
         return state.replace(opt_state=jax.device_put(opt_state, self.parameter_shardings(state).opt_state))

@@ -13,10 +13,13 @@ class MirroredStrategy(Strategy):
     `devices=None` takes all local accelerators, else all local CPU devices (TF's
     rule). `cross_device_ops` is accepted for TF compatibility and ignored: XLA
     chooses the all-reduce (NCCL on GPU, ICI on TPU, in-process/gloo on CPU).
+    `shard_optimizer_state=True` stores each large optimizer-state leaf split over
+    the replicas (ZeRO-1: 1/N of its memory per device, no all-gather of it per step).
     """
 
-    def __init__(self, devices: Sequence[DeviceLike] | None = None, cross_device_ops: Any = None):
-        super().__init__(devices=devices)
+    def __init__(self, devices: Sequence[DeviceLike] | None = None, cross_device_ops: Any = None, *,
+                 shard_optimizer_state: bool = False):
+        super().__init__(devices=devices, shard_optimizer_state=shard_optimizer_state)
         self._cross_device_ops = cross_device_ops
 
     def __repr__(self) -> str:

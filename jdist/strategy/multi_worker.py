@@ -38,6 +38,8 @@ class MultiWorkerMirroredStrategy(Strategy):
         self,
         cluster_resolver: ClusterResolver | None = None,
         communication_options: CommunicationOptions | None = None,
+        *,
+        shard_optimizer_state: bool = False,
     ):
         if communication_options is None:
             communication_options = CommunicationOptions()
@@ -57,7 +59,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         self._communication_options = communication_options
         self._is_chief = resolver.is_chief
         self._worker_index = resolver.process_id if jax.process_count() > 1 else 0
-        super().__init__(devices=_process_major_devices())
+        super().__init__(devices=_process_major_devices(), shard_optimizer_state=shard_optimizer_state)
 
     # ----------------------------------------------------------------- cluster
     @property
