@@ -163,17 +163,16 @@ class Trainer:
     def save_weights(self, path: str | os.PathLike) -> None:
         """Writes the weights (parameters and other model collections) to the checkpoint directory
         `path`; `load_weights` reads them back under any strategy or device count."""
-        manager = CheckpointManager(path, async_save=False)
-        try:
-            trainer_io.save(self, manager, trainer_io.WEIGHTS)
-        finally:
-            manager.close()
+        self._write(path, trainer_io.WEIGHTS)
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the whole training state (weights, optimizer state, step, dropout key) to `path`."""
+        self._write(path, trainer_io.STATE)
+
+    def _write(self, path: str | os.PathLike, what: str) -> None:
         manager = CheckpointManager(path, async_save=False)
         try:
-            trainer_io.save(self, manager, trainer_io.STATE)
+            trainer_io.save(self, manager, what)
         finally:
             manager.close()
 
