@@ -155,10 +155,11 @@ class Trainer:
         self.step = int(jax.device_get(self._state.step))
 
     def state_on_host(self) -> Any:
-        """A host (numpy) copy of the training state; `trainer.state = copy` puts it back."""
+        """A host (numpy) copy of the training state; `trainer.state = copy` puts it back. With
+        several processes every process must call it (a sharded leaf is gathered)."""
         if isinstance(self.state, RemoteTrainState):
             return self.strategy.gather_train_state(self.state)
-        return jax.device_get(self.state)
+        return _to_host(self.state)  # across processes: gathers what this one does not hold
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """Writes the weights (parameters and other model collections) to the checkpoint directory
@@ -613,7 +614,9 @@ class Trainer:
             for out, masks, stacked in pending:
                 host = _to_host(out)
                 for i, mask in enumerate(masks):
-                    real = np.asarray(_to_host(mask)) > 0  # padding rows: at the end, or each replica's
+                    # Padding rows: at the end (host batches, the same global mask on every process),
+                    # or at the end of each replica's rows (a distributed dataset's global device mask).
+                    real = np.asarray(_to_host(mask) if isinstance(mask, jax.Array) else mask) > 0
                     outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][r] if stacked else a[r], host))
             cbs.call("on_predict_end", None)
         if not outputs:
@@ -670,8 +673,14 @@ def _is_arrays(x: Any) -> bool:
 
 
 def _to_host(tree: Any) -> Any:
+    """Numpy copies of `tree`'s arrays, whole on every process (every process must call this)."""
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
-        return multihost_utils.process_allgather(tree, tiled=True)
+        def fetch(leaf: Any) -> Any:
+            if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+                return multihost_utils.process_allgather(leaf, tiled=True)
+            return jax.device_get(leaf)
+
+        return jax.tree.map(fetch, tree)
     return jax.device_get(tree)
