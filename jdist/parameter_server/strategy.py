@@ -87,12 +87,9 @@ def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrai
     return step
 
 
-class WorkerStrategy(Strategy):
-    """What a `ParameterServerStrategy` is inside a worker: a mirrored strategy over the worker's devices."""
-
-    def __init__(self, devices_per_worker: int | None = None):
-        devices = jax.local_devices()
-        super().__init__(devices=devices[:devices_per_worker] if devices_per_worker else devices)
+class RemoteStepsStrategy(Strategy):
+    """A strategy whose steps over a `RemoteTrainState` pull, compute on its devices and push
+    (synchronously on the coordinator; inside a scheduled function on a worker)."""
 
     def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
                      out_sharding: Any = None) -> Callable:
@@ -101,11 +98,19 @@ class WorkerStrategy(Strategy):
         return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
                                     out_sharding=out_sharding)
 
+
+class WorkerStrategy(RemoteStepsStrategy):
+    """What a `ParameterServerStrategy` is inside a worker: a mirrored strategy over the worker's devices."""
+
+    def __init__(self, devices_per_worker: int | None = None):
+        devices = jax.local_devices()
+        super().__init__(devices=devices[:devices_per_worker] if devices_per_worker else devices)
+
     def __repr__(self) -> str:
         return f"WorkerStrategy(worker={worker_context.get_current_worker_index()}, devices={len(self.worker_devices)})"
 
 
-class ParameterServerStrategy(Strategy):
+class ParameterServerStrategy(RemoteStepsStrategy):
     """`jdist.ParameterServerStrategy(cluster_resolver, variable_partitioner=None)`.
 
     cluster_resolver: `jdist.ParameterServerCluster(num_workers, num_ps, address)`,
@@ -223,14 +228,6 @@ class ParameterServerStrategy(Strategy):
         if isinstance(tree, RemoteParameters):
             return jax.device_put(tree.pull_numpy(), self.replicated_sharding())
         return tree
-
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
-                     out_sharding: Any = None) -> Callable:
-        """On the coordinator, a step over a `RemoteTrainState` runs here synchronously (pull, compute, push)."""
-        if isinstance(state, RemoteTrainState):
-            return compile_remote_step(self, step_fn, state, batch_sharding, out_sharding)
-        return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
-                                    out_sharding=out_sharding)
 
     # --------------------------------------------------------------- checkpoints
     def gather_parameters(self, values: RemoteParameters) -> Any:
