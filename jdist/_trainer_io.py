@@ -17,12 +17,15 @@ WEIGHTS, STATE = "weights", "state"
 
 
 def contents_of(trainer: Any, what: str) -> Any:
-    """The tree to save or restore into: the weights, or the whole training state."""
+    """The tree to save or restore into: the weights, or the whole training state (host copies of
+    what lives on parameter servers, so a restore pushes only what the caller puts back)."""
     state = trainer.state
-    if what == STATE:
-        return state  # a state on parameter servers is gathered by the CheckpointManager
     if trainer._remote:
+        if what == STATE:
+            return trainer.state_on_host()
         return {"params": trainer.strategy.gather_parameters(state), "model_state": None}
+    if what == STATE:
+        return state
     return {"params": state.params, "model_state": state.model_state}
 
 
@@ -48,14 +51,12 @@ def load(trainer: Any, path: str | os.PathLike, *, weights_only: bool = False) -
     finally:
         manager.close()
     if what == STATE and not weights_only:
-        trainer.state = restored
+        trainer.state = restored  # placed by the strategy (pushed to the servers under parameter servers)
         return info
+    if what == STATE:
+        restored = {"params": restored.params, "model_state": getattr(restored, "model_state", None)}
     if trainer._remote:
-        params = restored.params if what == STATE else restored["params"]
-        if what == WEIGHTS:  # a whole-state restore already pushed everything back
-            trainer.strategy.restore(trainer.state, params)
-        return info
-    params, model_state = ((restored.params, restored.model_state) if what == STATE
-                           else (restored["params"], restored["model_state"]))
-    trainer.state = trainer.state.replace(params=params, model_state=model_state)
+        trainer.strategy.restore(trainer.state, restored["params"])
+    else:
+        trainer.state = trainer.state.replace(**restored)
     return info

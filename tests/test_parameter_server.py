@@ -379,6 +379,13 @@ def test_trainer_backup_and_restore_and_early_stopping(one_worker, tmp_path):
     for a, b in zip(jax.tree.leaves(one_worker.gather_parameters(fresh.state)),
                     jax.tree.leaves(single.params), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # A whole-state save (gathered from the servers) loads back onto them, optimizer state and step too.
+    resumed.save(tmp_path / "state")
+    fresh.load(tmp_path / "state")
+    assert fresh.step == resumed.step == 16
+    for a, b in zip(jax.tree.leaves(one_worker.gather_train_state(fresh.state)),
+                    jax.tree.leaves(one_worker.gather_train_state(resumed.state)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
     stopper = jdist.callbacks.EarlyStopping(monitor="loss", patience=0, restore_best_weights=True)
     trainer = jdist.Trainer(model, optax.sgd(5.0), params=_params()["params"], strategy=one_worker)
