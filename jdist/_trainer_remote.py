@@ -69,21 +69,20 @@ class RemoteTrainSteps:
 class RemoteEpoch:
     """Schedules an epoch's steps and collects their metric states as they finish."""
 
-    def __init__(self, coordinator: Any, fn: RemoteTrainSteps, state: Any, steps: StepBuilder,
-                 max_pending: int):
+    def __init__(self, coordinator: Any, fn: RemoteTrainSteps, steps: StepBuilder, max_pending: int):
         self._coordinator = coordinator
         self._fn = fn
-        self.state = state  # the RemoteTrainState the steps update
         self._steps = steps
         self._max_pending = max_pending
         self._pending: collections.deque = collections.deque()
         self._finished: list[dict] = []
 
-    def schedule(self, block: list[batching.HostBatch]) -> None:
-        """Queues one function for `block`, after waiting for the oldest if too many are pending."""
+    def schedule(self, state: Any, block: list[batching.HostBatch]) -> None:
+        """Queues one function training `state` (a `RemoteTrainState`) on `block`, after waiting for
+        the oldest if too many are pending."""
         while len(self._pending) >= self._max_pending:
             self._finished.extend(self._pending.popleft().fetch())
-        self._pending.append(self._coordinator.schedule(self._fn, args=(self.state, block)))
+        self._pending.append(self._coordinator.schedule(self._fn, args=(state, block)))
 
     def join(self) -> None:
         """Waits for every scheduled step (raises a failed step's error)."""
@@ -93,7 +92,7 @@ class RemoteEpoch:
 
     def logs(self, names: Sequence[str]) -> dict[str, float]:
         """The metrics over the steps finished so far (waits for none)."""
-        while self._pending and self._pending[0]._done.is_set():
+        while self._pending and self._pending[0].ready():
             self._finished.extend(self._pending.popleft().fetch())
         if not self._finished:
             return {name: float("nan") for name in names}

@@ -63,16 +63,16 @@ class StepBuilder:
     # ------------------------------------------------------------ metric state
     def init_metric_states(self) -> dict:
         """Fresh per-replica states, `(replicas, ...)` leaves sharded over the data axis."""
-        sharding = NamedSharding(self.mesh, P(self.data_axis))
-        states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
-        return jax.device_put(jax.tree.map(lambda a: jnp.broadcast_to(a, (self.n,) + a.shape), states), sharding)
+        return jax.device_put(self._stacked_inits(), NamedSharding(self.mesh, P(self.data_axis)))
 
     def fresh_metric_states(self) -> dict:
         """Fresh per-replica states made inside a compiled step (`(replicas, ...)` leaves)."""
-        states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
         sharding = NamedSharding(self.mesh, P(self.data_axis))
-        return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(
-            jnp.broadcast_to(a, (self.n,) + a.shape), sharding), states)
+        return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, sharding), self._stacked_inits())
+
+    def _stacked_inits(self) -> dict:
+        states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
+        return jax.tree.map(lambda a: jnp.broadcast_to(a, (self.n,) + a.shape), states)
 
     def _per_replica(self, a: jax.Array) -> jax.Array:
         """(batch, ...) -> (replicas, batch / replicas, ...), each replica's slice on its devices."""

@@ -17,6 +17,7 @@ mixed precision `policy` (with dynamic loss scaling when the optimizer is a
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import jax
@@ -120,10 +121,7 @@ def data_split_spec(strategy: Any, shape: tuple, dtype: Any, spec: P, min_bytes:
     for arrays of at least `min_bytes` (default `WEIGHT_UPDATE_MIN_BYTES`); else `spec` itself."""
     n, axis = strategy.num_replicas_in_sync, strategy.data_axis
     min_bytes = WEIGHT_UPDATE_MIN_BYTES if min_bytes is None else min_bytes
-    size = 1
-    for d in shape:
-        size *= d
-    if n == 1 or not shape or size * jnp.dtype(dtype).itemsize < min_bytes:
+    if n == 1 or not shape or math.prod(shape) * jnp.dtype(dtype).itemsize < min_bytes:
         return spec
     entries = list(spec) + [None] * (len(shape) - len(spec))
     used = {a for entry in entries if entry for a in (entry if isinstance(entry, tuple) else (entry,))}

@@ -454,14 +454,13 @@ class Trainer:
         if self._remote_steps is None:
             self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
                                                   seed=self.seed, accumulation_steps=self.accumulation_steps)
-        epoch = RemoteEpoch(coordinator, self._remote_steps, None, self._steps,
+        epoch = RemoteEpoch(coordinator, self._remote_steps, self._steps,
                             max_pending=self._max_in_flight * self.strategy.num_workers)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
         for block in batching.group(iter(batches), self.steps_per_execution):
             self._ensure_state(block[0])
-            epoch.state = self._state
-            epoch.schedule(block)
+            epoch.schedule(self._state, block)
             index += len(block)
             self.step += len(block)
             if wants_logs:
@@ -616,7 +615,7 @@ class Trainer:
                 for i, mask in enumerate(masks):
                     # Padding rows: at the end (host batches, the same global mask on every process),
                     # or at the end of each replica's rows (a distributed dataset's global device mask).
-                    real = np.asarray(_to_host(mask) if isinstance(mask, jax.Array) else mask) > 0
+                    real = np.asarray(_to_host(mask)) > 0
                     outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][r] if stacked else a[r], host))
             cbs.call("on_predict_end", None)
         if not outputs:

@@ -47,15 +47,11 @@ class ModelCheckpoint(Callback):
         self.max_to_keep = max_to_keep
         self._managers: dict[str, Any] = {}
         self._steps_since_save = 0
-        self._epoch = 0
 
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self._steps_since_save = 0
         self._last_step = self.trainer.step
-
-    def on_epoch_begin(self, epoch: int, logs: Logs | None = None) -> None:
-        self._epoch = epoch
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
         if self.save_freq == "epoch":
@@ -65,13 +61,16 @@ class ModelCheckpoint(Callback):
         self._last_step = step
         if self._steps_since_save >= self.save_freq:
             self._steps_since_save = 0
-            self._save(self._epoch, batch, dict(logs or {}))
+            self._save(self.trainer.epoch, batch, dict(logs or {}))  # the epoch under way
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         if self.save_freq == "epoch":
             self._save(epoch, None, dict(logs or {}))
 
     def on_train_end(self, logs: Logs | None = None) -> None:
+        self._close_managers()
+
+    def _close_managers(self) -> None:
         for manager in self._managers.values():
             manager.close()  # waits for the background writes
         self._managers = {}
@@ -112,7 +111,7 @@ class ModelCheckpoint(Callback):
         if not self._improved(logs, epoch, path):
             return
         if path not in self._managers:
-            self.on_train_end()  # a new directory: finish the writes to the earlier ones
+            self._close_managers()  # a new directory: finish the writes to the earlier ones
             self._managers[path] = CheckpointManager(path, max_to_keep=self.max_to_keep)
         what = trainer_io.WEIGHTS if self.save_weights_only else trainer_io.STATE
         info = {"epoch": epoch + 1 if batch is None else epoch}  # epochs done when saved

@@ -61,8 +61,12 @@ class RemoteValue:
         """Same as `fetch()`: results already arrive as numpy on the coordinator."""
         return self.fetch()
 
+    def ready(self) -> bool:
+        """Whether the function has finished (so `fetch()` returns at once)."""
+        return self._done.is_set()
+
     def __repr__(self) -> str:
-        state = "pending" if not self._done.is_set() else ("failed" if self._error else "ready")
+        state = "pending" if not self.ready() else ("failed" if self._error else "ready")
         return f"RemoteValue({state})"
 
 
