@@ -51,6 +51,7 @@ RuleValue = Union[SpecLike, Tactic]
 LayoutLike = Union["Layout", Sequence[tuple[str, RuleValue]], Mapping[str, RuleValue]]
 
 __all__ = [
+    "WEIGHT_UPDATE_MIN_BYTES",
     "Layout",
     "LayoutError",
     "Placement",
@@ -58,6 +59,9 @@ __all__ = [
     "fsdp",
     "path_str",
     "shard_bytes",
+    "shard_optimizer_state",
+    "split_over_data",
+    "split_shardings_over_data",
 ]
 
 
@@ -204,6 +208,57 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
     tactic.__name__ = tactic.__qualname__ = f"fsdp({axis!r}, min_size_bytes={min_size_bytes})"
     tactic.mesh_axes = (axis,)  # type: ignore[attr-defined]
     return tactic
+
+
+# ------------------------------------------------- refinements over the data axis
+# Below this size a leaf's update is cheaper to repeat on every replica than to split
+# and all-gather again (measured: it made a small Transformer's step 15-35% slower on
+# 8 simulated CPU devices, while the MLP's 3-4 MiB kernels gained 3x).
+WEIGHT_UPDATE_MIN_BYTES = 1 << 20
+
+
+def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh, axis: str = "data",
+                    min_bytes: int | None = None) -> P:
+    """`spec` refined so each replica holds 1/N of the array: the data `axis` added on the first
+    unsplit dimension its size N divides. A tactic on top of a leaf's layout, for the arrays only
+    one replica's share of the optimizer update touches: where weight-update sharding computes
+    that share, and where ZeRO-1 stores the optimizer state between steps (the same slice, so a
+    step all-gathers only the new parameters). Arrays below `min_bytes` (default
+    `WEIGHT_UPDATE_MIN_BYTES`), already split over `axis`, or with no such dimension keep `spec`."""
+    n = int(mesh.shape[axis])
+    min_bytes = WEIGHT_UPDATE_MIN_BYTES if min_bytes is None else min_bytes
+    if n == 1 or not shape or math.prod(shape) * _itemsize(dtype) < min_bytes or axis in spec_axis_names(spec):
+        return spec
+    entries = list(spec) + [None] * (len(shape) - len(spec))
+    for dim, (extent, entry) in enumerate(zip(shape, entries)):
+        if entry is None and extent % n == 0:
+            entries[dim] = axis
+            return P(*entries)
+    return spec
+
+
+def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min_bytes: int | None = None) -> Any:
+    """`shardings` (of `tree`'s leaves) with each `NamedSharding` refined by `split_over_data`."""
+
+    def refine(leaf: Any, sharding: Any) -> Any:
+        if not isinstance(sharding, NamedSharding):
+            return sharding
+        shape, dtype = _shape_dtype(leaf)
+        spec = split_over_data(sharding.spec, shape, dtype, sharding.mesh, axis, min_bytes)
+        return sharding if spec is sharding.spec else NamedSharding(sharding.mesh, spec,
+                                                                    memory_kind=sharding.memory_kind)
+
+    return jax.tree.map(refine, tree, shardings)
+
+
+def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
+    """`shardings` (of `tree`) with the optimizer state of every train state in `tree` (the tree
+    itself, or one inside a checkpoint's dict) split over the data axis: ZeRO-1's stored layout."""
+    nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_train_state)
+    parts = treedef.flatten_up_to(shardings)
+    return treedef.unflatten([
+        s.replace(opt_state=split_shardings_over_data(n.opt_state, s.opt_state, axis)) if _is_train_state(n) else s
+        for n, s in zip(nodes, parts)])
 
 
 def describe(value: RuleValue) -> str:

@@ -112,7 +112,7 @@ def test_mirrored_matches_one_device(kind, monkeypatch):
     assert all(leaf.sharding.is_fully_replicated for leaf in jax.tree.leaves(custom[0]))
     _assert_same(reference, _global_view(strategy, model, params, batches))
     # Weight-update sharding (normally only for leaves >= 1 MiB) on every leaf: same result.
-    monkeypatch.setattr(jdist.steps, "WEIGHT_UPDATE_MIN_BYTES", 0)
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)
     _assert_same(reference, _global_view(strategy, model, params, batches))
 
 
@@ -150,7 +150,7 @@ def test_weight_update_sharding_keeps_the_stored_layout():
 def test_sharded_optimizer_state_trains_the_same_and_stores_one_eighth(monkeypatch, tmp_path):
     """ZeRO-1 (`shard_optimizer_state=True`): Adam's moments live split over the 8 replicas between
     steps; training matches plain Mirrored and one device; checkpoints restore across the two."""
-    monkeypatch.setattr(jdist.steps, "WEIGHT_UPDATE_MIN_BYTES", 0)  # this small MLP's leaves too
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)  # this small MLP's leaves too
     model, params, batches = _setup("mlp")
     loss = lambda p, b: classification_loss(model.apply(p, b["x"]), b["y"])  # noqa: E731
     states = []

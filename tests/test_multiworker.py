@@ -195,7 +195,7 @@ def test_trainer_fit_on_two_workers_matches_one_process(tmp_path, monkeypatch):
                                script_args=["--out", str(tmp_path), "--shard-optimizer-state"]))
     code = run.finish(180)
     assert code == 0, run.output()
-    monkeypatch.setattr(jdist.steps, "WEIGHT_UPDATE_MIN_BYTES", 0)
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)
     trainer, history, evaluation, predictions = trainer_job.fit(jdist.MirroredStrategy())
     logs = json.loads((tmp_path / "logs.json").read_text())
     np.testing.assert_allclose(logs["history"]["loss"], history["loss"], rtol=1e-5)

@@ -19,7 +19,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jdist import context
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
-from jdist.layout import Layout, LayoutLike, as_layout
+from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
+                          split_shardings_over_data)
 from jdist.process_local import process_batch_slice
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
@@ -155,11 +156,8 @@ class Strategy:
             shardings = jax.tree.map(lambda _: replicated, tree)
         else:
             shardings = self._layout.shardings(tree, self._mesh)
-        if self._shard_optimizer_state and hasattr(tree, "opt_state") and hasattr(tree, "params"):
-            from jdist.steps import split_over_data
-
-            # ZeRO-1: each replica stores the optimizer state of its share of the update.
-            shardings = shardings.replace(opt_state=split_over_data(self, tree.opt_state, shardings.opt_state))
+        if self._shard_optimizer_state:  # ZeRO-1: each replica stores the state of its share of the update
+            shardings = shard_optimizer_state(tree, shardings, self._data_axis)
         return shardings
 
     @property
@@ -178,10 +176,9 @@ class Strategy:
 
         layout = self._layout if self._layout is not None else Layout(default=P())
         opt_state_spec = None
-        if self._shard_optimizer_state:
-            from jdist.steps import data_split_spec
-
-            opt_state_spec = lambda s: data_split_spec(self, s.shape, s.dtype, s.spec)  # noqa: E731
+        if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
+            def opt_state_spec(s):
+                return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
         return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
 
     # ---------------------------------------------------------- logical devices
@@ -229,9 +226,14 @@ class Strategy:
         outside this process (parameter servers) override it.
         """
         params = self.place(params)
+        if self._shard_optimizer_state:  # made straight into its split layout: never whole on one device
+            state = state_cls(step=self.place(0), apply_fn=apply_fn, params=params, tx=tx,
+                              opt_state=jax.eval_shape(tx.init, params), **kwargs)
+            shardings = self.parameter_shardings(state).opt_state
+            return state.replace(opt_state=jax.jit(tx.init, out_shardings=shardings)(params))
         opt_state = tx.init(params)
         state = state_cls(step=self.place(0), apply_fn=apply_fn, params=params, tx=tx, opt_state=opt_state, **kwargs)
-        if self._layout is None and not self._shard_optimizer_state:
+        if self._layout is None:
             return state.replace(opt_state=self.place(opt_state))
         # Laid out with the whole state in view, so optimizer state follows its parameters.
         return state.replace(opt_state=jax.device_put(opt_state, self.parameter_shardings(state).opt_state))
@@ -259,10 +261,8 @@ class Strategy:
         leaf's share of the optimizer update runs). Strategies whose parameters live
         apart from the compute mesh override it and may pass `update_shardings=None`.
         """
-        from jdist.steps import weight_update_shardings
-
         state_shardings = self.parameter_shardings(state)
-        update_shardings = weight_update_shardings(self, state)
+        update_shardings = split_shardings_over_data(state, state_shardings, self._data_axis)
 
         def traced(state, batch):
             # Traced as this strategy's cross-replica code, so jdist.split() and

@@ -34,7 +34,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", required=True)
     parser.add_argument("--shard-optimizer-state", action="store_true")
     args = parser.parse_args()
-    jdist.steps.WEIGHT_UPDATE_MIN_BYTES = 0  # shard this small model's optimizer state too
+    jdist.layout.WEIGHT_UPDATE_MIN_BYTES = 0  # shard this small model's optimizer state too
     strategy = jdist.MultiWorkerMirroredStrategy(shard_optimizer_state=args.shard_optimizer_state)
     trainer, history, evaluation, predictions = fit(strategy)
     params = mlp_job.flat_params(trainer.state_on_host().params)
