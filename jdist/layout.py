@@ -32,6 +32,11 @@ parameters are resolved by the rules, and every other array follows the
 parameter whose path is the longest trailing part of its own path and whose
 shape equals its own (Adam's `mu`/`nu`, EMA copies, gradient accumulators).
 Optimizer state of another shape (Adafactor's factored moments) is replicated.
+
+Refinements. `split_over_data` adds the data axis to a leaf's spec, for what only
+one replica's share of the optimizer update touches: weight-update sharding
+computes the update in that layout, and ZeRO-1 (`shard_optimizer_state=True`)
+stores the optimizer state in it between steps (`shard_optimizer_state`).
 """
 from __future__ import annotations
 
