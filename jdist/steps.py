@@ -144,6 +144,13 @@ class _Compiled:
             if memory.is_out_of_memory(error):
                 raise memory.out_of_memory_error(error, state, batch, self.strategy) from error
             raise
+        except ValueError as error:
+            if "does not match the sharding" in str(error):  # e.g. ZeRO-1 optimizer state placed on its own
+                raise ValueError(
+                    f"The state is not laid out as {self.strategy!r} keeps it ({error}). Pass "
+                    "strategy.place(state) (the whole train state, so its optimizer state follows the "
+                    "parameters), or create it with TrainState.create inside strategy.scope().") from error
+            raise
 
     def __getstate__(self) -> dict:
         # Compiled executables stay in the process that built them; a copy sent to

@@ -237,3 +237,8 @@ def test_checkpoint_moves_between_zero1_and_every_strategy(tmp_path):
     assert_stored_split(resumed, strategy)
     for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(original)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # Optimizer state placed on its own cannot know it is one: a clear error, and the fix works.
+    stray = resumed.replace(opt_state=strategy.place(resumed.opt_state))
+    with pytest.raises(ValueError, match=r"strategy\.place\(state\)"):
+        step(stray, batch)
+    assert_stored_split(step(strategy.place(stray), batch)[0], strategy)
