@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
 from jdist import _trainer_io as trainer_io
-from jdist import context, memory, mixed_precision
+from jdist import context, keras_model, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
@@ -62,8 +62,10 @@ class Trainer:
     Args:
       model: a `flax.linen.Module` (variables made on the first batch, or pass
         `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState` (e.g. `TrainState.from_nnx(module, tx)`; then
-        leave `optimizer` out), or a function `apply_fn(params, x)` with `params=`.
-      optimizer: an `optax.GradientTransformation`.
+        leave `optimizer` out), a function `apply_fn(params, x)` with `params=`, or a Keras 3
+        model (JAX backend; optimizer, loss and metrics default to its `compile(...)`'s, and
+        trained values are written back into it: see `jdist.keras_model`).
+      optimizer: an `optax.GradientTransformation` (or, for a Keras model, a Keras optimizer).
       loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, or
         "sparse_categorical_crossentropy" (integer labels, logits).
       metrics: `jdist.metrics.Metric`s, names ("accuracy") or per-example functions.
@@ -80,8 +82,8 @@ class Trainer:
     """
 
     def __init__(self, model: Any, optimizer: optax.GradientTransformation | None = None,
-                 loss: str | Callable[[Any, Any], Any] = "sparse_categorical_crossentropy",
-                 metrics: Sequence[Any] = (), *, params: Any = None, strategy: Any = None,
+                 loss: str | Callable[[Any, Any], Any] | None = None,
+                 metrics: Sequence[Any] | None = None, *, params: Any = None, strategy: Any = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -92,8 +94,14 @@ class Trainer:
         self.policy = mixed_precision.as_policy(policy)
         self.seed = seed
         self._max_in_flight = max_in_flight
-        self._loss_fn = _resolve_loss(loss)
-        self._metrics = [metrics_lib.get(m) for m in metrics]
+        # A Keras model: its adapter, and what its compile() says where the Trainer is not told.
+        self._keras = keras_model.KerasTraining(model, optimizer, loss, metrics) if keras_model.is_keras_model(
+            model) else None
+        if self._keras is not None:
+            model, optimizer, loss, metrics = (self._keras.adapter, self._keras.optimizer, self._keras.loss,
+                                               self._keras.metrics)
+        self._loss_fn = _resolve_loss("sparse_categorical_crossentropy" if loss is None else loss)
+        self._metrics = [metrics_lib.get(m) for m in (metrics or ())]
         names = ["loss"] + [m.name for m in self._metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"Metric names must be unique (and not 'loss'): {names}. Pass name= to tell them apart.")
@@ -116,9 +124,13 @@ class Trainer:
         else:
             if optimizer is None:
                 raise ValueError("Trainer needs an optax optimizer, e.g. optax.adam(1e-3).")
-            self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
-            if not isinstance(model, nn.Module) and not callable(model):
-                raise TypeError(f"model must be a flax linen Module, a TrainState or a function, got {model!r}.")
+            if isinstance(model, keras_model.KerasModel):
+                self._model = model
+            else:
+                self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
+            if not isinstance(model, (nn.Module, keras_model.KerasModel)) and not callable(model):
+                raise TypeError(f"model must be a flax linen Module, a Keras 3 model, a TrainState or a function, "
+                                f"got {model!r}.")
             self._optimizer = optimizer
             if params is not None:
                 model_state = None
@@ -181,11 +193,14 @@ class Trainer:
         """Loads the weights of the newest checkpoint in `path` (written by `save_weights`, `save`
         or `jdist.callbacks.ModelCheckpoint`), laid out for this Trainer's strategy."""
         trainer_io.load(self, path, weights_only=True)
+        self._write_back()
 
     def load(self, path: str | os.PathLike) -> dict:
         """Loads everything the newest checkpoint in `path` holds (the whole state after `save`);
         returns its metadata (`step`, `epoch`, ...)."""
-        return trainer_io.load(self, path)
+        meta = trainer_io.load(self, path)
+        self._write_back()
+        return meta
 
     @property
     def params(self) -> Any:
@@ -529,7 +544,13 @@ class Trainer:
                 if self.stop_training:
                     break
             cbs.call("on_train_end", logs)
+        self._write_back()
         return self.history
+
+    def _write_back(self) -> None:
+        """A Keras model gets the trained values, so its predict / evaluate / save / get_weights see them."""
+        if self._keras is not None and self._state is not None:
+            self._keras.write_back(self.state_on_host())
 
     def _fit_data(self, x: Any, y: Any, sample_weight: Any, class_weight: Any, validation_data: Any,
                   validation_split: float) -> tuple:

@@ -1,0 +1,341 @@
+"""Keras 3 models in `jdist.Trainer` (the optional `jdist[keras]` extra, `KERAS_BACKEND=jax`).
+
+    model = keras.Sequential([...]); model.compile(optimizer="adam", loss=..., metrics=["accuracy"])
+    trainer = jdist.Trainer(model, strategy=jdist.MirroredStrategy())
+    trainer.fit(x, y, batch_size=64)      # then model.predict / evaluate / save / get_weights see the result
+
+The Trainer keeps the model's variables as plain arrays keyed by each variable's
+Keras path (`sequential/dense/kernel`), so layouts and Keras `LayoutMap` rules
+match them, and calls the model through `stateless_call(trainable,
+non_trainable, x, training=...)`: batch statistics and dropout seed states are
+the non-trainable values it carries from step to step. What the Trainer is not
+given comes from the model's `compile(...)`, as Keras's own objects: the loss
+(its unreduced per-example values), the metrics (through their stateless API,
+one state per replica) and the optimizer (through `stateless_apply`, its
+variables the optimizer state), so the update is Keras's. Trained values are
+written back into the model's variables after `fit` and `load_weights`.
+
+Padding: a short last batch is padded and masked. `BatchNormalization` is given
+that mask, so its statistics are those of the real examples (and, in the
+Trainer's global view, of the whole global batch, as TF's synchronized batch
+normalization).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jdist import metrics as metrics_lib
+from jdist.aggregation import VariableAggregation
+
+
+def is_keras_model(obj: Any) -> bool:
+    """Whether `obj` is a Keras 3 layer or model (without importing Keras when it is not loaded)."""
+    if "keras" not in sys.modules:
+        return False
+    try:
+        import keras
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, keras.layers.Layer)
+
+
+def _check_backend() -> None:
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            f"jdist trains Keras models on the JAX backend, but Keras runs on {keras.backend.backend()!r}. "
+            "Set KERAS_BACKEND=jax before importing keras.")
+
+
+def _keys(variables: Sequence[Any], what: str) -> list[str]:
+    keys = [v.path for v in variables]
+    if len(set(keys)) != len(keys):
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"The model's {what} variables share paths {dup}; give their layers unique names.")
+    return keys
+
+
+class KerasModel:
+    """Adapter: the Trainer's `init` / `apply` for a Keras model, through `stateless_call`."""
+
+    def __init__(self, model: Any):
+        _check_backend()
+        self.model = model
+        self._batch_norms: list = []
+
+    # ---------------------------------------------------------------- values
+    def _build(self, x: Any) -> None:
+        if not self.model.built:
+            self.model(x)  # builds every layer, as Keras's fit does on its first batch
+        import keras
+
+        self._batch_norms = [layer for layer in self.model._flatten_layers(include_self=False)
+                             if isinstance(layer, keras.layers.BatchNormalization)]
+        check_batch_norm_axes(self._batch_norms)
+        self.trainable_keys = _keys(self.model.trainable_variables, "trainable")
+        self.non_trainable_keys = _keys(self.model.non_trainable_variables, "non-trainable")
+
+    def init(self, rng: jax.Array, x: Any, mask: Any) -> tuple[dict, dict]:
+        """The model's current values (built on `x` first if it is not built)."""
+        del rng, mask  # Keras initialises its own variables, from its own seeds
+        self._build(x)
+        return self.values()
+
+    def values(self) -> tuple[dict, dict]:
+        params = {k: jnp.asarray(v.value) for k, v in zip(self.trainable_keys, self.model.trainable_variables)}
+        state = {k: jnp.asarray(v.value) for k, v in zip(self.non_trainable_keys,
+                                                          self.model.non_trainable_variables)}
+        return params, state
+
+    def apply_fn(self, params: dict, x: Any) -> Any:
+        """Inference with `params` and the model's current non-trainable values."""
+        _, state = self.values()
+        return self.apply(params, state, x, train=False, mask=None, rng=None)[0]
+
+    def apply(self, params: dict, model_state: dict, x: Any, *, train: bool, mask: Any, rng: Any) -> tuple:
+        del rng  # dropout draws from the model's own seed-generator states, carried in model_state
+        trainable = [params[k] for k in self.trainable_keys]
+        non_trainable = [model_state[k] for k in self.non_trainable_keys]
+        with _masked_batch_norm(self._batch_norms if train else [], mask):
+            y_pred, non_trainable, losses = self.model.stateless_call(
+                trainable, non_trainable, x, training=train, return_losses=True)
+        if losses:
+            raise NotImplementedError(
+                "This model adds losses of its own (kernel_regularizer=, activity_regularizer= or add_loss), "
+                "which jdist.Trainer does not add to the compiled loss yet. Train it with model.fit inside "
+                "strategy.scope(), or drop the regularizers.")
+        return y_pred, dict(zip(self.non_trainable_keys, non_trainable))
+
+    def write_back(self, host_state: Any, optimizer: "KerasOptimizer | None") -> None:
+        """Assigns trained values (a host copy of the Trainer's state) to the Keras variables."""
+        for key, var in zip(self.trainable_keys, self.model.trainable_variables):
+            var.assign(np.asarray(host_state.params[key]))
+        for key, var in zip(self.non_trainable_keys, self.model.non_trainable_variables):
+            var.assign(np.asarray(host_state.model_state[key]))
+        if optimizer is not None and isinstance(host_state.opt_state, dict) and set(host_state.opt_state) == set(
+                optimizer.keys):
+            for key, var in zip(optimizer.keys, optimizer.optimizer.variables):
+                var.assign(np.asarray(host_state.opt_state[key]))
+
+
+@contextlib.contextmanager
+def _masked_batch_norm(layers: list, mask: Any):
+    """Hands each BatchNormalization the real-example mask, so padding rows stay out of its statistics."""
+    if not layers or mask is None:
+        yield
+        return
+    for layer in layers:
+        original = type(layer).call
+
+        def call(inputs, training=None, mask=None, _layer=layer, _original=original):
+            real = jnp.asarray(example_mask) > 0
+            real = jnp.broadcast_to(real.reshape(real.shape + (1,) * (inputs.ndim - 2)), inputs.shape[:-1])
+            if mask is not None:
+                real = jnp.logical_and(real, jnp.asarray(mask, bool))
+            return _original(_layer, inputs, training=training, mask=real)
+
+        example_mask = mask
+        object.__setattr__(layer, "call", call)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            object.__delattr__(layer, "call")
+
+
+def check_batch_norm_axes(layers: list) -> None:
+    """BatchNormalization over a non-last axis cannot take the padding mask: say so up front."""
+    for layer in layers:
+        axes = getattr(layer, "_reduction_axes", None)
+        if axes is not None and list(axes) != list(range(len(axes))):  # the last axis is not the one kept
+            raise ValueError(
+                f"{layer.name}: jdist.Trainer supports BatchNormalization over the last axis only "
+                f"(got axis={layer.axis!r}); padded batches could not be masked otherwise. Use "
+                "channels-last data, or model.fit inside strategy.scope().")
+
+
+# ------------------------------------------------------------------ optimizer
+class KerasOptimizer:
+    """A Keras optimizer as an optax transformation: the update is Keras's `stateless_apply`.
+
+    The optimizer state is a dict of the optimizer's variables keyed by their Keras
+    path; a slot variable of a parameter is keyed `<slot>/<parameter path>` so that
+    layouts put it where its parameter is. It starts from the optimizer's current
+    values (a model already trained by Keras continues with its moments).
+    """
+
+    def __init__(self, optimizer: Any, model: KerasModel):
+        self.optimizer = optimizer
+        self.model = model
+        self.keys: list[str] = []
+
+    def _build(self) -> None:
+        if not self.optimizer.built:
+            self.optimizer.build(self.model.model.trainable_variables)
+        built_with = [v.path for v in self.optimizer._trainable_variables]
+        if built_with != self.model.trainable_keys:
+            raise ValueError("The model's optimizer was built for other variables than the model's trainable ones; "
+                             "compile the model again (or pass an optimizer to the Trainer).")
+        by_flat_name = {key.replace("/", "_"): key for key in self.model.trainable_keys}
+        keys = []
+        for var in self.optimizer.variables:
+            owner = max((f for f in by_flat_name if var.name.startswith(f + "_")), key=len, default=None)
+            keys.append(f"{var.name[len(owner) + 1:]}/{by_flat_name[owner]}" if owner else var.path)
+        self.keys = keys
+
+    def init(self, params: dict) -> dict:
+        del params
+        self._build()
+        return {k: jnp.asarray(v.value) for k, v in zip(self.keys, self.optimizer.variables)}
+
+    def update(self, grads: dict, opt_state: dict, params: dict | None = None) -> tuple[dict, dict]:
+        if params is None:
+            raise ValueError("A Keras optimizer needs the parameters: call update(grads, state, params).")
+        order = self.model.trainable_keys
+        new_params, new_vars = self.optimizer.stateless_apply(
+            [opt_state[k] for k in self.keys], [grads[k] for k in order], [params[k] for k in order])
+        # optax adds updates to the parameters: new - old is exact where they are within 2x of each other.
+        updates = {k: new - params[k] for k, new in zip(order, new_params)}
+        return updates, dict(zip(self.keys, new_vars))
+
+    def transformation(self) -> optax.GradientTransformation:
+        return optax.GradientTransformation(self.init, self.update)
+
+
+# ----------------------------------------------------------------- loss, metrics
+def loss_from(identifier: Any) -> Callable[[Any, Any], Any]:
+    """Keras's loss for `compile(loss=...)`, returning its unreduced per-example values."""
+    from keras.src.trainers import compile_utils
+
+    if isinstance(identifier, (dict, list, tuple)):
+        raise NotImplementedError(
+            "jdist.Trainer takes one loss for one output; this model was compiled with several. Pass "
+            "loss=fn(y_true, y_pred) to the Trainer, or train with model.fit inside strategy.scope().")
+    resolved: dict = {}
+
+    def per_example(y_true: Any, y_pred: Any) -> Any:
+        loss = resolved.get("loss")
+        if loss is None:  # "crossentropy" is resolved from the label shapes, as Keras does
+            loss = resolved["loss"] = compile_utils.get_loss(identifier, y_true, y_pred)
+        return loss.call(y_true, y_pred)
+
+    per_example.__name__ = getattr(identifier, "name", None) or str(identifier)
+    return per_example
+
+
+_AGGREGATIONS = {"sum": VariableAggregation.SUM, "mean": VariableAggregation.MEAN,
+                 "only_first_replica": VariableAggregation.ONLY_FIRST_REPLICA, "none": VariableAggregation.NONE}
+
+
+class KerasMetric(metrics_lib.Metric):
+    """A Keras 3 metric (an object, a name or a function) through its stateless API.
+
+    Each replica keeps the metric's variables; reading combines them as each
+    variable's `aggregation` says (sum for totals and counts), then Keras computes
+    the result. "accuracy" is resolved from the label and prediction shapes at the
+    first update, as Keras resolves it.
+    """
+
+    def __init__(self, identifier: Any):
+        import keras
+        from keras.src.trainers import compile_utils
+
+        self.identifier = identifier
+        lazy = isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc")
+        if lazy:  # every accuracy variant keeps (total, count): the state does not depend on the choice
+            self.metric = keras.metrics.SparseCategoricalAccuracy(name=identifier)
+        elif isinstance(identifier, keras.metrics.Metric):
+            self.metric = identifier
+        else:
+            self.metric = compile_utils.get_metric(identifier, None, None)
+        self._resolved = not lazy
+        super().__init__(name=self.metric.name)
+
+    def _resolve(self, y_true: Any, y_pred: Any) -> None:
+        if self._resolved:
+            return
+        from keras.src.trainers import compile_utils
+
+        metric = compile_utils.get_metric(self.identifier, y_true, y_pred)
+        if [v.shape for v in metric.variables] != [v.shape for v in self.metric.variables]:
+            raise ValueError(f"Metric {self.identifier!r} resolved to {metric!r} with another state.")
+        self.metric, self._resolved = metric, True
+
+    def init(self) -> list:
+        return [jnp.asarray(v) for v in self.metric.stateless_reset_state()]
+
+    def update(self, state: list, y_true: Any, y_pred: Any = None, sample_weight: Any = None) -> list:
+        self._resolve(y_true, y_pred)
+        return list(self.metric.stateless_update_state(list(state), y_true, y_pred, sample_weight=sample_weight))
+
+    def aggregations(self, state: list) -> list:
+        return [_AGGREGATIONS.get(str(getattr(v, "aggregation", "sum")), VariableAggregation.SUM)
+                for v in self.metric.variables]
+
+    def compute(self, state: list) -> jax.Array:
+        return jnp.asarray(self.metric.stateless_result(list(state)), jnp.float32)
+
+
+# ------------------------------------------------------------------ the hook
+class KerasTraining:
+    """What the Trainer takes from a Keras model: adapter, optimizer, loss and metrics."""
+
+    def __init__(self, model: Any, optimizer: Any, loss: Any, metrics: Sequence[Any]):
+        self.adapter = KerasModel(model)
+        self.keras_optimizer: KerasOptimizer | None = None
+        compiled = getattr(model, "compiled", False)
+        if optimizer is None:
+            if not compiled or model.optimizer is None:
+                raise ValueError("Compile the Keras model first (model.compile(optimizer=..., loss=...)), or pass "
+                                 "the Trainer an optimizer and a loss.")
+            self.keras_optimizer = KerasOptimizer(model.optimizer, self.adapter)
+            optimizer = self.keras_optimizer.transformation()
+        elif _is_keras_optimizer(optimizer):
+            self.keras_optimizer = KerasOptimizer(optimizer, self.adapter)
+            optimizer = self.keras_optimizer.transformation()
+        if loss is None:
+            if not compiled or model.loss is None:
+                raise ValueError("The Keras model was compiled without a loss: compile it with loss=..., or pass "
+                                 "the Trainer loss=.")
+            loss = loss_from(model.loss)
+        if metrics is None:  # the compiled metrics, as Keras resolves them
+            metrics = [KerasMetric(m) for m in _compiled_metrics(model)] if compiled else []
+        else:  # the Trainer's own vocabulary; Keras metric objects through their stateless API
+            metrics = [KerasMetric(m) if _is_keras_metric(m) else m for m in metrics]
+        self.optimizer, self.loss, self.metrics = optimizer, loss, metrics
+
+    def write_back(self, host_state: Any) -> None:
+        self.adapter.write_back(host_state, self.keras_optimizer)
+
+
+def _compiled_metrics(model: Any) -> list:
+    config = getattr(model, "_compile_config", None)
+    config = getattr(config, "config", None) or {}
+    metrics = list(config.get("metrics") or [])
+    weighted = config.get("weighted_metrics")
+    if weighted:
+        raise NotImplementedError("weighted_metrics from compile() are not taken by jdist.Trainer yet; pass "
+                                  "metrics= to the Trainer.")
+    if isinstance(config.get("metrics"), dict):
+        raise NotImplementedError("Per-output metrics (a dict) are not taken by jdist.Trainer; pass metrics=.")
+    return metrics
+
+
+def _is_keras_optimizer(optimizer: Any) -> bool:
+    import keras
+
+    return isinstance(optimizer, keras.optimizers.Optimizer)
+
+
+def _is_keras_metric(metric: Any) -> bool:
+    import keras
+
+    return isinstance(metric, keras.metrics.Metric)
