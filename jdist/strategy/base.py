@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context
+from jdist import context, keras_distribution
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import Layout, LayoutLike, as_layout
@@ -311,7 +311,8 @@ class Strategy:
         """Makes this strategy current; values created eagerly inside land on its mesh."""
         token = context.enter_scope(self)
         try:
-            with self._mesh_context():
+            # With Keras 3 (JAX) imported, its own fit and variables follow this strategy too.
+            with self._mesh_context(), keras_distribution.scope(self):
                 yield self
         finally:
             context.exit_scope(token)
