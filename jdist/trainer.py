@@ -98,6 +98,9 @@ class Trainer:
         self._keras = keras_model.KerasTraining(model, optimizer, loss, metrics) if keras_model.is_keras_model(
             model) else None
         if self._keras is not None:
+            if params is not None:
+                raise ValueError("A Keras model holds its own weights: set them with model.set_weights(...) "
+                                 "and leave params= out.")
             model, optimizer, loss, metrics = (self._keras.adapter, self._keras.optimizer, self._keras.loss,
                                                self._keras.metrics)
         self._loss_fn = _resolve_loss("sparse_categorical_crossentropy" if loss is None else loss)

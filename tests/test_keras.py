@@ -111,9 +111,9 @@ def test_functional_and_subclassed_with_dropout_and_batch_norm(build):
     _assert_same_weights(results[0], results[1], atol=1e-5)
 
 
-def test_data_x_model_layout_from_a_keras_layout_map():
-    """A Keras LayoutMap on a data=2 x model=4 mesh: kernels split over "model", Adam's moments follow
-    them, and training equals one device."""
+def test_layouts_and_other_strategies_equal_one_device():
+    """A Keras LayoutMap on a data=2 x model=4 mesh (kernels split over "model", Adam's moments follow
+    them), central storage and FSDP: training equals Keras's fit on one device."""
     x, y = _data(48)
     reference = _mlp()
     initial = reference.get_weights()
@@ -123,6 +123,7 @@ def test_data_x_model_layout_from_a_keras_layout_map():
     layout_map = keras.distribution.LayoutMap(mesh)
     layout_map["hidden/kernel"] = (None, "model")
     layout_map["logits/kernel"] = ("model", None)
+    layout_map["bias"] = (None,)
     strategy = jdist.Strategy(mesh_shape={"data": 2, "model": 4}, layout=layout_map)
     model = _mlp()
     model.set_weights(initial)
@@ -133,6 +134,11 @@ def test_data_x_model_layout_from_a_keras_layout_map():
     assert opt_state["momentum/mlp/hidden/kernel"].sharding.spec == P(None, "model")
     assert params["mlp/logits/kernel"].sharding.spec == P("model", None)
     _assert_same_weights(reference.get_weights(), model.get_weights())
+    for other in (jdist.CentralStorageStrategy(), jdist.FSDPStrategy()):  # the update apart / sharded
+        model = _mlp()
+        model.set_weights(initial)
+        jdist.Trainer(model, strategy=other).fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+        _assert_same_weights(reference.get_weights(), model.get_weights())
 
 
 def test_save_load_and_errors(tmp_path):
