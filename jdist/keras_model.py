@@ -112,7 +112,7 @@ class KerasModel:
                 "This model adds losses of its own (kernel_regularizer=, activity_regularizer= or add_loss), "
                 "which jdist.Trainer does not add to the compiled loss yet. Train it with model.fit inside "
                 "strategy.scope(), or drop the regularizers.")
-        return y_pred, dict(zip(self.non_trainable_keys, non_trainable))
+        return y_pred, dict(zip(self.non_trainable_keys, non_trainable)) if self.non_trainable_keys else model_state
 
     def write_back(self, host_state: Any, optimizer: "KerasOptimizer | None") -> None:
         """Assigns trained values (a host copy of the Trainer's state) to the Keras variables."""
@@ -127,23 +127,24 @@ class KerasModel:
 
 
 @contextlib.contextmanager
-def _masked_batch_norm(layers: list, mask: Any):
-    """Hands each BatchNormalization the real-example mask, so padding rows stay out of its statistics."""
-    if not layers or mask is None:
+def _masked_batch_norm(layers: list, example_mask: Any):
+    """Hands each BatchNormalization the real-example mask, so padding rows stay out of its statistics.
+
+    Keras's BatchNormalization takes `mask` (one dimension less than its inputs) and computes its
+    moments over the unmasked elements only; the layer's `call` is wrapped while the model is traced."""
+    if not layers or example_mask is None:
         yield
         return
+    real_rows = jnp.asarray(example_mask) > 0
     for layer in layers:
-        original = type(layer).call
-
-        def call(inputs, training=None, mask=None, _layer=layer, _original=original):
-            real = jnp.asarray(example_mask) > 0
-            real = jnp.broadcast_to(real.reshape(real.shape + (1,) * (inputs.ndim - 2)), inputs.shape[:-1])
-            if mask is not None:
+        def call(inputs, training=None, mask=None, _layer=layer, _original=type(layer).call):
+            real = real_rows.reshape(real_rows.shape + (1,) * (inputs.ndim - 2))
+            real = jnp.broadcast_to(real, inputs.shape[:-1])
+            if mask is not None:  # a sequence mask of the layer's own input
                 real = jnp.logical_and(real, jnp.asarray(mask, bool))
             return _original(_layer, inputs, training=training, mask=real)
 
-        example_mask = mask
-        object.__setattr__(layer, "call", call)
+        object.__setattr__(layer, "call", call)  # past Keras's attribute tracking; undone below
     try:
         yield
     finally:
