@@ -409,7 +409,8 @@ def _is_keras_metric(obj: Any) -> bool:
     return any(c.__name__ == "Metric" and c.__module__.startswith("keras") for c in type(obj).__mro__)
 
 
-def compile_metrics(metrics: Sequence[Any] = (), weighted_metrics: Sequence[Any] = ()) -> list[tuple[str, Metric, bool]]:
+def compile_metrics(metrics: Sequence[Any] = (),
+                    weighted_metrics: Sequence[Any] = ()) -> list[tuple[str, Metric, bool]]:
     """`(log name, metric, weighted)` for Keras's `compile(metrics=, weighted_metrics=)`.
 
     As in Keras 3, `metrics` ignore sample and class weights (padding still never counts) and
