@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 import functools
+import os
 
 from jdist.aggregation import VariableAggregation, mark_per_replica
 from jdist.values import PerReplica
@@ -352,6 +353,7 @@ class KerasMetric(Metric):
 
 def _keras_metric(class_name: str, name: str) -> Callable[[], Metric]:
     def make() -> Metric:
+        os.environ.setdefault("KERAS_BACKEND", "jax")  # jdist runs Keras metrics on its JAX backend
         try:
             import keras
         except ImportError as error:

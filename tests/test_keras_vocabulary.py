@@ -234,3 +234,35 @@ def test_fit_metrics_and_weighted_metrics_equal_keras(one_hot):
     k_kernel, k_bias = model.get_weights()
     np.testing.assert_allclose(np.asarray(trainer.params["kernel"]), k_kernel, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(trainer.params["bias"]), k_bias, rtol=1e-5, atol=1e-6)
+
+
+_FLOAT64_FIT = r"""
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import jdist
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(30, 4)) + 1e4          # large values: float32 would lose the small differences
+params = {"w": rng.normal(size=(4, 2)) * 1e-3}
+y = x @ params["w"] + rng.normal(size=(30, 2)) * 1e-4
+apply_fn = lambda p, x: x @ p["w"]
+trainer = jdist.Trainer(apply_fn, "sgd", loss="mse", metrics=["mae"], params=params,
+                        strategy=jdist.MirroredStrategy(["cpu:0", "cpu:1"]))
+logs = trainer.evaluate(x, y, batch_size=8, verbose=0, return_dict=True)
+err = x @ params["w"] - y
+np.testing.assert_allclose(logs["loss"], np.mean(err ** 2), rtol=1e-10)
+np.testing.assert_allclose(logs["mae"], np.mean(np.abs(err)), rtol=1e-10)
+states = trainer._fresh_states()
+assert {str(a.dtype) for a in jax.tree.leaves(states)} == {"float64"}, states
+print("float64 ok")
+"""
+
+
+def test_float64_model_keeps_float64_losses_and_metrics():
+    """With jax_enable_x64, a float64 model's loss and metric states stay float64 (no float32 cast)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FLOAT64_FIT], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "float64 ok" in out.stdout, out.stderr[-3000:]
