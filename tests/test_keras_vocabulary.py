@@ -266,3 +266,32 @@ def test_float64_model_keeps_float64_losses_and_metrics():
 
     out = subprocess.run([sys.executable, "-c", _FLOAT64_FIT], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "float64 ok" in out.stdout, out.stderr[-3000:]
+
+
+def test_trainer_evaluates_keras_metric_objects_per_replica():
+    """Keras's AUC / Precision / Recall objects in the Trainer under Mirrored(4), a short last batch and
+    sample weights: equal to the Keras objects fed the same predictions (weighted ones with the weights)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(37, 4)).astype(np.float32)
+    y = (x[:, :1] + 0.5 * rng.normal(size=(37, 1)) > 0).astype(np.float32)
+    w = rng.uniform(0, 2, size=37).astype(np.float32)
+    params = {"w": rng.normal(size=(4, 1)).astype(np.float32)}
+
+    def apply_fn(p, inputs):
+        return jax.nn.sigmoid(inputs @ p["w"])
+
+    trainer = jdist.Trainer(apply_fn, "sgd", loss="binary_crossentropy",
+                            metrics=[keras.metrics.AUC(num_thresholds=100), "precision"],
+                            weighted_metrics=["recall"], params=params,
+                            strategy=jdist.MirroredStrategy(["cpu:0", "cpu:1", "cpu:2", "cpu:3"]))
+    got = trainer.evaluate(x, y, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
+    probs = np.asarray(apply_fn(params, x))
+    auc, precision, recall = keras.metrics.AUC(num_thresholds=100), keras.metrics.Precision(), keras.metrics.Recall()
+    auc.update_state(y, probs)
+    precision.update_state(y, probs)
+    recall.update_state(y, probs, sample_weight=w)
+    assert sorted(got) == ["auc", "loss", "precision", "recall"]
+    np.testing.assert_allclose([got["auc"], got["precision"], got["recall"]],
+                               [float(auc.result()), float(precision.result()), float(recall.result())], rtol=1e-6)
+    bce = keras.losses.BinaryCrossentropy()
+    np.testing.assert_allclose(got["loss"], float(bce(y, probs, sample_weight=w)), rtol=1e-5)
