@@ -1,8 +1,12 @@
-"""TF's loss-scaling helpers: per-replica losses divided by the *global* batch.
+"""Losses: TF's loss-scaling helpers, and Keras 3's per-example losses by name.
 
 Gradients are summed across replicas (TF's rule), so each replica must divide by
 the global batch size; dividing by the per-replica size silently multiplies the
 learning rate by the replica count.
+
+`get("mse")`, `get("sparse_categorical_crossentropy")`, `SparseCategoricalCrossentropy(from_logits=True)`
+or a Keras 3 loss object give per-example losses with Keras's names, defaults and values
+(the `Trainer`'s `loss=`).
 """
 from __future__ import annotations
 
