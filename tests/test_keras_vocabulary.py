@@ -281,7 +281,7 @@ def test_trainer_evaluates_keras_metric_objects_per_replica():
         return jax.nn.sigmoid(inputs @ p["w"])
 
     trainer = jdist.Trainer(apply_fn, "sgd", loss="binary_crossentropy",
-                            metrics=[keras.metrics.AUC(num_thresholds=100), "precision"],
+                            metrics=[keras.metrics.AUC(num_thresholds=100, name="auc"), "precision"],
                             weighted_metrics=["recall"], params=params,
                             strategy=jdist.MirroredStrategy(["cpu:0", "cpu:1", "cpu:2", "cpu:3"]))
     got = trainer.evaluate(x, y, sample_weight=w, batch_size=16, verbose=0, return_dict=True)
