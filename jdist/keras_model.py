@@ -9,11 +9,12 @@ Keras path (`sequential/dense/kernel`), so layouts and Keras `LayoutMap` rules
 match them, and calls the model through `stateless_call(trainable,
 non_trainable, x, training=...)`: batch statistics and dropout seed states are
 the non-trainable values it carries from step to step. What the Trainer is not
-given comes from the model's `compile(...)`, as Keras's own objects: the loss
-(its unreduced per-example values), the metrics (through their stateless API,
-one state per replica) and the optimizer (through `stateless_apply`, its
-variables the optimizer state), so the update is Keras's. Trained values are
-written back into the model's variables after `fit` and `load_weights`.
+given comes from the model's `compile(...)`: the loss as Keras's own loss object
+(its unreduced per-example values), `metrics` and `weighted_metrics` through
+`jdist.metrics` (Keras's names and values; Keras metric objects through their
+stateless API), and the optimizer through `stateless_apply` (its variables the
+optimizer state), so the update is Keras's. Trained values are written back
+into the model's variables after `fit`, `load_weights` and `load`.
 
 Padding: a short last batch is padded and masked. `BatchNormalization` is given
 that mask, so its statistics are those of the real examples (and, in the
@@ -31,8 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jdist import metrics as metrics_lib
-from jdist.aggregation import VariableAggregation
+from jdist import losses as losses_lib
 
 
 def is_keras_model(obj: Any) -> bool:
@@ -213,7 +213,8 @@ class KerasOptimizer:
 
 # ----------------------------------------------------------------- loss, metrics
 def loss_from(identifier: Any) -> Callable[[Any, Any], Any]:
-    """Keras's loss for `compile(loss=...)`, returning its unreduced per-example values."""
+    """Keras's loss for `compile(loss=...)`, returning its unreduced per-example values (Keras's own
+    loss object, resolved by Keras from the identifier and the shapes, run by `jdist.losses.KerasLoss`)."""
     from keras.src.trainers import compile_utils
 
     if isinstance(identifier, (dict, list, tuple)):
@@ -225,71 +226,19 @@ def loss_from(identifier: Any) -> Callable[[Any, Any], Any]:
     def per_example(y_true: Any, y_pred: Any) -> Any:
         loss = resolved.get("loss")
         if loss is None:  # "crossentropy" is resolved from the label shapes, as Keras does
-            loss = resolved["loss"] = compile_utils.get_loss(identifier, y_true, y_pred)
-        return loss.call(y_true, y_pred)
+            loss = resolved["loss"] = losses_lib.KerasLoss(compile_utils.get_loss(identifier, y_true, y_pred))
+        return loss(y_true, y_pred)
 
     per_example.__name__ = getattr(identifier, "name", None) or str(identifier)
     return per_example
-
-
-_AGGREGATIONS = {"sum": VariableAggregation.SUM, "mean": VariableAggregation.MEAN,
-                 "only_first_replica": VariableAggregation.ONLY_FIRST_REPLICA, "none": VariableAggregation.NONE}
-
-
-class KerasMetric(metrics_lib.Metric):
-    """A Keras 3 metric (an object, a name or a function) through its stateless API.
-
-    Each replica keeps the metric's variables; reading combines them as each
-    variable's `aggregation` says (sum for totals and counts), then Keras computes
-    the result. "accuracy" is resolved from the label and prediction shapes at the
-    first update, as Keras resolves it.
-    """
-
-    def __init__(self, identifier: Any):
-        import keras
-        from keras.src.trainers import compile_utils
-
-        self.identifier = identifier
-        lazy = isinstance(identifier, str) and identifier.lower() in ("accuracy", "acc")
-        if lazy:  # every accuracy variant keeps (total, count): the state does not depend on the choice
-            self.metric = keras.metrics.SparseCategoricalAccuracy(name=identifier)
-        elif isinstance(identifier, keras.metrics.Metric):
-            self.metric = identifier
-        else:
-            self.metric = compile_utils.get_metric(identifier, None, None)
-        self._resolved = not lazy
-        super().__init__(name=self.metric.name)
-
-    def _resolve(self, y_true: Any, y_pred: Any) -> None:
-        if self._resolved:
-            return
-        from keras.src.trainers import compile_utils
-
-        metric = compile_utils.get_metric(self.identifier, y_true, y_pred)
-        if [v.shape for v in metric.variables] != [v.shape for v in self.metric.variables]:
-            raise ValueError(f"Metric {self.identifier!r} resolved to {metric!r} with another state.")
-        self.metric, self._resolved = metric, True
-
-    def init(self) -> list:
-        return [jnp.asarray(v) for v in self.metric.stateless_reset_state()]
-
-    def update(self, state: list, y_true: Any, y_pred: Any = None, sample_weight: Any = None) -> list:
-        self._resolve(y_true, y_pred)
-        return list(self.metric.stateless_update_state(list(state), y_true, y_pred, sample_weight=sample_weight))
-
-    def aggregations(self, state: list) -> list:
-        return [_AGGREGATIONS.get(str(getattr(v, "aggregation", "sum")), VariableAggregation.SUM)
-                for v in self.metric.variables]
-
-    def compute(self, state: list) -> jax.Array:
-        return jnp.asarray(self.metric.stateless_result(list(state)), jnp.float32)
 
 
 # ------------------------------------------------------------------ the hook
 class KerasTraining:
     """What the Trainer takes from a Keras model: adapter, optimizer, loss and metrics."""
 
-    def __init__(self, model: Any, optimizer: Any, loss: Any, metrics: Sequence[Any]):
+    def __init__(self, model: Any, optimizer: Any, loss: Any, metrics: Sequence[Any] | None,
+                 weighted_metrics: Sequence[Any] | None):
         self.adapter = KerasModel(model)
         self.keras_optimizer: KerasOptimizer | None = None
         compiled = getattr(model, "compiled", False)
@@ -299,7 +248,7 @@ class KerasTraining:
                                  "the Trainer an optimizer and a loss.")
             self.keras_optimizer = KerasOptimizer(model.optimizer, self.adapter)
             optimizer = self.keras_optimizer.transformation()
-        elif _is_keras_optimizer(optimizer):
+        elif _is_keras_optimizer(optimizer):  # its own update, through stateless_apply
             self.keras_optimizer = KerasOptimizer(optimizer, self.adapter)
             optimizer = self.keras_optimizer.transformation()
         if loss is None:
@@ -307,36 +256,25 @@ class KerasTraining:
                 raise ValueError("The Keras model was compiled without a loss: compile it with loss=..., or pass "
                                  "the Trainer loss=.")
             loss = loss_from(model.loss)
-        if metrics is None:  # the compiled metrics, as Keras resolves them
-            metrics = [KerasMetric(m) for m in _compiled_metrics(model)] if compiled else []
-        else:  # the Trainer's own vocabulary; Keras metric objects through their stateless API
-            metrics = [KerasMetric(m) if _is_keras_metric(m) else m for m in metrics]
-        self.optimizer, self.loss, self.metrics = optimizer, loss, metrics
+        if metrics is None and weighted_metrics is None and compiled:  # compile()'s, resolved as Keras does
+            metrics, weighted_metrics = _compiled_metrics(model)
+        self.optimizer, self.loss = optimizer, loss
+        self.metrics, self.weighted_metrics = metrics, weighted_metrics
 
     def write_back(self, host_state: Any) -> None:
         self.adapter.write_back(host_state, self.keras_optimizer)
 
 
-def _compiled_metrics(model: Any) -> list:
+def _compiled_metrics(model: Any) -> tuple[list, list]:
     config = getattr(model, "_compile_config", None)
     config = getattr(config, "config", None) or {}
-    metrics = list(config.get("metrics") or [])
-    weighted = config.get("weighted_metrics")
-    if weighted:
-        raise NotImplementedError("weighted_metrics from compile() are not taken by jdist.Trainer yet; pass "
-                                  "metrics= to the Trainer.")
-    if isinstance(config.get("metrics"), dict):
+    metrics, weighted = config.get("metrics"), config.get("weighted_metrics")
+    if isinstance(metrics, dict) or isinstance(weighted, dict):
         raise NotImplementedError("Per-output metrics (a dict) are not taken by jdist.Trainer; pass metrics=.")
-    return metrics
+    return list(metrics or []), list(weighted or [])
 
 
 def _is_keras_optimizer(optimizer: Any) -> bool:
     import keras
 
     return isinstance(optimizer, keras.optimizers.Optimizer)
-
-
-def _is_keras_metric(metric: Any) -> bool:
-    import keras
-
-    return isinstance(metric, keras.metrics.Metric)
