@@ -8,6 +8,7 @@ arrays sharded by `distribute_batch` and `place`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -446,13 +447,16 @@ class Strategy:
                     for leaf, kind in zip(leaves, kinds) if kind != "static"]
         probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
         (shard_eqn,) = [e for e in probe.jaxpr.eqns if e.primitive.name == "shard_map"]
-        varying = tuple(per_replica_outputs(shard_eqn.params["jaxpr"], [k != "replicated" for k in dynamic_kinds]))
+        inner = shard_eqn.params["jaxpr"]
+        # Arrays the function closes over are traced as extra leading inputs: constants, broadcast.
+        consts = len(inner.invars) - len(dynamic_kinds)
+        varying = tuple(per_replica_outputs(inner, [False] * consts + [k != "replicated" for k in dynamic_kinds]))
         # Which outputs have one row per example of which split inputs (their masks apply).
         # A masked PerReplica argument (rows of an earlier result) is not traced further: OTHER.
         dynamic_masked = [m for m, kind in zip(masked, kinds) if kind != "static"]
         rows_in = [frozenset([i]) if k == "batch" else (OTHER if m else None)
                    for i, (k, m) in enumerate(zip(dynamic_kinds, dynamic_masked))]
-        aligned = tuple(aligned_outputs(shard_eqn.params["jaxpr"], rows_in))
+        aligned = tuple(aligned_outputs(inner, [None] * consts + rows_in))
 
         def body(*dynamic):
             outs = call_fn(*dynamic)
@@ -487,8 +491,7 @@ class Strategy:
 
     def _row_counts(self, mask: Any) -> np.ndarray:
         """Real rows of every replica (all processes'), from a `(replicas, rows)` mask."""
-        counts = jax.jit(lambda m: jnp.sum(m, axis=1, dtype=jnp.int32), out_shardings=self.replicated_sharding())
-        return np.asarray(counts(mask))
+        return np.asarray(_row_count_fn(self.replicated_sharding())(mask))
 
     def _equal_rows(self, stacked: Any, mask: Any, what: str) -> Any:
         """`stacked` cut to its replicas' real rows when they all hold the same number."""
@@ -691,6 +694,11 @@ def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
         return None
     found = {id(m): m for m in (masks[i] for i in rows_of) if m is not None}
     return next(iter(found.values())) if len(found) == 1 else None
+
+
+@functools.cache
+def _row_count_fn(out_sharding: NamedSharding) -> Callable:
+    return jax.jit(lambda mask: jnp.sum(mask, axis=1, dtype=jnp.int32), out_shardings=out_sharding)
 
 
 def _copy_tree(tree: Any) -> Any:
