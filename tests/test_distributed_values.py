@@ -163,3 +163,23 @@ def test_cnn_predictions_of_a_short_batch_equal_one_device():
     predictions = [strategy.gather(strategy.run(lambda p, x: model.apply(p, x), args=(params, element)), 0)
                    for element in strategy.experimental_distribute_dataset([images[:8], images[8:]])]
     np.testing.assert_allclose(np.concatenate(predictions), model.apply(params, images), rtol=1e-5, atol=1e-5)
+
+
+def test_apply_gradients_inside_run_sums_the_replicas_gradients_as_tensorflow():
+    import optax
+
+    strategy = _strategy(2)
+    with strategy.scope():
+        state = jdist.TrainState.create(apply_fn=None, params={"w": jnp.zeros(())}, tx=optax.sgd(0.1))
+    x, y = strategy.distribute_batch((np.ones(4, np.float32), np.array([1.0, 1.0, 2.0, 2.0], np.float32)))
+
+    def replica_step(state, x, y):
+        grads = jax.grad(lambda p: jnp.sum((p["w"] * x - y) ** 2) / 4.0)(state.params)
+        return state.apply_gradients(grads=grads), grads
+
+    state, grads = strategy.run(replica_step, args=(state, x, y))
+    # TF 2.21 / Keras 3.15 (observed, Dense(1) kernel from 0, SGD(0.1), the same data and loss): per-replica
+    # gradients -1.0 and -2.0; apply_gradients inside run sums them, both kernel copies become 0.3.
+    assert [float(g["w"]) for g in strategy.experimental_local_results(grads)] == [-1.0, -2.0]
+    assert not isinstance(state.params["w"], jdist.PerReplica)  # still one mirrored value
+    np.testing.assert_allclose([float(w["w"]) for w in strategy.experimental_local_results(state.params)], [0.3] * 2)
