@@ -152,14 +152,20 @@ def test_only_proven_per_example_results_carry_the_mask(fn, per_example):
                                    rtol=1e-6)
 
 
-def test_cnn_predictions_of_a_short_batch_equal_one_device():
-    from jdist.models import CNN
+def test_conv_net_predictions_of_a_short_batch_equal_one_device():
+    import flax.linen as nn
+
+    class SmallConvNet(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(4, (3, 3))(x))
+            return nn.Dense(3)(x.reshape((x.shape[0], -1)))
 
     strategy = _strategy(4)
-    model = CNN()
-    images = np.random.default_rng(0).normal(size=(11, 28, 28, 1)).astype(np.float32)
+    model = SmallConvNet()
+    images = np.random.default_rng(0).normal(size=(11, 6, 6, 1)).astype(np.float32)
     with strategy.scope():
-        params = strategy.place(model.init(jax.random.key(0), jnp.zeros((1, 28, 28, 1))))
+        params = strategy.place(model.init(jax.random.key(0), jnp.zeros((1, 6, 6, 1))))
     predictions = [strategy.gather(strategy.run(lambda p, x: model.apply(p, x), args=(params, element)), 0)
                    for element in strategy.experimental_distribute_dataset([images[:8], images[8:]])]
     np.testing.assert_allclose(np.concatenate(predictions), model.apply(params, images), rtol=1e-5, atol=1e-5)
