@@ -189,3 +189,19 @@ def test_apply_gradients_inside_run_sums_the_replicas_gradients_as_tensorflow():
     assert [float(g["w"]) for g in strategy.experimental_local_results(grads)] == [-1.0, -2.0]
     assert not isinstance(state.params["w"], jdist.PerReplica)  # still one mirrored value
     np.testing.assert_allclose([float(w["w"]) for w in strategy.experimental_local_results(state.params)], [0.3] * 2)
+
+
+def test_trainer_keeps_the_one_device_step_on_an_unevenly_split_last_batch():
+    import flax.linen as nn
+    import optax
+
+    # Keras 3.15 / TF 2.21 fit (observed) on this data, Dense(1) kernel from 0, SGD(0.1), MSE, batch 4: one device
+    # ends at kernel 0.26667; MirroredStrategy on 2 replicas at 0.3, because the short last batch (2 + 1 examples,
+    # gradients -2, -2, -4) averages the replicas' mean gradients. jdist keeps the one-device result.
+    x = np.ones((7, 1), np.float32)
+    y = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 2.0], np.float32)
+    model = nn.Dense(1, use_bias=False, kernel_init=nn.initializers.zeros)
+    trainer = jdist.Trainer(model, optax.sgd(0.1), loss=lambda t, p: (p[:, 0] - t) ** 2, strategy=_strategy(2))
+    trainer.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    kernel = jax.tree.leaves(trainer.state.params)[0]
+    np.testing.assert_allclose(np.asarray(kernel).ravel(), [0.26666667], rtol=1e-6)
