@@ -369,13 +369,13 @@ class Strategy:
         return jax.tree.unflatten(out_tree, results)
 
     def _input_mask(self, leaf: Any, kind: str) -> Any:
-        if kind == "stacked":
-            return leaf.mask
+        """The mask of real rows of a split batch argument (None: all rows real, or not a batch)."""
         note = split_mark(leaf) if kind == "batch" else None
         return None if note is None else note.mask
 
     def _classify(self, leaf: Any) -> str:
-        """"stacked" (a PerReplica), "batch" (split along dim 0), "replicated" or "static"."""
+        """Kind of an argument leaf: "stacked" (a PerReplica), "batch" (split along dim 0),
+        "replicated" (broadcast) or "static" (not an array)."""
         if isinstance(leaf, PerReplica):
             leaf.stacked  # raises a clear error for ragged values
             return "stacked"
