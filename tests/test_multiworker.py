@@ -244,6 +244,73 @@ def test_failing_chief_stops_its_peers_promptly():
     assert "[launch] FAILED: chief 0 exited with code 1; exit code 1." in out
 
 
+FAILURE_TIMEOUT = 10  # the launcher's --timeout in the failure tests: workers' watchdogs use 5 s
+
+
+def group_alive(pid):
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _inject_failure(case, run, results):
+    """Waits for step 3 of the case's worker, then kills / stops it (or it exits by itself), and times the end."""
+    action, index = case
+    try:
+        started = run.wait_for(r"^\[launch\] started 2 worker\(s\): (.*)$", 60).group(1)
+        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", started)]
+        run.wait_for(rf"^\[worker {index}\] step 3 ", 240)
+        happened = time.monotonic()
+        if action != "exit0":
+            os.kill(pids[index], {"SIGKILL": 9, "SIGSTOP": 19}[action])
+        code = run.finish(FAILURE_TIMEOUT + 40)
+        results[case] = (code, time.monotonic() - happened, [pid for pid in pids if group_alive(pid)])
+    except BaseException as err:  # reported by the test thread
+        results[case] = err
+
+
+def test_the_launcher_names_the_worker_that_stopped_first():
+    """SIGKILL, SIGSTOP (alive but silent) and an early sys.exit(0) of each worker in turn, six jobs at once:
+    the FAILED line names that worker (not the peer that noticed it first and exited with code 3 or was
+    aborted by JAX), with its last output line, and every process is gone within --timeout + 15 s."""
+    cases = [(action, index) for action in ("SIGKILL", "SIGSTOP", "exit0") for index in (0, 1)]
+    runs = {}
+    for action, index in cases:
+        script_args = ["--steps", "0", "--step-sleep", "0.05"]
+        if action == "exit0":
+            script_args += ["--exit-process", str(index), "--exit-at", "3", "--exit-code", "0"]
+        runs[action, index] = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "1",
+                                                   "--timeout", str(FAILURE_TIMEOUT), script_args=script_args))
+    results = {}
+    threads = [threading.Thread(target=_inject_failure, args=(case, runs[case], results)) for case in cases]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=400)
+    finally:
+        for run in runs.values():
+            run.kill()
+    expected = {"SIGKILL": ("was killed by SIGKILL", 137),
+                "SIGSTOP": ("stopped responding: no heartbeat for", 124),
+                "exit0": ("ended its program while the other workers were still running", 125)}
+    for case in cases:
+        result = results.get(case, "no result (the test thread is still waiting)")
+        out = runs[case].output()
+        assert isinstance(result, tuple), f"{case}: {result!r}\n{out}"
+        code, elapsed, left = result
+        action, index = case
+        text, exit_code = expected[action]
+        assert f"[launch] FAILED: worker {index} {text}" in out, f"{case}\n{out}"
+        assert re.search(rf"\[launch\] FAILED: worker {index} .*exit code {exit_code}\. "
+                         r"Its last line: '(step \d+ loss|\[jdist\])", out), f"{case}\n{out}"
+        assert code == exit_code, f"{case}: exit code {code}\n{out}"
+        assert elapsed < FAILURE_TIMEOUT + 15, f"{case}: the job ended {elapsed:.0f} s after the failure\n{out}"
+        assert not left, f"{case}: processes of groups {left} still running\n{out}"
+
+
 # ------------------------------------------------------------ the launcher on its own
 def test_launcher_sets_tf_config_and_prefixes_output(tmp_path):
     script = tmp_path / "show.py"
