@@ -21,8 +21,7 @@ import mlp_job
 
 def initial_state(strategy):
     with strategy.scope():
-        return jdist.TrainState.create(apply_fn=mlp_job.MODEL.apply, params=mlp_job.init_params(0),
-                                       tx=optax.sgd(0.5))
+        return jdist.TrainState.create(apply_fn=mlp_job.MODEL.apply, params=mlp_job.init_params(0), tx=optax.sgd(0.5))
 
 
 def train_from(strategy, state, start: int, steps: int, manager=None, step_sleep: float = 0.0):
@@ -51,7 +50,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
     strategy = jdist.MultiWorkerMirroredStrategy()
     state = initial_state(strategy)
-    manager = jdist.checkpoint.CheckpointManager(args.dir, async_save=False)
+    manager = jdist.checkpoint.CheckpointManager(args.dir, async_save=False, checksums=False)
     start = 0
     if manager.latest_step() is not None:
         restored = manager.restore_with_info(target=state, strategy=strategy)
