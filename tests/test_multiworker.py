@@ -442,6 +442,34 @@ def test_launcher_helpers():
         launch.parse_args(["--num-workers", "2"])  # no command
 
 
+def test_root_cause_is_the_first_worker_that_stopped_on_its_own():
+    """The naming rule on its own: consequences (exit 3, SIGABRT, stopped by the launcher) never win over a
+    worker that failed, hung or ended early, even when they were seen first."""
+    def worker(label, code=None, ended_at=None, **extra):
+        w = launch.Worker(label, 0, None, "")
+        w.code, w.ended_at = code, ended_at
+        for key, value in extra.items():
+            setattr(w, key, value)
+        return w
+
+    launcher = launch.Launcher(["true"], 3, None, 10.0, False)
+    launcher.workers = [worker("worker 0", 3, 5.0), worker("worker 1", hung_at=2.0, hang_seconds=3.0),
+                        worker("worker 2", -9, 6.0, stopped_by_launcher=True)]
+    assert launcher.root_cause().label == "worker 1"
+    assert launcher.root_cause().failure()[1] == launch.EXIT_HUNG
+    launcher.workers = [worker("worker 0", -9, 1.0), worker("worker 1", -6, 1.0)]  # chief killed, JAX aborts
+    assert launcher.root_cause().label == "worker 0"
+    launcher.workers = [worker("worker 0", 1, 9.0), worker("worker 1", program_ended_at=3.0, ended_early=True)]
+    assert launcher.root_cause().failure() == ("worker 1 ended its program while the other workers were still "
+                                               "running (an early return or sys.exit)", launch.EXIT_ENDED_EARLY)
+    launcher.workers = [worker("worker 0", 3, 4.0), worker("worker 1", 3, 5.0)]  # only consequences: the first
+    assert launcher.root_cause().label == "worker 0"
+    with pytest.raises(ValueError, match="--min-workers must be between 1 and --num-workers \\(2\\), got 3"):
+        launch.Launcher(["true"], 2, None, 10.0, False, min_workers=3)
+    with pytest.raises(ValueError, match="--max-restarts must be 0 or more, got -1"):
+        launch.Launcher(["true"], 2, None, 10.0, False, max_restarts=-1)
+
+
 def test_ctrl_c_stops_every_worker(tmp_path):
     script = tmp_path / "sleepy.py"
     script.write_text("import time\nprint('waiting', flush=True)\ntime.sleep(600)\n")
