@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -41,6 +42,7 @@ from jdist.cluster.watchdog import EXIT_PEER_FAILED
 POLL_SECONDS = 0.1
 EXIT_HUNG = 124  # the cause stopped responding (no heartbeat), as coreutils' `timeout`
 EXIT_ENDED_EARLY = 125  # the cause ended its program while the others were still running
+MIN_COLLECTIVE_TIMEOUT = 30.0
 DROP_AFTER_FAILURES = 2  # with --min-workers: a worker slot blamed this often is left out of restarts
 
 
@@ -74,14 +76,19 @@ def task_of(index: int, chief: bool) -> tuple[str, int]:
 
 
 def worker_env(base: dict, cluster: dict, task: tuple[str, int], devices_per_worker: int | None,
-               failure_timeout: float) -> dict:
+               failure_timeout: float, collective_timeout: float | None = None) -> dict:
+    """A worker's environment; with simulated CPU devices, `collective_timeout` bounds each cross-process
+    collective (XLA's gloo timeout, 30 min by default): a peer that never joins fails it instead of hanging."""
     env = dict(base)
     env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault(FAILURE_TIMEOUT_ENV, f"{failure_timeout:g}")
     if devices_per_worker is not None:
         flags = re.sub(r"--xla_force_host_platform_device_count=\S+", "", env.get("XLA_FLAGS", "")).split()
-        env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={devices_per_worker}"])
+        flags.append(f"--xla_force_host_platform_device_count={devices_per_worker}")
+        if collective_timeout is not None and not any("xla_cpu_collective_timeout_seconds" in f for f in flags):
+            flags.append(f"--xla_cpu_collective_timeout_seconds={math.ceil(collective_timeout)}")
+        env["XLA_FLAGS"] = " ".join(flags)
         env["JAX_NUM_CPU_DEVICES"] = str(devices_per_worker)
         env["JAX_PLATFORMS"] = "cpu"
     return env
@@ -181,6 +188,9 @@ class Launcher:
         # bound for a silent heartbeat and for a worker that ended while the others run on.
         self.failure_timeout = max(1.0, timeout / 2)
         self.hang_after = max(4 * heartbeat.INTERVAL, self.failure_timeout)
+        # A peer that is alive but never joins a collective: the collective fails after this long. Not
+        # shorter than 30 s, so that one worker compiling slower than the others is not a failure.
+        self.collective_timeout = max(timeout, MIN_COLLECTIVE_TIMEOUT)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._lock = threading.Lock()
@@ -217,7 +227,8 @@ class Launcher:
             with open(beat, "w"):
                 pass
             os.utime(beat, (0, 0))  # "no heartbeat yet"
-            env = worker_env(os.environ, cluster, task, self.devices_per_worker, self.failure_timeout)
+            env = worker_env(os.environ, cluster, task, self.devices_per_worker, self.failure_timeout,
+                             self.collective_timeout)
             env[heartbeat.HEARTBEAT_ENV] = beat
             env[RESTART_COUNT_ENV] = str(self.restart)
             process = subprocess.Popen(self.command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -265,9 +265,9 @@ def _inject_failure(case, run, results):
         pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", started)]
         run.wait_for(rf"^\[worker {index}\] step 3 ", 300)
         happened = time.monotonic()
-        if action != "exit0":
+        if action in ("SIGKILL", "SIGSTOP"):
             os.kill(pids[index], {"SIGKILL": 9, "SIGSTOP": 19}[action])
-        code = run.finish(FAILURE_TIMEOUT + 40)
+        code = run.finish(launch.MIN_COLLECTIVE_TIMEOUT + FAILURE_TIMEOUT + 40)
         results[case] = (code, time.monotonic() - happened, [pid for pid in pids if group_alive(pid)])
     except BaseException as err:  # reported by the test thread
         results[case] = err
@@ -276,13 +276,17 @@ def _inject_failure(case, run, results):
 def test_the_launcher_names_the_worker_that_stopped_first():
     """SIGKILL, SIGSTOP (alive but silent) and an early sys.exit(0) of each worker in turn, six jobs at once:
     the FAILED line names that worker (not the peer that noticed it first and exited with code 3 or was
-    aborted by JAX), with its last output line, and every process is gone within --timeout + 15 s."""
-    cases = [(action, index) for action in ("SIGKILL", "SIGSTOP", "exit0") for index in (0, 1)]
+    aborted by JAX), with its last output line, and every process is gone within --timeout + 15 s.
+    A seventh job: worker 1 alive but never joining the next collective (it sleeps). The collective times out
+    on worker 0 (the launcher bounds it for CPU workers) and the job ends; it is worker 0 that is named."""
+    cases = [(action, index) for action in ("SIGKILL", "SIGSTOP", "exit0") for index in (0, 1)] + [("sleep", 1)]
     runs = {}
     for action, index in cases:
         script_args = ["--steps", "0", "--step-sleep", "0.05"]
         if action == "exit0":
             script_args += ["--exit-process", str(index), "--exit-at", "3", "--exit-code", "0"]
+        if action == "sleep":
+            script_args += ["--sleep-process", str(index), "--sleep-at", "3"]
         runs[action, index] = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "1",
                                                    "--timeout", str(FAILURE_TIMEOUT), script_args=script_args))
     results = {}
@@ -303,6 +307,12 @@ def test_the_launcher_names_the_worker_that_stopped_first():
         out = runs[case].output()
         assert isinstance(result, tuple), f"{case}: {result!r}\n{out}"
         code, elapsed, left = result
+        assert not left, f"{case}: processes of groups {left} still running\n{out}"
+        if case == ("sleep", 1):
+            assert "[worker 1] sleeping for good" in out and "Timed out waiting" in out, out
+            assert "[launch] FAILED: worker 0 exited with code 1; exit code 1." in out, out
+            assert elapsed < launch.MIN_COLLECTIVE_TIMEOUT + FAILURE_TIMEOUT + 15, f"ended after {elapsed:.0f} s\n{out}"
+            continue
         action, index = case
         text, exit_code = expected[action]
         assert f"[launch] FAILED: worker {index} {text}" in out, f"{case}\n{out}"
@@ -310,7 +320,6 @@ def test_the_launcher_names_the_worker_that_stopped_first():
                          r"Its last line: '(step \d+ loss|\[jdist\])", out), f"{case}\n{out}"
         assert code == exit_code, f"{case}: exit code {code}\n{out}"
         assert elapsed < FAILURE_TIMEOUT + 15, f"{case}: the job ended {elapsed:.0f} s after the failure\n{out}"
-        assert not left, f"{case}: processes of groups {left} still running\n{out}"
 
 
 ELASTIC_STEPS = 12

@@ -28,6 +28,8 @@ parser.add_argument("--crash-at", type=int, default=-1)
 parser.add_argument("--exit-process", type=int, default=-1)
 parser.add_argument("--exit-at", type=int, default=-1)
 parser.add_argument("--exit-code", type=int, default=2)
+parser.add_argument("--sleep-process", type=int, default=-1, help="this process sleeps for good at --sleep-at")
+parser.add_argument("--sleep-at", type=int, default=-1)
 parser.add_argument("--step-sleep", type=float, default=0.0)
 args = parser.parse_args()
 
@@ -62,6 +64,9 @@ def on_step(step, loss):
         raise RuntimeError(f"deliberate failure at step {step}")
     if index == args.exit_process and step == args.exit_at:
         sys.exit(args.exit_code)
+    if index == args.sleep_process and step == args.sleep_at:
+        print("sleeping for good", flush=True)
+        time.sleep(10**6)  # alive (its heartbeat goes on) but never joins the next collective
     time.sleep(args.step_sleep)
 
 
