@@ -94,7 +94,9 @@ def worker_env(base: dict, cluster: dict, task: tuple[str, int], devices_per_wor
     return env
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit even after SIGKILL"
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -103,7 +105,9 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def shell_code(code: int) -> int:
+def shell_code(code: int | None) -> int:
+    if code is None:
+        return 1
     return 128 - code if code < 0 else code
 
 
@@ -338,7 +342,7 @@ class Launcher:
                 # The others get what is left of --timeout since the first stop (at least 2 s).
                 since = time.monotonic() - min(first.stopped_at(), time.monotonic())
                 grace = max(2.0, self.timeout - since)
-                self.say(f"{first.failure()[0]}; stopping the other workers (they get {grace:.0f} s).")
+                self.say(f"seen first: {first.failure()[0]}; stopping the other workers (they get {grace:.0f} s).")
                 self.stop_all(grace)
                 self.finish()
                 cause = self.root_cause()

@@ -22,6 +22,7 @@ ENDED_SUFFIX = ".ended"
 
 _lock = threading.Lock()
 _path: str | None = None
+_owner = 0  # the process that beats: not its children (a forked data loader must not speak for it)
 _stop = threading.Event()
 
 
@@ -37,12 +38,14 @@ def _beat(path: str) -> None:
 
 def start_from_environment() -> str | None:
     """Starts the heartbeat thread once when the launcher asked for it; returns the file's path."""
-    global _path
-    path = os.environ.get(HEARTBEAT_ENV)
+    global _path, _owner
     with _lock:
-        if _path is not None or not path:
+        if _path is not None:
             return _path
-        _path = path
+        path = os.environ.pop(HEARTBEAT_ENV, None)  # child processes it starts do not inherit it
+        if not path:
+            return None
+        _path, _owner = path, os.getpid()
         threading.Thread(target=_beat, args=(path,), name="jdist-heartbeat", daemon=True).start()
         atexit.register(mark_ended)
     return path
@@ -50,7 +53,7 @@ def start_from_environment() -> str | None:
 
 def mark_ended() -> None:
     """The program is over (normal end or sys.exit): tell the launcher; idempotent."""
-    if _path is None:
+    if _path is None or os.getpid() != _owner:
         return
     try:
         with open(_path + ENDED_SUFFIX, "x"):
