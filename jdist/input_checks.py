@@ -265,3 +265,12 @@ def check_call(method: str, x: Any, y: Any, sample_weight: Any, **arguments: Any
     check_arguments(method, **arguments)
     if isinstance(x, (np.ndarray, jax.Array)) or isinstance(x, dict):
         check_arrays(x=x, y=y, sample_weight=sample_weight)
+
+
+def check_dataset_element(element: Any, arrays: list) -> None:
+    """A distributed dataset's batch as it leaves the host: numeric leaves, no None (a
+    None would silently drop out of the batch's structure); numerics when enabled."""
+    if any(a.dtype.kind in "OUSV" for a in arrays) or len(_leaves(element, "")) != len(arrays):
+        check_leaves(element, "dataset element", batched=False)
+    if _NUMERICS[0]:
+        check_finite(element, "dataset element", "a batch of a distributed dataset")
