@@ -197,9 +197,9 @@ class TrainerChecks:
                 raise _rank_error(path, shape, ref, "the first batch this Trainer saw")
         try:
             trainer._ensure_state(batch)
-        except (TypeError, ValueError) as error:
-            if isinstance(error, InputError):
-                raise
+        except InputError:
+            raise
+        except Exception as error:  # flax's shape errors are not ValueErrors
             raise InputError(f"The model could not be built from the first batch, x with shapes "
                              f"{_describe(batch.x)}: {error} Fix: give x the shape the model expects.") from error
         return _output_of(trainer, batch, reference)
@@ -222,7 +222,7 @@ def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
 
     try:
         out = jax.eval_shape(forward, state.params, state.model_state, row)
-    except (TypeError, ValueError) as error:
+    except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it
         raise InputError(f"The model cannot take this batch: x has shapes {_describe(batch.x)} (the first batch "
                          f"had {list(reference)}). The model said: {error} Fix: give x the per-example shape the "
                          "model was built for.") from error
