@@ -136,7 +136,12 @@ def check_finite(tree: Any, name: str, where: str) -> None:
 
 
 def _signature(leaves: list) -> tuple:
-    return tuple((np.shape(leaf), str(_dtype(leaf))) if leaf is not None else None for leaf in leaves)
+    """Shapes and dtypes (hashable, no string formatting: this runs every batch)."""
+    out = []
+    for leaf in leaves:
+        dtype = getattr(leaf, "dtype", None)
+        out.append(None if leaf is None else (np.shape(leaf), type(leaf) if dtype is None else dtype))
+    return tuple(out)
 
 
 def _rank_error(path: str, shape: tuple, reference: tuple, what: str) -> InputError:
@@ -173,7 +178,8 @@ class TrainerChecks:
 
     def check(self, trainer: Any, batch: Any, where: str) -> None:
         x_leaves, x_def = jax.tree.flatten(batch.x, is_leaf=lambda v: v is None)
-        key = (x_def, _signature(x_leaves), jax.tree.structure(batch.y, is_leaf=lambda v: v is None))
+        y_leaves, y_def = jax.tree.flatten(batch.y, is_leaf=lambda v: v is None)
+        key = (x_def, _signature(x_leaves), y_def, _signature(y_leaves))
         if key not in self._outputs:
             self._outputs[key] = self._first_of_signature(trainer, batch, x_def, x_leaves)
         output = self._outputs[key]
@@ -221,7 +227,10 @@ def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
         return trainer._model.apply(params, model_state, x, train=False, mask=None, rng=None)[0]
 
     try:
-        out = jax.eval_shape(forward, state.params, state.model_state, row)
+        # Shapes only: where the parameters live (host memory, other meshes) does not matter here.
+        params, model_state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)),
+                                           (state.params, state.model_state))
+        out = jax.eval_shape(forward, params, model_state, row)
     except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it
         raise InputError(f"The model cannot take this batch: x has shapes {_describe(batch.x)} (the first batch "
                          f"had {list(reference)}). The model said: {error} Fix: give x the per-example shape the "
