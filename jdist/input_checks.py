@@ -218,8 +218,10 @@ def _describe(tree: Any) -> str:
 def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
     """The model's output for one row of `batch` (abstract), or None when it cannot be known
     here (parameters on servers, several outputs)."""
+    from jdist._model_fn import TrainerState
+
     state = trainer._state
-    if not hasattr(state, "model_state") or not hasattr(trainer._model, "apply"):
+    if not isinstance(state, TrainerState):  # e.g. parameters on servers
         return None
     row = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + tuple(np.shape(a))[1:], _dtype(a)), batch.x)
 
