@@ -54,7 +54,8 @@ def check_count(name: str, value: Any, *, minimum: int, allow_none: bool = True)
         raise InputTypeError(f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__}). "
                              f"Fix: pass {fix}.")
     if value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value}.")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value}. Fix: pass "
+                         f"{name.split(' ')[-1]}={minimum} or more" + (" (or leave it out)." if allow_none else "."))
 
 
 def check_arguments(method: str, **arguments: Any) -> None:
@@ -279,9 +280,13 @@ def check_call(method: str, x: Any, y: Any, sample_weight: Any, **arguments: Any
 
 
 def check_dataset_element(element: Any, arrays: list) -> None:
-    """A distributed dataset's batch as it leaves the host: numeric leaves, no None (a
-    None would silently drop out of the batch's structure); numerics when enabled."""
-    if any(a.dtype.kind in "OUSV" for a in arrays) or len(_leaves(element, "")) != len(arrays):
-        check_leaves(element, "dataset element", batched=False)
+    """A distributed dataset's batch as it is read on the host: numerics, when enabled."""
     if _NUMERICS[0]:
         check_finite(element, "dataset element", "a batch of a distributed dataset")
+
+
+def check_device_leaves(leaves: list, treedef: Any) -> None:
+    """A distributed dataset's batch about to move to the devices: numeric leaves only (strings
+    may stay on the host, with `InputOptions(experimental_fetch_to_device=False)`)."""
+    if any(a.dtype.kind in "OUSV" for a in leaves):
+        check_leaves(jax.tree.unflatten(treedef, leaves), "dataset element", batched=False)
