@@ -217,14 +217,14 @@ def _describe(tree: Any) -> str:
 
 
 def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
-    """The model's output for one row of `batch` (abstract), or None when it cannot be known
+    """The model's output for `batch` (abstract), or None when it cannot be known
     here (parameters on servers, several outputs)."""
     from jdist._model_fn import TrainerState
 
     state = trainer._state
     if not isinstance(state, TrainerState):  # e.g. parameters on servers
         return None
-    row = jax.tree.map(lambda a: jax.ShapeDtypeStruct((1,) + tuple(np.shape(a))[1:], _dtype(a)), batch.x)
+    x = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), batch.x)
 
     def forward(params, model_state, x):
         return trainer._model.apply(params, model_state, x, train=False, mask=None, rng=None)[0]
@@ -233,7 +233,7 @@ def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
         # Shapes only: where the parameters live (host memory, other meshes) does not matter here.
         params, model_state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)),
                                            (state.params, state.model_state))
-        out = jax.eval_shape(forward, params, model_state, row)
+        out = jax.eval_shape(forward, params, model_state, x)
     except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it
         raise InputError(f"The model cannot take this batch: x has shapes {_describe(batch.x)} (the first batch "
                          f"had {list(reference)}). The model said: {error} Fix: give x the per-example shape the "
