@@ -141,7 +141,7 @@ def _signature(leaves: list) -> tuple:
     out = []
     for leaf in leaves:
         dtype = getattr(leaf, "dtype", None)
-        out.append(None if leaf is None else (np.shape(leaf), type(leaf) if dtype is None else dtype))
+        out.append(None if leaf is None else (getattr(leaf, "shape", None), type(leaf) if dtype is None else dtype))
     return tuple(out)
 
 
@@ -257,15 +257,19 @@ class StepChecks:
         leaves, treedef = jax.tree.flatten(batch, is_leaf=lambda v: v is None)
         key = (treedef, _signature(leaves))
         if key not in self._known:
-            check_leaves(batch, "batch")
-            shapes = tuple(np.shape(leaf) for leaf in leaves)
+            # Arrays (host or device) and None; other leaves are jdist values resolved later
+            # (e.g. a parameter-server worker's per-worker batch).
+            named = [(p, leaf) for p, leaf in _leaves(batch, "batch") if leaf is None or hasattr(leaf, "dtype")]
+            for path, leaf in named:
+                check_leaf(path, leaf)
+            shapes = tuple(getattr(leaf, "shape", None) for leaf in leaves)
             reference = self._reference.setdefault(treedef, shapes)
             for (path, _), shape, ref in zip(_leaves(batch, "batch"), shapes, reference):
-                if len(shape) != len(ref):
+                if shape is not None and ref is not None and len(shape) != len(ref):
                     raise _rank_error(path, shape, ref, "the first batch this step ran on")
             self._known.add(key)
         if _NUMERICS[0]:
-            host = jax.tree.map(lambda a: np.asarray(jax.device_get(a)), batch)
+            host = jax.tree.map(lambda a: np.asarray(jax.device_get(a)) if hasattr(a, "dtype") else None, batch)
             step = step_of() if step_of is not None else None
             where = f"call {self.calls} of this step" + (f", state.step {step}" if step is not None else "")
             check_finite(host, "batch", where)

@@ -116,14 +116,26 @@ LABEL_CHECKS: dict[str, LabelCheck] = {
     "sparse_categorical_crossentropy": sparse_categorical,
     "categorical_crossentropy": categorical,
     "binary_crossentropy": binary,
+    "bce": binary,
     "mse": regression,
     "mean_squared_error": regression,
     "mae": regression,
     "mean_absolute_error": regression,
+    "huber": regression,
+    "huber_loss": regression,
 }
 
 
+def _key(name: str) -> str:
+    """Keras's spellings of one loss ("mean_squared_error", "MeanSquaredError") as one key."""
+    return name.lower().replace("_", "")
+
+
+_BY_KEY = {_key(name): check for name, check in LABEL_CHECKS.items()}
+
+
 def label_check_for(loss: Any) -> LabelCheck | None:
-    """The check of a loss given by name (Keras's spellings), None for a custom function."""
-    name = loss if isinstance(loss, str) else getattr(loss, "name", None)
-    return LABEL_CHECKS.get(name.lower()) if isinstance(name, str) else None
+    """The check of a built-in loss: a name, a loss object with a `name` (`jdist.losses.X`, a Keras
+    loss) or a built-in loss function; None for other functions."""
+    name = loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(loss, "__name__", None)
+    return _BY_KEY.get(_key(name)) if isinstance(name, str) else None
