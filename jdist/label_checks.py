@@ -89,11 +89,17 @@ def categorical(y: np.ndarray, output_shape: tuple, where: str) -> None:
                          f"{_at(index)}. Fix: one-hot labels or rows of probabilities in [0, 1].")
 
 
+def _matches(y_shape: tuple, out: tuple) -> bool:
+    """Equal shapes, or equal but for a trailing 1 on either side (Keras squeezes or expands
+    it to the same rank)."""
+    return y_shape == out or y_shape == out + (1,) or y_shape + (1,) == out
+
+
 def binary(y: np.ndarray, output_shape: tuple, where: str) -> None:
     """Targets in [0, 1] shaped like the output (or without a trailing 1)."""
     loss = "'binary_crossentropy'"
     out = tuple(output_shape)
-    if y.shape != out and not (out[-1:] == (1,) and y.shape == out[:-1]):
+    if not _matches(y.shape, out):
         raise InputError(f"{where}: {loss} expects labels shaped like the model's output {out}, found {y.shape}. "
                          "Fix: one 0/1 target per output unit.")
     if y.size and (y.min() < 0 or y.max() > 1):
@@ -106,7 +112,7 @@ def regression(y: np.ndarray, output_shape: tuple, where: str) -> None:
     """Targets shaped like the output (or without a trailing 1): a broadcast would
     silently compare every example with every other."""
     out = tuple(output_shape)
-    if y.shape != out and not (out[-1:] == (1,) and y.shape == out[:-1]):
+    if not _matches(y.shape, out):
         raise InputError(f"{where}: a regression loss expects targets shaped like the model's output {out}, "
                          f"found {y.shape}; they would broadcast into a wrong loss. Fix: reshape the targets to "
                          f"{out}.")
