@@ -328,3 +328,14 @@ def test_strings_may_stay_on_the_host(strategy):
     names = np.array([f"n{i}" for i in range(16)])
     batch = next(iter(strategy.experimental_distribute_dataset([(X[:16], names)], options)))
     assert list(batch.value[1]) == list(names)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loss,labels,pattern", [
+    ("categorical_crossentropy", Y, r"one-hot labels of shape \(32, 10\).*sparse_categorical_crossentropy"),
+    ("binary_crossentropy", np.full((N, CLASSES), 2.0, np.float32), r"targets in \[0, 1\], found 2"),
+    (jdist.losses.SparseCategoricalCrossentropy(from_logits=True), Y + 1, r"label value of 10 at row 9"),
+], ids=["categorical", "binary", "sparse object"])
+def test_losses_by_name_check_their_labels(strategy, loss, labels, pattern):
+    trainer = jdist.Trainer(Dense(), optax.sgd(0.1), loss=loss, strategy=strategy)
+    _raises_jdist_error(lambda: trainer.fit(X, labels, batch_size=32, shuffle=False, verbose=0), pattern)
