@@ -22,6 +22,8 @@ from jdist.context import (
 from jdist.devices import resolve_device, resolve_devices
 from jdist.distributed_batch import DistributedBatch
 from jdist.input import DistributedDataset, DistributedIterator
+from jdist.input_checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
+from jdist.input_errors import InputError, NonFiniteInputError
 from jdist.input_options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input_sources import ArrayDataset, FileSource
 from jdist.layers import SyncBatchNorm

@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
 from jdist import _trainer_io as trainer_io
-from jdist import context, keras_model, memory, mixed_precision
+from jdist import context, input_checks, keras_model, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
 from jdist import optimizers as optimizers_lib
@@ -107,6 +107,7 @@ class Trainer:
             metrics, weighted_metrics = self._keras.metrics, self._keras.weighted_metrics
         self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
                                        if loss is None else loss)
+        self._checks = input_checks.TrainerChecks(self._loss_fn)  # label checks of built-in losses
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
@@ -439,7 +440,8 @@ class Trainer:
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
         view = None
-        for block in batching.group(iter(batches), k):
+        checked = self._checks.batches(self, batches, self.step if kind == "train" else None)
+        for block in batching.group(checked, k):
             self._ensure_state(block[0])
             execute = self._executor(kind, k_fused)
             if kind != "train" and view is None:
@@ -477,7 +479,7 @@ class Trainer:
                             max_pending=self._max_in_flight * self.strategy.num_workers)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
-        for block in batching.group(iter(batches), self.steps_per_execution):
+        for block in batching.group(self._checks.batches(self, batches, self.step), self.steps_per_execution):
             self._ensure_state(block[0])
             epoch.schedule(self._state, block)
             index += len(block)
@@ -509,6 +511,10 @@ class Trainer:
         lists) into `val_*` logs; `validation_split` instead holds out the last fraction of the
         arrays (before shuffling), as Keras does.
         """
+        input_checks.check_call("fit", x, y, sample_weight, batch_size=batch_size, epochs=epochs,
+                                steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
+                                validation_split=validation_split, validation_batch_size=validation_batch_size,
+                                validation_steps=validation_steps)
         x, y, sample_weight, validation_data = self._fit_data(
             x, y, sample_weight, class_weight, validation_data, validation_split)
         _check_validation_freq(validation_freq)
@@ -595,6 +601,7 @@ class Trainer:
 
         Returns `[loss, *metrics]` (the loss alone without metrics), or a dict with `return_dict=True`.
         """
+        input_checks.check_call("evaluate", x, y, sample_weight, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         with self.strategy.scope():
             batches, known, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=sample_weight)
@@ -612,6 +619,7 @@ class Trainer:
     def predict(self, x: Any, *, batch_size: int | None = None, steps: int | None = None, verbose: int = 1,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Model outputs for every example of `x`, concatenated in example order, padding removed."""
+        input_checks.check_call("predict", x, None, None, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         outputs: list = []
         k = self.steps_per_execution
@@ -624,7 +632,7 @@ class Trainer:
             pending: list = []
             index = -1
             view = None
-            for block in batching.group(iter(batches), k):
+            for block in batching.group(self._checks.batches(self, batches, None), k):
                 self._ensure_state(block[0])
                 if view is None:
                     view = self.strategy.compute_view(self._state)
