@@ -204,7 +204,7 @@ class TrainerChecks:
                 raise _rank_error(path, shape, ref, "the first batch this Trainer saw")
         try:
             trainer._ensure_state(batch)
-        except InputError:
+        except (InputError, NotImplementedError):  # jdist's own verdicts on the batch or the model
             raise
         except Exception as error:  # flax's shape errors are not ValueErrors
             raise InputError(f"The model could not be built from the first batch, x with shapes "
@@ -234,6 +234,8 @@ def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
         params, model_state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)),
                                            (state.params, state.model_state))
         out = jax.eval_shape(forward, params, model_state, x)
+    except NotImplementedError:  # a model jdist cannot train yet: not the batch's fault
+        raise
     except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it
         raise InputError(f"The model cannot take this batch: x has shapes {_describe(batch.x)} (the first batch "
                          f"had {list(reference)}). The model said: {error} Fix: give x the per-example shape the "
