@@ -519,7 +519,8 @@ class Trainer:
             x, y, sample_weight, class_weight, validation_data, validation_split)
         _check_validation_freq(validation_freq)
         self.history = History()
-        cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose})
+        cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose,
+                                                  "do_validation": validation_data is not None})
         self.stop_training = False
         self.epoch = initial_epoch
         self.resume_step = 0
