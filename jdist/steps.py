@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import context, memory, mixed_precision
+from jdist import context, dispatch, memory, mixed_precision
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_microbatches
 from jdist.distributed_batch import place_host_batches, split_batch
 
@@ -177,11 +177,13 @@ class _Compiled:
         fn = self.jitted(state)
         batch = place_host_batches(self.strategy, batch)
         try:
-            return fn(state, batch)
+            new_state, out = fn(state, batch)
         except RuntimeError as error:
             if memory.is_out_of_memory(error):
                 raise memory.out_of_memory_error(error, state, batch, self.strategy) from error
             raise
+        dispatch.dispatched((out, new_state))  # `out` first: the state is often donated next
+        return new_state, out
 
     def __getstate__(self) -> dict:
         # Compiled executables stay in the process that built them; a copy sent to

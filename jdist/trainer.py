@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
 from jdist import _trainer_io as trainer_io
-from jdist import context, memory, mixed_precision
+from jdist import context, dispatch, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
@@ -438,7 +438,7 @@ class Trainer:
                     if memory.is_out_of_memory(error):  # name the large buffers and the remedies
                         raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
                     raise
-                limiter.push(states)
+                limiter.push(dispatch.dispatched(states))
             index += len(block)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
@@ -606,7 +606,7 @@ class Trainer:
                 device_batch = self._to_device(block[0], stacked=False) if k == 1 else self._stacked(block, k)
                 out = self._executor("predict", k)(view, device_batch)
                 pending.append((out, [b.mask for b in block], k > 1))
-                limiter.push(out)
+                limiter.push(dispatch.dispatched(out))
                 index += len(block)
                 cbs.call("on_predict_batch_end", index, None)
             limiter.drain()

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context
+from jdist import context, dispatch
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import Layout, LayoutLike, as_layout
@@ -349,7 +349,7 @@ class Strategy:
             self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves)
         compiled, out_tree, varying = self._run_cache[key]
         dynamic = [self._prepare(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        outs = compiled(*dynamic)
+        outs = dispatch.dispatched(compiled(*dynamic))
         results = []
         for out, is_varying in zip(outs, varying):
             if not is_varying:
@@ -466,9 +466,9 @@ class Strategy:
         self._require_cross_replica(
             "reduce", "get_replica_context().all_reduce(), or get_replica_context().merge_call()"
         )
-        return jax.tree.map(
+        return dispatch.dispatched(jax.tree.map(
             lambda v: self._reduce_leaf(op, v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        ))
 
     def _reduce_leaf(self, op: ReduceOp, value: Any, axis: Any) -> Any:
         n = self.num_replicas_in_sync
@@ -492,9 +492,9 @@ class Strategy:
     def gather(self, value: Any, axis: int) -> Any:
         """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`)."""
         self._require_cross_replica("gather", "get_replica_context().all_gather()")
-        return jax.tree.map(
+        return dispatch.dispatched(jax.tree.map(
             lambda v: self._gather_leaf(v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        ))
 
     def _gather_leaf(self, value: Any, axis: int) -> Any:
         if isinstance(value, PerReplica) and not value.is_stacked:
