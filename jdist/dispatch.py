@@ -74,6 +74,14 @@ def dispatched(outputs: Any) -> Any:
     return outputs
 
 
+def dispatched_each(outputs: Any) -> Any:
+    """`dispatched` for a pytree whose array leaves each came from a program of its own (an
+    eager `reduce` or `gather` over several values)."""
+    for leaf in jax.tree.leaves(outputs):
+        dispatched(leaf)
+    return outputs
+
+
 def wait(keep: int = 0) -> None:
     """Blocks until at most `keep` registered programs are pending (0: all finished)."""
     while True:

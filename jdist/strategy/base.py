@@ -466,7 +466,7 @@ class Strategy:
         self._require_cross_replica(
             "reduce", "get_replica_context().all_reduce(), or get_replica_context().merge_call()"
         )
-        return dispatch.dispatched(jax.tree.map(
+        return dispatch.dispatched_each(jax.tree.map(
             lambda v: self._reduce_leaf(op, v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
         ))
 
@@ -492,7 +492,7 @@ class Strategy:
     def gather(self, value: Any, axis: int) -> Any:
         """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`)."""
         self._require_cross_replica("gather", "get_replica_context().all_gather()")
-        return dispatch.dispatched(jax.tree.map(
+        return dispatch.dispatched_each(jax.tree.map(
             lambda v: self._gather_leaf(v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
         ))
 
