@@ -8,10 +8,12 @@ and launches each device's share of a program on a shared thread pool, where a s
 reaches an all-reduce waits for the other devices' shares. With the queue full, the launch of
 one device's share blocks on that device's admission limit, the other shares of the same
 all-reduce wait for it, and after 40 s XLA aborts the process ("Termination timeout for all
-reduce RendezvousKey ... cross_module"). Measured on a 2-core host with 8 CPU devices (JAX
-0.10.2): one program with an all-reduce, dispatched in a chain, survives 36 programs ahead of
-the host and aborts at 48; two programs alternating abort at 38 and survive 26. So what
-matters is how many programs are in flight on a device, whichever programs they are.
+reduce RendezvousKey ... cross_module"); a stack dump of a hung process shows seven pool
+threads in the all-reduce's rendezvous and one blocked in the launch's admission semaphore.
+Measured on a 2-core host with 8 CPU devices (JAX 0.10.2): one program with an all-reduce,
+dispatched in a chain, survives 36 programs ahead of the host and aborts at 48; two programs
+alternating survive 34 and abort at 38. So what matters is how many programs are in flight
+on a device, whichever programs they are.
 
 What jdist does. Every jdist call that dispatches a program over several CPU devices (`run`,
 steps from `make_train_step` / `make_eval_step` / `compile_step`, `reduce`, `gather`, metric

@@ -75,7 +75,8 @@ class Trainer:
       policy: a `jdist.mixed_precision.Policy` or its name ("mixed_bfloat16", "mixed_float16");
         default: the global policy. Under "mixed_float16" the optimizer is wrapped in a
         `LossScaleOptimizer` unless it already is one, as Keras's `compile` does.
-      max_in_flight: executions dispatched ahead of the host before it waits.
+      max_in_flight: executions dispatched ahead of the host before it waits (over several CPU
+        devices also bounded process-wide, see `jdist.dispatch`).
       seed: parameter initialisation, shuffling and dropout keys.
     """
 

@@ -114,3 +114,33 @@ def test_tf_tutorial_loop_runs_and_equals_one_device():
     logits = np.asarray(model.apply(jax.device_get(single["state"].params), jnp.asarray(test[0])))
     expected = 100.0 * np.mean(np.argmax(logits, -1) == test[1])
     assert mirrored["test_accuracy"][-1] == pytest.approx(expected, abs=1e-3)
+
+
+UNREAD_LOOP = """
+import numpy as np
+import jdist
+
+strategy = jdist.MirroredStrategy()
+x = strategy.distribute_batch(np.ones((8, 16), np.float32))
+step = lambda x: x * 0.5 + jdist.get_replica_context().all_reduce("sum", x.sum()) * 1e-6
+total = 0.0
+for _ in range(300):   # nothing read inside the loop: 600 programs with collectives dispatched
+    x = strategy.run(step, args=(x,))
+    total += strategy.reduce("sum", x, axis=None)
+print("total", float(total.sum()))
+"""
+
+
+def test_a_loop_that_never_reads_does_not_abort():
+    """Unbounded, this loop queues hundreds of all-reduces and XLA:CPU aborts after 40 s (run in a
+    child process, so an abort cannot take the test session with it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8")
+    result = subprocess.run([sys.executable, "-c", UNREAD_LOOP], capture_output=True, text=True, timeout=240,
+                            env=env, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "total" in result.stdout
