@@ -6,7 +6,7 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
-from jdist import callbacks, cluster, metrics, mixed_precision, tpu
+from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, tpu
 from jdist.accumulation import accumulate_gradients, split_microbatches
 from jdist.advisor import Recommendation, recommend_strategy
 from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
@@ -157,7 +157,9 @@ __all__ = [
     "in_cross_replica_context",
     "make_eval_step",
     "make_train_step",
+    "losses",
     "metrics",
+    "optimizers",
     "replicate",
     "resolve_device",
     "resolve_devices",

@@ -1,7 +1,7 @@
 """`Trainer`: Keras's `compile` / `fit` / `evaluate` / `predict`, under any jdist strategy.
 
     strategy = jdist.MirroredStrategy()
-    trainer = jdist.Trainer(CNN(), optax.adam(1e-3), loss="sparse_categorical_crossentropy",
+    trainer = jdist.Trainer(CNN(), "adam", loss=jdist.losses.SparseCategoricalCrossentropy(from_logits=True),
                             metrics=["accuracy"], strategy=strategy, steps_per_execution=8)
     history = trainer.fit(x, y, batch_size=64, epochs=5, validation_data=(x_val, y_val))
     trainer.evaluate(x_test, y_test, return_dict=True)      # {"loss": ..., "accuracy": ...}
@@ -38,6 +38,7 @@ from jdist import _trainer_io as trainer_io
 from jdist import context, dispatch, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
+from jdist import optimizers as optimizers_lib
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
@@ -51,22 +52,22 @@ from jdist.parameter_server.remote_state import RemoteTrainState
 from jdist.parameter_server.strategy import is_parameter_server_strategy
 from jdist.utils import InFlightLimiter
 
-_LOSSES: dict[str, Callable] = {
-    "sparse_categorical_crossentropy": losses_lib.sparse_categorical_crossentropy,
-}
-
-
 class Trainer:
-    """Trains a model with an optax optimizer, a per-example loss and metrics, under a strategy.
+    """Trains a model with an optimizer, a per-example loss and metrics, under a strategy.
 
     Args:
       model: a `flax.linen.Module` (variables made on the first batch, or pass
         `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState` (e.g. `TrainState.from_nnx(module, tx)`; then
         leave `optimizer` out), or a function `apply_fn(params, x)` with `params=`.
-      optimizer: an `optax.GradientTransformation`.
-      loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, or
-        "sparse_categorical_crossentropy" (integer labels, logits).
-      metrics: `jdist.metrics.Metric`s, names ("accuracy") or per-example functions.
+      optimizer: an `optax.GradientTransformation`, a Keras optimizer name ("adam", "sgd",
+        "rmsprop", "adamw", ...: `jdist.optimizers`, Keras's defaults and maths) or a Keras optimizer.
+      loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, a Keras loss name ("mse",
+        "sparse_categorical_crossentropy", ...: as in Keras, cross-entropies named by a string take
+        probabilities) or loss object (`jdist.losses.X` / `keras.losses.X`). Default: integer labels
+        and logits, `jdist.losses.SparseCategoricalCrossentropy(from_logits=True)`.
+      metrics: `jdist.metrics.Metric`s, Keras names ("accuracy", "mae", "auc", ...), Keras metric
+        objects or per-example functions; as in Keras 3 they ignore sample and class weights.
+      weighted_metrics: the same, each example weighted by its `sample_weight` / `class_weight`.
       strategy: defaults to the current strategy (`jdist.get_strategy()`).
       steps_per_execution: steps compiled into one XLA call (k batches moved in one transfer).
       accumulation_steps: each global batch's gradient computed as this many micro-batches
@@ -80,9 +81,10 @@ class Trainer:
       seed: parameter initialisation, shuffling and dropout keys.
     """
 
-    def __init__(self, model: Any, optimizer: optax.GradientTransformation | None = None,
-                 loss: str | Callable[[Any, Any], Any] = "sparse_categorical_crossentropy",
-                 metrics: Sequence[Any] = (), *, params: Any = None, strategy: Any = None,
+    def __init__(self, model: Any, optimizer: optax.GradientTransformation | str | None = None,
+                 loss: str | Callable[[Any, Any], Any] | None = None,
+                 metrics: Sequence[Any] = (), *, weighted_metrics: Sequence[Any] = (), params: Any = None,
+                 strategy: Any = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -93,11 +95,9 @@ class Trainer:
         self.policy = mixed_precision.as_policy(policy)
         self.seed = seed
         self._max_in_flight = max_in_flight
-        self._loss_fn = _resolve_loss(loss)
-        self._metrics = [metrics_lib.get(m) for m in metrics]
-        names = ["loss"] + [m.name for m in self._metrics]
-        if len(set(names)) != len(names):
-            raise ValueError(f"Metric names must be unique (and not 'loss'): {names}. Pass name= to tell them apart.")
+        self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
+                                       if loss is None else loss)
+        self._metrics = metrics_lib.compile_metrics(metrics, weighted_metrics)  # (log name, metric, weighted)
         self._state: TrainerState | None = None
         self._remote = is_parameter_server_strategy(self.strategy)
         if isinstance(model, RemoteTrainState):  # made under a ParameterServerStrategy's scope
@@ -116,11 +116,11 @@ class Trainer:
                                                    rng=jax.random.PRNGKey(seed)))
         else:
             if optimizer is None:
-                raise ValueError("Trainer needs an optax optimizer, e.g. optax.adam(1e-3).")
+                raise ValueError('Trainer needs an optimizer: a name ("adam") or an optax one, e.g. optax.adam(1e-3).')
             self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
             if not isinstance(model, nn.Module) and not callable(model):
                 raise TypeError(f"model must be a flax linen Module, a TrainState or a function, got {model!r}.")
-            self._optimizer = optimizer
+            self._optimizer = optimizers_lib.get(optimizer)
             if params is not None:
                 model_state = None
                 if isinstance(self._model, LinenModel) and isinstance(params, Mapping) and "params" in params:
@@ -194,7 +194,7 @@ class Trainer:
 
     @property
     def metrics_names(self) -> list[str]:
-        return ["loss"] + [m.name for m in self._metrics]
+        return ["loss"] + [name for name, _, _ in self._metrics]
 
     def _place(self, state: Any) -> Any:
         """Where the strategy keeps the state, in buffers of its own (the train step donates them)."""
@@ -634,16 +634,6 @@ class Trainer:
 
 
 # ------------------------------------------------------------------ helpers
-def _resolve_loss(loss: Any) -> Callable:
-    if isinstance(loss, str):
-        if loss not in _LOSSES:
-            raise ValueError(f"Unknown loss {loss!r}; known: {sorted(_LOSSES)}, or pass fn(y_true, y_pred).")
-        return _LOSSES[loss]
-    if not callable(loss):
-        raise TypeError(f"loss must be a function loss(y_true, y_pred) -> per-example losses, got {loss!r}.")
-    return loss
-
-
 def _check_validation_freq(freq: Any) -> None:
     if isinstance(freq, bool) or not (isinstance(freq, int) and freq >= 1
                                       or isinstance(freq, (list, tuple, range))):

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_dir:
         callbacks.append(jdist.callbacks.MetricsLogger(args.log_dir, plot=args.plot))
     model = models.CNN() if args.model == "cnn" else models.MLP()
-    trainer = jdist.Trainer(model, optax.adam(args.learning_rate), loss="sparse_categorical_crossentropy",
+    trainer = jdist.Trainer(model, optax.adam(args.learning_rate),
+                            loss=jdist.losses.SparseCategoricalCrossentropy(from_logits=True),
                             metrics=["accuracy"], strategy=strategy, seed=args.seed,
                             steps_per_execution=args.steps_per_execution, max_in_flight=args.max_in_flight)
     start = time.perf_counter()
