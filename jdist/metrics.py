@@ -7,7 +7,9 @@ pytree (sums and counts). Inside `run` each replica updates its own state (a
 `PerReplica` comes back); the `Trainer` keeps one state per replica stacked on
 a leading axis. `result(state)` combines `PerReplica` leaves with the metric's
 `aggregation` (SUM by default) and then computes, so a mean or an accuracy is
-exact over the global batch and masked padding (`sample_weight=0`) never counts.
+exact over the global batch and masked padding (`sample_weight=0`) never counts. Inside
+`run` on a `jdist.DistributedBatch`, `update` applies the replica's mask of real examples by
+default (as `compute_average_loss` does), so padding rows never count.
 
     acc = jdist.metrics.SparseCategoricalAccuracy()
     state = strategy.run(lambda s, y, logits: acc.update(s, y, logits), args=(acc.init(), y, logits))
@@ -23,8 +25,10 @@ import jax
 import jax.numpy as jnp
 
 import functools
+import inspect
 import os
 
+from jdist import context, dispatch
 from jdist.aggregation import VariableAggregation, mark_per_replica
 from jdist.values import PerReplica
 
@@ -78,7 +82,7 @@ class Metric:
         """The value: of `state` (aggregating per-replica parts first), else of the eager state."""
         if state is None:
             state = self._state if self._state is not None else self.init()
-        return self.compute(self.aggregate(state))
+        return dispatch.dispatched(self.compute(self.aggregate(state)))
 
     # ------------------------------------------------------- Keras-style eager
     def update_state(self, *args: Any, sample_weight: Any = None) -> None:
@@ -86,7 +90,7 @@ class Metric:
         state = self._state if self._state is not None else self.init()
         if getattr(self, "_jit_update", None) is None:
             self._jit_update = jax.jit(self.update)
-        self._state = self._jit_update(state, *args, sample_weight=sample_weight)
+        self._state = dispatch.dispatched(self._jit_update(state, *args, sample_weight=sample_weight))
 
     def reset_state(self) -> None:
         self._state = None
@@ -97,14 +101,48 @@ class Metric:
 
 def _per_replica_update(update: Callable) -> Callable:
     """Inside `run`, every state leaf stays per-replica (SyncOnRead), even a count that happens
-    to be equal on all replicas, so reading it sums the replicas' copies."""
+    to be equal on all replicas, so reading it sums the replicas' copies; and padding rows of
+    the replica's distributed batch never count (its example mask joins `sample_weight`), as
+    `compute_average_loss` masks itself."""
+    signature = inspect.signature(update)
 
     @functools.wraps(update)
     def wrapped(self, state, *args, **kwargs):
+        if "sample_weight" in signature.parameters:
+            bound = signature.bind(self, state, *args, **kwargs)
+            weight = _masked_sample_weight(self, args[0] if args else None, bound.arguments.get("sample_weight"))
+            if weight is not None:
+                bound.arguments["sample_weight"] = weight
+                args, kwargs = bound.args[2:], bound.kwargs
         return mark_per_replica(update(self, state, *args, **kwargs))
 
     wrapped._per_replica = True
     return wrapped
+
+
+def _masked_sample_weight(metric: "Metric", values: Any, sample_weight: Any) -> Any:
+    """`sample_weight` times the replica's mask of real examples, inside `run` on a distributed
+    batch whose rows `values` are; None where nothing needs masking."""
+    ctx = context.get_replica_context()
+    if ctx is None or ctx.axis_name is None or values is None or jnp.ndim(values) == 0:
+        return None
+    try:
+        mask = ctx.example_mask
+    except ValueError:
+        if sample_weight is not None:
+            return None  # several distributed batches: the caller's weights decide
+        raise ValueError(
+            f"{metric.name}.update() inside run() was given several distributed batches, so which "
+            "example mask applies is ambiguous. Pass the batch's mask yourself: "
+            "update(state, ..., sample_weight=batch.mask)."
+        ) from None
+    if mask is None or jnp.shape(values)[0] != mask.shape[0]:
+        return None  # not one row per example of the batch: no padding rows to drop
+    mask = jnp.asarray(mask, jnp.float32)
+    if sample_weight is None:
+        return mask
+    weight = jnp.asarray(sample_weight)
+    return weight * mask.reshape(mask.shape + (1,) * max(weight.ndim - 1, 0))
 
 
 def aggregate_leaf(leaf: Any, aggregation: VariableAggregation) -> Any:

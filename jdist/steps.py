@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import context, input_checks, memory, mixed_precision, step_owner
+from jdist import context, dispatch, input_checks, memory, mixed_precision, step_owner
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_microbatches
 from jdist.distributed_batch import place_host_batches, split_batch
 
@@ -189,11 +189,13 @@ class _Compiled:
         fn = self.jitted(state, strategy=strategy)
         batch = place_host_batches(strategy, batch)
         try:
-            return fn(state, batch)
+            new_state, out = fn(state, batch)
         except RuntimeError as error:
             if memory.is_out_of_memory(error):
                 raise memory.out_of_memory_error(error, state, batch, strategy) from error
             raise
+        dispatch.dispatched((out, new_state))  # `out` first: the state is often donated next
+        return new_state, out
 
     def __getstate__(self) -> dict:
         # Compiled executables stay in the process that built them; a copy sent to

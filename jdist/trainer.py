@@ -35,7 +35,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
 from jdist import _trainer_io as trainer_io
-from jdist import context, input_checks, keras_model, memory, mixed_precision
+from jdist import context, dispatch, input_checks, keras_model, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
 from jdist import optimizers as optimizers_lib
@@ -78,7 +78,8 @@ class Trainer:
       policy: a `jdist.mixed_precision.Policy` or its name ("mixed_bfloat16", "mixed_float16");
         default: the global policy. Under "mixed_float16" the optimizer is wrapped in a
         `LossScaleOptimizer` unless it already is one, as Keras's `compile` does.
-      max_in_flight: executions dispatched ahead of the host before it waits.
+      max_in_flight: executions dispatched ahead of the host before it waits (over several CPU
+        devices also bounded process-wide, see `jdist.dispatch`).
       seed: parameter initialisation, shuffling and dropout keys.
     """
 
@@ -459,7 +460,7 @@ class Trainer:
                     if memory.is_out_of_memory(error):  # name the large buffers and the remedies
                         raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
                     raise
-                limiter.push(states)
+                limiter.push(dispatch.dispatched(states))
             index += len(block)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
@@ -640,7 +641,7 @@ class Trainer:
                 device_batch = self._to_device(block[0], stacked=False) if k == 1 else self._stacked(block, k)
                 out = self._executor("predict", k)(view, device_batch)
                 pending.append((out, [b.mask for b in block], k > 1))
-                limiter.push(out)
+                limiter.push(dispatch.dispatched(out))
                 index += len(block)
                 cbs.call("on_predict_batch_end", index, None)
             limiter.drain()

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context, keras_distribution
+from jdist import context, dispatch, keras_distribution
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import Layout, LayoutLike, as_layout
@@ -358,7 +358,7 @@ class Strategy:
         compiled, out_tree, varying, aligned = self._run_cache[key]
         dynamic = [self._prepare(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
         masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        outs = compiled(*dynamic)
+        outs = dispatch.dispatched(compiled(*dynamic))
         results = []
         for out, is_varying, rows_of in zip(outs, varying, aligned):
             if not is_varying:
@@ -523,10 +523,10 @@ class Strategy:
         self._require_cross_replica(
             "reduce", "get_replica_context().all_reduce(), or get_replica_context().merge_call()"
         )
-        return jax.tree.map(
+        return dispatch.dispatched_each(jax.tree.map(
             lambda v: self._reduce_leaf(op, v, axis), self._batch_values(value),
             is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        ))
 
     def _reduce_leaf(self, op: ReduceOp, value: Any, axis: Any) -> Any:
         n = self.num_replicas_in_sync
@@ -558,10 +558,10 @@ class Strategy:
         """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`);
         only real rows of a short batch (and of per-example results) are gathered."""
         self._require_cross_replica("gather", "get_replica_context().all_gather()")
-        return jax.tree.map(
+        return dispatch.dispatched_each(jax.tree.map(
             lambda v: self._gather_leaf(v, axis), self._batch_values(value),
             is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        ))
 
     def _gather_leaf(self, value: Any, axis: int) -> Any:
         if isinstance(value, PerReplica) and not value.is_stacked:
