@@ -4,8 +4,6 @@ The 1,797 8x8 images ship inside scikit-learn, so this works offline and
 gives a real (if small) image classification task of MNIST's shape.
 """
 import numpy as np
-import sklearn.datasets
-from sklearn.model_selection import train_test_split
 
 num_classes = 10
 
@@ -49,6 +47,9 @@ def load_digits(
     """
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    import sklearn.datasets  # imported here: importing scikit-learn takes seconds, most callers never need it
+    from sklearn.model_selection import train_test_split
+
     bunch = sklearn.datasets.load_digits()
     images = bunch.images / 16.0
     labels = bunch.target

@@ -6,7 +6,7 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
-from jdist import callbacks, cluster, metrics, mixed_precision, tpu
+from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, tpu
 from jdist.accumulation import accumulate_gradients, split_microbatches
 from jdist.advisor import Recommendation, recommend_strategy
 from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
@@ -22,6 +22,8 @@ from jdist.context import (
 from jdist.devices import resolve_device, resolve_devices
 from jdist.distributed_batch import DistributedBatch
 from jdist.input import DistributedDataset, DistributedIterator
+from jdist.input_checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
+from jdist.input_errors import InputError, NonFiniteInputError
 from jdist.input_options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input_sources import ArrayDataset, FileSource
 from jdist.layers import SyncBatchNorm
@@ -157,7 +159,9 @@ __all__ = [
     "in_cross_replica_context",
     "make_eval_step",
     "make_train_step",
+    "losses",
     "metrics",
+    "optimizers",
     "replicate",
     "resolve_device",
     "resolve_devices",

@@ -33,7 +33,9 @@ LossFn = Callable[[Any, Any], Any]
 
 def per_example(loss_fn: LossFn, y_true: Any, y_pred: Any, batch: int) -> jax.Array:
     """The loss per example, shape (batch,); extra trailing axes are averaged (as Keras does)."""
-    values = jnp.asarray(loss_fn(y_true, y_pred), jnp.float32)
+    values = jnp.asarray(loss_fn(y_true, y_pred))
+    if not jnp.issubdtype(values.dtype, jnp.floating) or jnp.finfo(values.dtype).bits < 32:
+        values = values.astype(jnp.float32)  # a float64 model's losses stay float64
     if values.ndim == 0 or values.shape[0] != batch:
         raise ValueError(
             f"The loss must return one value per example, shape ({batch},); got shape {values.shape}. "
@@ -54,7 +56,8 @@ class StepBuilder:
         self.accumulation_steps = accumulation_steps
         self.model = model
         self.loss_fn = loss_fn
-        self.metrics = list(metrics)
+        # (log name, metric, weighted) entries, from `jdist.metrics.compile_metrics`; a bare Metric is unweighted.
+        self.metrics = [m if isinstance(m, tuple) else (m.name, m, False) for m in metrics]
         self.loss_metric = Mean(name="loss")
         self.mesh = mesh
         self.data_axis = data_axis
@@ -71,7 +74,7 @@ class StepBuilder:
         return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, sharding), self._stacked_inits())
 
     def _stacked_inits(self) -> dict:
-        states = {m.name: m.init() for m in [self.loss_metric] + self.metrics}
+        states = {name: m.init() for name, m, _ in [("loss", self.loss_metric, False)] + self.metrics}
         return jax.tree.map(lambda a: jnp.broadcast_to(a, (self.n,) + a.shape), states)
 
     def _per_replica(self, a: jax.Array) -> jax.Array:
@@ -81,30 +84,30 @@ class StepBuilder:
 
     def update_metrics(self, states: dict, y_true: Any, y_pred: Any, losses: jax.Array, mask: jax.Array,
                        weight: jax.Array | None = None) -> dict:
-        """Each replica adds its slice of the batch to its own state. With per-example `weight`s the
-        loss metric averages the weighted losses over the real examples (Keras's reported loss) and
-        the other metrics weigh each example by its weight."""
+        """Each replica adds its slice of the batch to its own state. As in Keras 3, with per-example
+        `weight`s the loss metric averages the weighted losses over the real examples (Keras's reported
+        loss), weighted metrics weigh each example by its weight and the others ignore the weights."""
         if weight is not None:
-            losses, metric_weight = losses * weight, mask * weight
+            losses, weighted_mask = losses * weight, mask * weight
         else:
-            metric_weight = mask
+            weighted_mask = mask
         split = lambda tree: jax.tree.map(self._per_replica, tree)  # noqa: E731
-        y_true, y_pred, losses, mask, metric_weight = (
-            split(y_true), split(y_pred), split(losses), split(mask), split(metric_weight))
+        y_true, y_pred, losses, mask, weighted_mask = (
+            split(y_true), split(y_pred), split(losses), split(mask), split(weighted_mask))
         new = dict(states)
         new["loss"] = jax.vmap(lambda s, v, w: self.loss_metric.update(s, v, sample_weight=w))(
             states["loss"], losses, mask)
-        for metric in self.metrics:
-            new[metric.name] = jax.vmap(lambda s, t, p, w, m=metric: m.update(s, t, p, sample_weight=w))(
-                states[metric.name], y_true, y_pred, metric_weight)
+        for name, metric, weighted in self.metrics:
+            new[name] = jax.vmap(lambda s, t, p, w, m=metric: m.update(s, t, p, sample_weight=w))(
+                states[name], y_true, y_pred, weighted_mask if weighted else mask)
         return new
 
     def read_metrics(self, states: dict) -> dict:
         """Combines the replicas' states (SUM unless a metric says otherwise) and computes each value."""
         out = {}
-        for metric in [self.loss_metric] + self.metrics:
-            stacked = jax.tree.map(lambda a: PerReplica(stacked=a), states[metric.name])
-            out[metric.name] = metric.result(stacked)
+        for name, metric, _ in [("loss", self.loss_metric, False)] + self.metrics:
+            stacked = jax.tree.map(lambda a: PerReplica(stacked=a), states[name])
+            out[name] = metric.result(stacked)
         return out
 
     # ------------------------------------------------------------------ steps

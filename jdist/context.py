@@ -91,6 +91,9 @@ def enter_scope(strategy: "Strategy") -> contextvars.Token:
             "strategy.scope() cannot be entered inside strategy.run(); "
             "create models and optimizers before calling run()."
         )
+    from jdist import step_owner
+
+    step_owner.remember(strategy)  # steps called after the scope closes still find it
     return _STACK.set(_STACK.get() + (_Frame(strategy, None),))
 
 

@@ -5,7 +5,8 @@ boolean `mask` (`True` for real examples). The pieces of jdist that take batches
 it: `strategy.run` hands the replica function the plain `value` and puts the
 replica's mask in its `ReplicaContext` (`compute_average_loss` applies it), the
 global-view steps mask the mean loss, and `experimental_local_results` returns only
-the real examples of each replica, as TensorFlow's would.
+the real examples of each replica, as TensorFlow's would. Where a batch sits in
+jdist's value model (per-replica, mask carried by its leaves): see `jdist.values`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 
 import jax
 import numpy as np
+
+from jdist.values import mark_split, replica_shards
 
 
 class DistributedBatch:
@@ -24,6 +27,9 @@ class DistributedBatch:
     def __init__(self, value: Any, mask: Any):
         self.value = value
         self.mask = mask
+        # Its leaves stay per-replica values with this mask wherever they are passed alone.
+        mark_split(value, mask)
+        mark_split(mask)
 
     @property
     def on_host(self) -> bool:
@@ -98,24 +104,11 @@ def local_examples(batch: DistributedBatch) -> tuple:
     Padding trails the real rows of every replica's shard, so each replica's value is
     its shard cut to its mask count; a replica without data gets arrays with 0 rows.
     """
-    mask_parts = _replica_shards(batch.mask)
+    mask_parts = replica_shards(batch.mask)
     counts = [int(np.count_nonzero(np.asarray(m))) for m in mask_parts]
     leaves, treedef = jax.tree.flatten(batch.value)
-    per_leaf = [_replica_shards(leaf) for leaf in leaves]
+    per_leaf = [replica_shards(leaf) for leaf in leaves]
     return tuple(
         jax.tree.unflatten(treedef, [parts[i][:count] for parts in per_leaf])
         for i, count in enumerate(counts)
     )
-
-
-def _replica_shards(x: Any) -> list:
-    """This process's shards of a dim-0-sharded array, one per replica, in replica order."""
-    if not isinstance(x, jax.Array):  # host batch: the rows are this process's replicas in order
-        raise ValueError("experimental_local_results needs a batch on the mesh; this one is still on the host.")
-    seen, parts = set(), []
-    for shard in sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0):
-        start = shard.index[0].start or 0
-        if start not in seen:  # replicated over another mesh axis: keep one copy
-            seen.add(start)
-            parts.append(shard.data)
-    return parts

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jdist import input_checks
 from jdist.distributed_batch import DistributedBatch
 from jdist.input_options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input_sources import FileSource, check_dataset, dataset_length, open_cursor
@@ -220,6 +221,7 @@ class DistributedDataset:
     def _to_device(self, leaves: list, treedef: Any, mask: np.ndarray) -> DistributedBatch:
         if not self._options.experimental_fetch_to_device:
             return DistributedBatch(jax.tree.unflatten(treedef, leaves), mask)
+        input_checks.check_device_leaves(leaves, treedef)  # strings, objects: a named error
         rows = self._plan.num_replicas * self._layout.per_replica
         local = [*leaves, mask]
         placed = jax.make_array_from_process_local_data(  # one call: one batched transfer

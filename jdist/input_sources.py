@@ -57,6 +57,10 @@ class ArrayDataset:
     `arrays` is any pytree of arrays sharing their leading dimension. With `shuffle=True`
     each epoch uses its own permutation, drawn from `(seed, epoch)`, so runs are
     reproducible and a resumed run sees the same order.
+
+    As a tf.data dataset, each `iter()` (each `for` loop) is one pass over the data: the
+    first pass is epoch 0, the next epoch 1 (reshuffled), and so on. Distributed datasets
+    index it by epoch instead (`dataset[epoch * len(dataset) + i]`).
     """
 
     def __init__(self, arrays: Any, batch_size: int, *, shuffle: bool = False, seed: int = 0,
@@ -75,6 +79,11 @@ class ArrayDataset:
         self.batch_size = batch_size
         self._shuffle, self._seed, self._drop = shuffle, seed, drop_remainder
         self._order: tuple[int, np.ndarray] | None = None
+        self._passes = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, self._passes = self._passes, self._passes + 1
+        return (self[epoch * len(self) + i] for i in range(len(self)))
 
     def __len__(self) -> int:
         return self._n // self.batch_size if self._drop else -(-self._n // self.batch_size)

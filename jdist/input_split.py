@@ -14,6 +14,8 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
+from jdist import input_checks
+
 
 def chunk_sizes(rows: int, parts: int) -> list[int]:
     """TF's split: `parts` consecutive chunks of `ceil(rows / parts)`; the last ones get fewer or none."""
@@ -76,7 +78,9 @@ def as_numpy_leaves(batch: Any) -> tuple[list[np.ndarray], Any]:
     leaves, treedef = jax.tree.flatten(batch)
     if not leaves:
         raise ValueError(f"A batch needs at least one array; got {batch!r}.")
-    return [np.asarray(x) for x in leaves], treedef
+    arrays = [np.asarray(x) for x in leaves]
+    input_checks.check_dataset_element(batch, arrays)
+    return arrays, treedef
 
 
 def rows_of(leaves: Sequence[np.ndarray], treedef: Any) -> int:

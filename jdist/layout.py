@@ -23,7 +23,8 @@ Checks. A spec naming an axis the mesh lacks, longer than the array's rank, or
 splitting a dimension its axes do not divide is a `LayoutError` naming the
 parameter, its shape and the rule. Unlike Keras, a rule that matches no
 parameter is an error too (a renamed layer otherwise silently falls back to
-replication), and parameters no rule matches are replicated with one warning
+replication; the error lists the nearest parameter paths), also when no rule
+matches anything in a train state's parameters or flax variables, and parameters no rule matches are replicated with one warning
 that counts them; `default=P()` replicates them silently, and `default` may be
 a tactic, e.g. `Layout(MEGATRON_RULES, default=fsdp())`.
 
@@ -41,6 +42,7 @@ stores the optimizer state in it between steps (`shard_optimizer_state`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import warnings
@@ -402,7 +404,10 @@ class Layout:
 
         return jax.tree.map(sharding, self.resolve(tree, mesh), is_leaf=_is_placement)
 
-    def _resolve_params(self, tree: Any, mesh: Mesh) -> Any:
+    def _resolve_params(self, tree: Any, mesh: Mesh, *, parameters: bool = False) -> Any:
+        """`parameters`: `tree` is known to hold model parameters (a train state's), so a rule
+        matching none of them is an error even when no rule matches anything."""
+        parameters = parameters or _is_variables(tree)
         leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
         placements = []
         used: set[int] = set()
@@ -435,7 +440,7 @@ class Layout:
                 else:
                     source = f"default {describe(self.default)}"
             placements.append(Placement(path, shape, dtype, spec, source))
-        self._check_rules_used(used, placements)
+        self._check_rules_used(used, placements, parameters)
         if unmatched and used and not self._warned:
             self._warned = True
             shown = ", ".join(unmatched[:5]) + (", ..." if len(unmatched) > 5 else "")
@@ -452,14 +457,15 @@ class Layout:
             return self.default
         return _as_spec(self.default(shape, dtype, mesh), f"default tactic {describe(self.default)}")
 
-    def _check_rules_used(self, used: set[int], placements: list[Placement]) -> None:
+    def _check_rules_used(self, used: set[int], placements: list[Placement], parameters: bool) -> None:
         """Every rule must match some parameter, once the tree is evidently a parameter
-        tree for this layout (some rule matched). A tree no rule matches (an RNG key, a
-        batch) is replicated with a warning instead."""
+        tree for this layout (some rule matched, or it is a train state's parameters or flax
+        variables). Any other tree no rule matches (an RNG key, a batch) is replicated with
+        a warning instead."""
         arrays = [p for p in placements if p.shape]
         if not arrays or not self.rules:
             return
-        if not used:
+        if not used and not parameters:
             warnings.warn(
                 f"No layout rule matches any of the {len(arrays)} arrays of this tree (paths like "
                 f"{arrays[0].path!r}); all are laid out by default={describe(self.default)}. If these "
@@ -470,14 +476,16 @@ class Layout:
         unused = [self.rules[i] for i in range(len(self.rules)) if i not in used]
         if unused:
             listed = ", ".join(str(r) for r in unused)
-            examples = ", ".join(repr(p.path) for p in arrays[:4])
+            paths = [p.path for p in arrays]
+            nearest = "; ".join(f"nearest to {r.pattern!r}: {', '.join(map(repr, nearest_paths(r.pattern, paths)))}"
+                                for r in unused)
             raise LayoutError(
-                f"{len(unused)} layout rule(s) match no parameter: {listed}. Paths look like {examples}. "
+                f"{len(unused)} layout rule(s) match no parameter: {listed}. The parameter paths {nearest}. "
                 "Fix the regex (it must fullmatch the path or a trailing part of it) or drop the rule."
             )
 
     def _resolve_train_state(self, state: Any, mesh: Mesh) -> Any:
-        params = self._resolve_params(state.params, mesh)
+        params = self._resolve_params(state.params, mesh, parameters=True)
         return self.follow(state.replace(params=None), params).replace(params=params)
 
     def follow(self, tree: Any, params: Any) -> Any:
@@ -499,6 +507,24 @@ class Layout:
             if param is not None and param.shape == shape:
                 return Placement(path, shape, dtype, param.spec, f"follows {param.path}")
         return Placement(path, shape, dtype, P(), "replicated")
+
+
+def _is_variables(tree: Any) -> bool:
+    """Flax linen variables (`model.init`'s output): a mapping with a "params" collection."""
+    return isinstance(tree, Mapping) and "params" in tree
+
+
+def nearest_paths(pattern: str, paths: Sequence[str], n: int = 3) -> list[str]:
+    """The `n` paths most like `pattern` (difflib), compared over as many trailing
+    components as the pattern has."""
+    k = pattern.count("/") + 1
+
+    def likeness(path: str) -> float:
+        tail = "/".join(path.split("/")[-k:])
+        return max(difflib.SequenceMatcher(None, pattern, tail).ratio(),
+                   difflib.SequenceMatcher(None, pattern, path).ratio())
+
+    return sorted(dict.fromkeys(paths), key=likeness, reverse=True)[:n]
 
 
 def _is_placement(x: Any) -> bool:

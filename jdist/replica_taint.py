@@ -4,8 +4,9 @@
 marks values that can differ between replicas ("per-replica"): the split inputs,
 `axis_index`, and anything computed from them, until a collective that leaves
 every replica with the same result (`psum`, `all_gather`, ...) cleans them.
-Untainted results are TF's *Mirrored* values and come back as one replicated
-array; the analysis is conservative, so a value is never wrongly called mirrored.
+Untainted results come back as one replicated array, still one value per replica
+to `experimental_local_results`, `reduce` and `gather` (see `jdist.values`); the
+analysis is conservative, so a value is never wrongly called mirrored.
 """
 from __future__ import annotations
 

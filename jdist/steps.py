@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import context, memory, mixed_precision
+from jdist import context, dispatch, input_checks, memory, mixed_precision, step_owner
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_microbatches
 from jdist.distributed_batch import place_host_batches, split_batch
 from jdist.layout import split_shardings_over_data
@@ -112,16 +112,26 @@ class _Compiled:
         self._strategy = strategy
         self._donate = donate
         self._cache: dict[Any, Callable] = {}
+        self._checks = input_checks.StepChecks()
 
     @property
     def strategy(self) -> Any:
         return self._strategy or context.get_strategy()
 
-    def jitted(self, state: Any, *, donate: bool | None = None) -> Callable:
+    def strategy_for(self, state: Any) -> Any:
+        """Its own strategy, else the current scope's; outside every scope the strategy that
+        placed `state` (`jdist.step_owner`), so a step runs after the scope closed."""
+        if self._strategy is not None:
+            return self._strategy
+        if context.has_strategy():
+            return context.get_strategy()
+        return step_owner.owner_of(state) or context.get_strategy()
+
+    def jitted(self, state: Any, *, donate: bool | None = None, strategy: Any = None) -> Callable:
         """The compiled step for states shaped like `state` (`strategy.compile_step`: a `jax.jit`
         function unless the strategy composes its own)."""
         donate = self._donate if donate is None else donate
-        strategy = self.strategy
+        strategy = strategy or self.strategy_for(state)
         key = (strategy, jax.tree.structure(state), donate)
         if key not in self._cache:
             self._cache[key] = strategy.compile_step(self._fn, state, donate=donate)
@@ -131,31 +141,35 @@ class _Compiled:
         """The lowered step (`.compile().cost_analysis()`, `.as_text()`, ...)."""
         fn = self.jitted(state)
         if not hasattr(fn, "lower"):
-            raise TypeError(f"{self.strategy!r} runs a step as several programs; there is no single "
+            raise TypeError(f"{self.strategy_for(state)!r} runs a step as several programs; there is no single "
                             "program to lower or analyse.")
-        return fn.lower(state, place_host_batches(self.strategy, batch))
+        return fn.lower(state, place_host_batches(self.strategy_for(state), batch))
 
     def __call__(self, state: Any, batch: Any) -> Any:
-        fn = self.jitted(state)
-        batch = place_host_batches(self.strategy, batch)
+        self._checks(batch, lambda: jax.device_get(getattr(state, "step", None)))
+        strategy = self.strategy_for(state)
+        fn = self.jitted(state, strategy=strategy)
+        batch = place_host_batches(strategy, batch)
         try:
-            return fn(state, batch)
+            new_state, out = fn(state, batch)
         except RuntimeError as error:
             if memory.is_out_of_memory(error):
-                raise memory.out_of_memory_error(error, state, batch, self.strategy) from error
+                raise memory.out_of_memory_error(error, state, batch, strategy) from error
             raise
         except ValueError as error:
             if "does not match the sharding" in str(error):  # e.g. ZeRO-1 optimizer state placed on its own
                 raise ValueError(
-                    f"The state is not laid out as {self.strategy!r} keeps it ({error}). Pass "
+                    f"The state is not laid out as {strategy!r} keeps it ({error}). Pass "
                     "strategy.place(state) (the whole train state, so its optimizer state follows the "
                     "parameters), or create it with TrainState.create inside strategy.scope().") from error
             raise
+        dispatch.dispatched((out, new_state))  # `out` first: the state is often donated next
+        return new_state, out
 
     def __getstate__(self) -> dict:
         # Compiled executables stay in the process that built them; a copy sent to
         # another process (a parameter-server worker) compiles its own.
-        return {**self.__dict__, "_cache": {}}
+        return {**self.__dict__, "_cache": {}, "_checks": input_checks.StepChecks()}
 
 
 def make_train_step(

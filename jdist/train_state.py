@@ -22,6 +22,16 @@ class TrainState(flax_train_state.TrainState):
     def create(cls, *, apply_fn: Callable, params: Any, tx: optax.GradientTransformation, **kwargs) -> "TrainState":
         return context.get_strategy().create_train_state(cls, apply_fn=apply_fn, params=params, tx=tx, **kwargs)
 
+    def apply_gradients(self, *, grads: Any, **kwargs: Any) -> "TrainState":
+        """Applies `grads` (flax's `apply_gradients`). Inside `strategy.run` the gradients
+        are first summed over the replicas, as TF's `optimizer.apply_gradients` does in a
+        replica context, so mirrored parameters stay identical on every replica. As in TF,
+        gradients that were already all-reduced are summed again: pass the per-replica ones."""
+        replica = context.get_replica_context()
+        if replica is not None and replica.axis_name is not None:
+            grads = replica.all_reduce("sum", grads)
+        return super().apply_gradients(grads=grads, **kwargs)
+
     @classmethod
     def from_nnx(cls, model: Any, tx: optax.GradientTransformation) -> "TrainState":
         """From a flax NNX module: `apply_fn(params, *args)` merges the params back in."""

@@ -1,7 +1,7 @@
 """`Trainer`: Keras's `compile` / `fit` / `evaluate` / `predict`, under any jdist strategy.
 
     strategy = jdist.MirroredStrategy()
-    trainer = jdist.Trainer(CNN(), optax.adam(1e-3), loss="sparse_categorical_crossentropy",
+    trainer = jdist.Trainer(CNN(), "adam", loss=jdist.losses.SparseCategoricalCrossentropy(from_logits=True),
                             metrics=["accuracy"], strategy=strategy, steps_per_execution=8)
     history = trainer.fit(x, y, batch_size=64, epochs=5, validation_data=(x_val, y_val))
     trainer.evaluate(x_test, y_test, return_dict=True)      # {"loss": ..., "accuracy": ...}
@@ -35,9 +35,10 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import _batching as batching
 from jdist import _trainer_io as trainer_io
-from jdist import context, memory, mixed_precision
+from jdist import context, dispatch, input_checks, keras_model, memory, mixed_precision
 from jdist import losses as losses_lib
 from jdist import metrics as metrics_lib
+from jdist import optimizers as optimizers_lib
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
@@ -51,22 +52,24 @@ from jdist.parameter_server.remote_state import RemoteTrainState
 from jdist.parameter_server.strategy import is_parameter_server_strategy
 from jdist.utils import InFlightLimiter
 
-_LOSSES: dict[str, Callable] = {
-    "sparse_categorical_crossentropy": losses_lib.sparse_categorical_crossentropy,
-}
-
-
 class Trainer:
-    """Trains a model with an optax optimizer, a per-example loss and metrics, under a strategy.
+    """Trains a model with an optimizer, a per-example loss and metrics, under a strategy.
 
     Args:
       model: a `flax.linen.Module` (variables made on the first batch, or pass
         `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState` (e.g. `TrainState.from_nnx(module, tx)`; then
-        leave `optimizer` out), or a function `apply_fn(params, x)` with `params=`.
-      optimizer: an `optax.GradientTransformation`.
-      loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, or
-        "sparse_categorical_crossentropy" (integer labels, logits).
-      metrics: `jdist.metrics.Metric`s, names ("accuracy") or per-example functions.
+        leave `optimizer` out), a function `apply_fn(params, x)` with `params=`, or a Keras 3
+        model (JAX backend; optimizer, loss, metrics and weighted_metrics default to its
+        `compile(...)`'s, and trained values are written back into it: see `jdist.keras_model`).
+      optimizer: an `optax.GradientTransformation`, a Keras optimizer name ("adam", "sgd",
+        "rmsprop", "adamw", ...: `jdist.optimizers`, Keras's defaults and maths) or a Keras optimizer.
+      loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, a Keras loss name ("mse",
+        "sparse_categorical_crossentropy", ...: as in Keras, cross-entropies named by a string take
+        probabilities) or loss object (`jdist.losses.X` / `keras.losses.X`). Default: integer labels
+        and logits, `jdist.losses.SparseCategoricalCrossentropy(from_logits=True)`.
+      metrics: `jdist.metrics.Metric`s, Keras names ("accuracy", "mae", "auc", ...), Keras metric
+        objects or per-example functions; as in Keras 3 they ignore sample and class weights.
+      weighted_metrics: the same, each example weighted by its `sample_weight` / `class_weight`.
       strategy: defaults to the current strategy (`jdist.get_strategy()`).
       steps_per_execution: steps compiled into one XLA call (k batches moved in one transfer).
       accumulation_steps: each global batch's gradient computed as this many micro-batches
@@ -75,13 +78,15 @@ class Trainer:
       policy: a `jdist.mixed_precision.Policy` or its name ("mixed_bfloat16", "mixed_float16");
         default: the global policy. Under "mixed_float16" the optimizer is wrapped in a
         `LossScaleOptimizer` unless it already is one, as Keras's `compile` does.
-      max_in_flight: executions dispatched ahead of the host before it waits.
+      max_in_flight: executions dispatched ahead of the host before it waits (over several CPU
+        devices also bounded process-wide, see `jdist.dispatch`).
       seed: parameter initialisation, shuffling and dropout keys.
     """
 
-    def __init__(self, model: Any, optimizer: optax.GradientTransformation | None = None,
-                 loss: str | Callable[[Any, Any], Any] = "sparse_categorical_crossentropy",
-                 metrics: Sequence[Any] = (), *, params: Any = None, strategy: Any = None,
+    def __init__(self, model: Any, optimizer: optax.GradientTransformation | str | None = None,
+                 loss: str | Callable[[Any, Any], Any] | None = None,
+                 metrics: Sequence[Any] | None = None, *, weighted_metrics: Sequence[Any] | None = None,
+                 params: Any = None, strategy: Any = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -92,11 +97,20 @@ class Trainer:
         self.policy = mixed_precision.as_policy(policy)
         self.seed = seed
         self._max_in_flight = max_in_flight
-        self._loss_fn = _resolve_loss(loss)
-        self._metrics = [metrics_lib.get(m) for m in metrics]
-        names = ["loss"] + [m.name for m in self._metrics]
-        if len(set(names)) != len(names):
-            raise ValueError(f"Metric names must be unique (and not 'loss'): {names}. Pass name= to tell them apart.")
+        # A Keras model: its adapter, and what its compile() says where the Trainer is not told.
+        self._keras = keras_model.KerasTraining(model, optimizer, loss, metrics, weighted_metrics) if (
+            keras_model.is_keras_model(model)) else None
+        if self._keras is not None:
+            if params is not None:
+                raise ValueError("A Keras model holds its own weights: set them with model.set_weights(...) "
+                                 "and leave params= out.")
+            model, optimizer, loss = self._keras.adapter, self._keras.optimizer, self._keras.loss
+            metrics, weighted_metrics = self._keras.metrics, self._keras.weighted_metrics
+        self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
+                                       if loss is None else loss)
+        self._checks = input_checks.TrainerChecks(self._loss_fn)  # label checks of built-in losses
+        # (log name, metric, weighted)
+        self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
         self._remote = is_parameter_server_strategy(self.strategy)
         if isinstance(model, RemoteTrainState):  # made under a ParameterServerStrategy's scope
@@ -115,11 +129,15 @@ class Trainer:
                                                    rng=jax.random.PRNGKey(seed)))
         else:
             if optimizer is None:
-                raise ValueError("Trainer needs an optax optimizer, e.g. optax.adam(1e-3).")
-            self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
-            if not isinstance(model, nn.Module) and not callable(model):
-                raise TypeError(f"model must be a flax linen Module, a TrainState or a function, got {model!r}.")
-            self._optimizer = optimizer
+                raise ValueError('Trainer needs an optimizer: a name ("adam") or an optax one, e.g. optax.adam(1e-3).')
+            if isinstance(model, keras_model.KerasModel):
+                self._model = model
+            else:
+                self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
+            if not isinstance(model, (nn.Module, keras_model.KerasModel)) and not callable(model):
+                raise TypeError(f"model must be a flax linen Module, a Keras 3 model, a TrainState or a function, "
+                                f"got {model!r}.")
+            self._optimizer = optimizers_lib.get(optimizer)
             if params is not None:
                 model_state = None
                 if isinstance(self._model, LinenModel) and isinstance(params, Mapping) and "params" in params:
@@ -181,11 +199,14 @@ class Trainer:
         """Loads the weights of the newest checkpoint in `path` (written by `save_weights`, `save`
         or `jdist.callbacks.ModelCheckpoint`), laid out for this Trainer's strategy."""
         trainer_io.load(self, path, weights_only=True)
+        self._write_back()
 
     def load(self, path: str | os.PathLike) -> dict:
         """Loads everything the newest checkpoint in `path` holds (the whole state after `save`);
         returns its metadata (`step`, `epoch`, ...)."""
-        return trainer_io.load(self, path)
+        meta = trainer_io.load(self, path)
+        self._write_back()
+        return meta
 
     @property
     def params(self) -> Any:
@@ -193,7 +214,7 @@ class Trainer:
 
     @property
     def metrics_names(self) -> list[str]:
-        return ["loss"] + [m.name for m in self._metrics]
+        return ["loss"] + [name for name, _, _ in self._metrics]
 
     def _place(self, state: Any) -> Any:
         """Where the strategy keeps the state, in buffers of its own (the train step donates them)."""
@@ -420,7 +441,8 @@ class Trainer:
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
         view = None
-        for block in batching.group(iter(batches), k):
+        checked = self._checks.batches(self, batches, self.step if kind == "train" else None)
+        for block in batching.group(checked, k):
             self._ensure_state(block[0])
             execute = self._executor(kind, k_fused)
             if kind != "train" and view is None:
@@ -438,7 +460,7 @@ class Trainer:
                     if memory.is_out_of_memory(error):  # name the large buffers and the remedies
                         raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
                     raise
-                limiter.push(states)
+                limiter.push(dispatch.dispatched(states))
             index += len(block)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
@@ -458,7 +480,7 @@ class Trainer:
                             max_pending=self._max_in_flight * self.strategy.num_workers)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
-        for block in batching.group(iter(batches), self.steps_per_execution):
+        for block in batching.group(self._checks.batches(self, batches, self.step), self.steps_per_execution):
             self._ensure_state(block[0])
             epoch.schedule(self._state, block)
             index += len(block)
@@ -490,11 +512,16 @@ class Trainer:
         lists) into `val_*` logs; `validation_split` instead holds out the last fraction of the
         arrays (before shuffling), as Keras does.
         """
+        input_checks.check_call("fit", x, y, sample_weight, batch_size=batch_size, epochs=epochs,
+                                steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
+                                validation_split=validation_split, validation_batch_size=validation_batch_size,
+                                validation_steps=validation_steps)
         x, y, sample_weight, validation_data = self._fit_data(
             x, y, sample_weight, class_weight, validation_data, validation_split)
         _check_validation_freq(validation_freq)
         self.history = History()
-        cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose})
+        cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose,
+                                                  "do_validation": validation_data is not None})
         self.stop_training = False
         self.epoch = initial_epoch
         self.resume_step = 0
@@ -529,7 +556,13 @@ class Trainer:
                 if self.stop_training:
                     break
             cbs.call("on_train_end", logs)
+        self._write_back()
         return self.history
+
+    def _write_back(self) -> None:
+        """A Keras model gets the trained values, so its predict / evaluate / save / get_weights see them."""
+        if self._keras is not None and self._state is not None:
+            self._keras.write_back(self.state_on_host())
 
     def _fit_data(self, x: Any, y: Any, sample_weight: Any, class_weight: Any, validation_data: Any,
                   validation_split: float) -> tuple:
@@ -570,6 +603,7 @@ class Trainer:
 
         Returns `[loss, *metrics]` (the loss alone without metrics), or a dict with `return_dict=True`.
         """
+        input_checks.check_call("evaluate", x, y, sample_weight, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         with self.strategy.scope():
             batches, known, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=sample_weight)
@@ -587,6 +621,7 @@ class Trainer:
     def predict(self, x: Any, *, batch_size: int | None = None, steps: int | None = None, verbose: int = 1,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Model outputs for every example of `x`, concatenated in example order, padding removed."""
+        input_checks.check_call("predict", x, None, None, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         outputs: list = []
         k = self.steps_per_execution
@@ -599,14 +634,14 @@ class Trainer:
             pending: list = []
             index = -1
             view = None
-            for block in batching.group(iter(batches), k):
+            for block in batching.group(self._checks.batches(self, batches, None), k):
                 self._ensure_state(block[0])
                 if view is None:
                     view = self.strategy.compute_view(self._state)
                 device_batch = self._to_device(block[0], stacked=False) if k == 1 else self._stacked(block, k)
                 out = self._executor("predict", k)(view, device_batch)
                 pending.append((out, [b.mask for b in block], k > 1))
-                limiter.push(out)
+                limiter.push(dispatch.dispatched(out))
                 index += len(block)
                 cbs.call("on_predict_batch_end", index, None)
             limiter.drain()
@@ -633,16 +668,6 @@ class Trainer:
 
 
 # ------------------------------------------------------------------ helpers
-def _resolve_loss(loss: Any) -> Callable:
-    if isinstance(loss, str):
-        if loss not in _LOSSES:
-            raise ValueError(f"Unknown loss {loss!r}; known: {sorted(_LOSSES)}, or pass fn(y_true, y_pred).")
-        return _LOSSES[loss]
-    if not callable(loss):
-        raise TypeError(f"loss must be a function loss(y_true, y_pred) -> per-example losses, got {loss!r}.")
-    return loss
-
-
 def _check_validation_freq(freq: Any) -> None:
     if isinstance(freq, bool) or not (isinstance(freq, int) and freq >= 1
                                       or isinstance(freq, (list, tuple, range))):

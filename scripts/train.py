@@ -4,6 +4,7 @@
     python scripts/train.py --strategy one_device --epochs 3
     python scripts/train.py --model mlp --dataset synthetic
     python scripts/train.py --validate --log-dir runs/cnn   # val_* metrics; TensorBoard events, CSV, PNG
+    python -m jdist.launch --num-workers 2 --devices-per-worker 4 -- python scripts/train.py  # one 2-worker job
 
 Simulated CPU devices are configured from --devices before JAX starts.
 """
@@ -69,6 +70,8 @@ def make_strategy(name: str):
     import jdist
 
     if name == "mirrored":
+        if os.environ.get("TF_CONFIG"):  # one worker of a cluster, e.g. under python -m jdist.launch
+            return jdist.MultiWorkerMirroredStrategy()
         return jdist.MirroredStrategy()
     if name == "fsdp":
         return jdist.FSDPStrategy()
@@ -120,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_dir:
         callbacks.append(jdist.callbacks.MetricsLogger(args.log_dir, plot=args.plot))
     model = models.CNN() if args.model == "cnn" else models.MLP()
-    trainer = jdist.Trainer(model, optax.adam(args.learning_rate), loss="sparse_categorical_crossentropy",
+    trainer = jdist.Trainer(model, optax.adam(args.learning_rate),
+                            loss=jdist.losses.SparseCategoricalCrossentropy(from_logits=True),
                             metrics=["accuracy"], strategy=strategy, seed=args.seed,
                             steps_per_execution=args.steps_per_execution, max_in_flight=args.max_in_flight)
     start = time.perf_counter()

@@ -484,6 +484,34 @@ def test_checkpoint_of_another_model_names_the_mismatched_leaves(tmp_path):
     assert "saved (8, 16) float32, expected (8, 16) bfloat16" in message
 
 
+def test_restore_between_states_built_inside_and_outside_any_scope(tmp_path):
+    """A TrainState built outside any scope has a Python-int step; one built in a scope an int32
+    array. Either restores into the other (a lossless scalar dtype difference), with or without a
+    strategy; a lossy 0-d difference is still a mismatch."""
+    strategy = two_device_mirrored()
+    params = mlp_params()
+    with strategy.scope():
+        scoped = jdist.TrainState.create(apply_fn=mlp_apply, params=params, tx=TX).replace(step=jnp.int32(7))
+    plain = jdist.TrainState.create(apply_fn=mlp_apply, params=mlp_params(seed=1), tx=TX)
+    assert isinstance(plain.step, int) and scoped.step.dtype == jnp.int32
+    manager = CheckpointManager(tmp_path / "scoped", async_save=False)
+    manager.save(1, scoped)
+    for restored in (manager.restore(target=plain), manager.restore(target=plain, strategy=strategy)):
+        assert type(restored.step) is int and restored.step == 7
+        jax.tree.map(np.testing.assert_array_equal, jax.device_get(restored.params), params)
+    with strategy.scope():
+        back = CheckpointManager(tmp_path / "plain", async_save=False)
+        back.save(1, plain.replace(step=9))
+        restored = back.restore(target=scoped)
+    assert restored.step.dtype == jnp.int32 and int(restored.step) == 9
+    assert restored.params["dense"]["kernel"].sharding.is_fully_replicated
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(restored.params), mlp_params(seed=1))
+    lossy = CheckpointManager(tmp_path / "lossy", async_save=False)
+    lossy.save(1, {"x": jnp.float32(1.5)})
+    message = str(pytest.raises(CheckpointMismatchError, lossy.restore, target={"x": jnp.bfloat16(0)}).value)
+    assert "x: saved () float32, expected () bfloat16" in message
+
+
 # --------------------------------------------------------- backup and restore
 @jax.jit
 def _sgd_arrays(state, batch):

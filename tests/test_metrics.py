@@ -143,5 +143,9 @@ def test_metric_names_and_errors():
     assert metrics.get("sparse_categorical_accuracy").name == "sparse_categorical_accuracy"
     with pytest.raises(ValueError, match="Unknown metric"):
         metrics.get("acuracy")
-    with pytest.raises(ValueError, match="unique"):
-        jdist.Trainer(MLP(), optax.sgd(0.1), metrics=["accuracy", metrics.Accuracy()])
+    # Keras 3's names for repeated metrics: a suffix for plain ones, a prefix for weighted ones.
+    trainer = jdist.Trainer(MLP(), optax.sgd(0.1), metrics=["accuracy", metrics.Accuracy()],
+                            weighted_metrics=["accuracy", "accuracy"])
+    assert trainer.metrics_names == ["loss", "accuracy", "accuracy_1", "weighted_accuracy", "weighted_accuracy_1"]
+    with pytest.raises(ValueError, match="named 'loss'"):
+        jdist.Trainer(MLP(), optax.sgd(0.1), metrics=[metrics.Mean(name="loss")])

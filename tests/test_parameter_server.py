@@ -215,10 +215,10 @@ def test_synchronous_steps_match_one_device(cluster):
         for batch in batches:
             reference, _ = train_step(reference, single.distribute_batch(batch))
     with strategy.scope():
-        for batch in batches:
+        for batch in batches[:2]:
             state, _ = train_step(state, batch)
-    with pytest.raises(RuntimeError, match="traced inside jax.jit"):
-        train_step(state, batches[0])  # outside the scope the step would be one jit: refused clearly
+    # Outside the scope the step still runs under the strategy that placed the state.
+    state, _ = train_step(state, batches[2])
     gathered = strategy.gather_train_state(state)
     assert int(gathered.step) == 3 == state.step
     for a, b in zip(jax.tree.leaves((gathered.params, gathered.opt_state)),

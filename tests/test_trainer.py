@@ -247,9 +247,9 @@ def test_metrics_logger_writes_tensorboard_csv_and_plot(tmp_path):
 
     with open(tmp_path / "metrics.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["epoch", "loss", "accuracy", "val_loss", "val_accuracy"]
+    assert rows[0] == ["epoch", "accuracy", "loss", "val_accuracy", "val_loss"]  # sorted, as Keras 3 writes it
     assert [int(r[0]) for r in rows[1:]] == [0, 1, 2]
-    np.testing.assert_allclose([float(r[1]) for r in rows[1:]], history.history["loss"], rtol=1e-7)
+    np.testing.assert_allclose([float(r[2]) for r in rows[1:]], history.history["loss"], rtol=1e-7)
 
     png = tmp_path / "curves.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
@@ -389,8 +389,9 @@ def test_float16_under_central_storage_is_a_clear_error():
 
 
 def test_sample_weight_follows_keras():
-    """Keras's loss with sample weights: sum(w * loss) over the batch / its example count; metrics
-    weigh examples by w. Checked against one device, unpadded, after 2 epochs (short last batch)."""
+    """Keras's loss with sample weights: sum(w * loss) over the batch / its example count; as in
+    Keras 3, `metrics` ignore w and `weighted_metrics` weigh examples by it. Checked against one
+    device, unpadded, after 2 epochs (short last batch)."""
     x, y = _data()
     w = np.random.default_rng(1).uniform(0, 2, size=len(x)).astype(np.float32)
     model, params = _model_and_params()
@@ -409,7 +410,7 @@ def test_sample_weight_follows_keras():
     for _ in range(2):
         for s in range(0, len(x), BATCH):
             ref, opt_state = step(ref, opt_state, x[s:s + BATCH], y[s:s + BATCH], w[s:s + BATCH])
-    trainer = _trainer(jdist.MirroredStrategy(), params)
+    trainer = _trainer(jdist.MirroredStrategy(), params, weighted_metrics=["accuracy"])
     trainer.fit(x, y, sample_weight=w, batch_size=BATCH, epochs=2, shuffle=False, verbose=0)
     _assert_trees_close(trainer.params, ref)
     logits = np.asarray(model.apply({"params": ref}, x))
@@ -417,11 +418,12 @@ def test_sample_weight_follows_keras():
     got = trainer.evaluate(x, y, sample_weight=w, batch_size=BATCH, verbose=0, return_dict=True)
     np.testing.assert_allclose(got["loss"], np.mean(w * per_example), rtol=1e-5)
     hits = (logits.argmax(-1) == y).astype(np.float32)
-    np.testing.assert_allclose(got["accuracy"], np.sum(w * hits) / np.sum(w), rtol=1e-5)
+    np.testing.assert_allclose(got["accuracy"], np.mean(hits), rtol=1e-5)
+    np.testing.assert_allclose(got["weighted_accuracy"], np.sum(w * hits) / np.sum(w), rtol=1e-5)
     # The same weights as (x, y, w) batches of an iterable give the same evaluation.
     batches = [(x[s:s + BATCH], y[s:s + BATCH], w[s:s + BATCH]) for s in range(0, len(x), BATCH)]
     again = trainer.evaluate(batches, verbose=0, return_dict=True)
-    np.testing.assert_allclose([again["loss"], again["accuracy"]], [got["loss"], got["accuracy"]], rtol=1e-6)
+    np.testing.assert_allclose([again[k] for k in got], list(got.values()), rtol=1e-6)
     with pytest.raises(ValueError, match="sample_weight has 99"):
         trainer.fit(x, y, sample_weight=w[:99], batch_size=BATCH, verbose=0)
 

@@ -10,7 +10,10 @@ from jdist.callbacks.base import Callback, Logs
 class CSVLogger(Callback):
     """Writes `epoch,<metric>,...` rows to `filename` (only on process 0), flushed every epoch.
 
-    `append=True` continues an existing file (for resumed training).
+    Columns as Keras 3 writes them: the first epoch's metric names, sorted, plus a `val_`
+    column for each when that epoch had no validation (validation may start later, with
+    `validation_freq`); an epoch without a column's value (not validated) writes `NA`.
+    `append=True` continues an existing file (for resumed training) with its columns.
     """
 
     def __init__(self, filename: str | os.PathLike, separator: str = ",", append: bool = False):
@@ -40,13 +43,11 @@ class CSVLogger(Callback):
             return
         logs = dict(logs or {})
         if self._keys is None:
-            self._keys = list(logs)
+            self._keys = sorted(logs)
+            if not any(k.startswith("val_") for k in self._keys):
+                self._keys += [f"val_{k}" for k in self._keys]
             self._writer.writerow(["epoch"] + self._keys)
-        missing = [k for k in self._keys if k not in logs]
-        if missing:
-            raise ValueError(f"CSVLogger: epoch {epoch} lacks {missing}, which earlier rows of "
-                             f"{self.filename} have; write each run to its own file.")
-        self._writer.writerow([epoch] + [repr(float(logs[k])) for k in self._keys])
+        self._writer.writerow([epoch] + [repr(float(logs[k])) if k in logs else "NA" for k in self._keys])
         self._file.flush()
 
     def on_train_end(self, logs: Logs | None = None) -> None:

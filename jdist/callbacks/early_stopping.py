@@ -14,6 +14,10 @@ class EarlyStopping(Callback):
     `baseline`: training stops if the metric never beats it within `patience` epochs.
     `restore_best_weights`: on stopping, the trainer's state goes back to the best epoch's.
     `start_from_epoch`: epochs of warm-up before improvements are tracked.
+
+    An epoch that was not validated (`validation_freq`) has no `val_*` logs; like Keras,
+    such an epoch is skipped (neither an improvement nor a wait). A monitor that this fit
+    never logs (a misspelt name, or `val_*` without validation data) is an error.
     """
 
     def __init__(self, monitor: str = "val_loss", min_delta: float = 0.0, patience: int = 0,
@@ -50,6 +54,8 @@ class EarlyStopping(Callback):
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         logs = logs or {}
+        if self.monitor not in logs and self._not_validated(logs):
+            return  # Keras: no monitor value this epoch, nothing to compare
         if self.monitor not in logs:
             raise ValueError(
                 f"EarlyStopping monitors {self.monitor!r}, which is not among this fit's metrics "
@@ -71,6 +77,11 @@ class EarlyStopping(Callback):
             self.trainer.stop_training = True
             if self.restore_best_weights and self.best_state is not None:
                 self.trainer.state = self.best_state
+
+    def _not_validated(self, logs: Logs) -> bool:
+        """Whether this fit validates, but not after this epoch (so `val_*` are absent)."""
+        return (self.monitor.startswith("val_") and bool(self.params.get("do_validation"))
+                and not any(k.startswith("val_") for k in logs))
 
     def on_train_end(self, logs: Logs | None = None) -> None:
         if self.stopped_epoch and self.verbose:

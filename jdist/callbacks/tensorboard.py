@@ -2,12 +2,19 @@
 
 Layout as Keras writes it: training scalars under `<log_dir>/train`, validation
 scalars under `<log_dir>/validation`, tags `epoch_<metric>` (and `batch_<metric>`),
-so `tensorboard --logdir <log_dir>` overlays the train and validation curves.
+so `tensorboard --logdir <log_dir>` overlays the train and validation curves. As
+Keras 3 does, each epoch also writes `epoch_learning_rate` (train; when the optimizer
+exposes it) and each validation `evaluation_<metric>_vs_iterations` (validation, x-axis:
+optimizer step); an epoch that was not validated (`validation_freq`) writes no
+validation point, so the validation curve has points only where validation ran.
 The event files are written by `jdist.callbacks.event_file` (no TensorFlow needed).
 """
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import numpy as np
 
 from jdist.callbacks.base import Callback, Logs
 from jdist.callbacks.event_file import EventFileWriter
@@ -50,11 +57,17 @@ class TensorBoard(Callback):
             return
         logs = logs or {}
         train = {f"epoch_{k}": v for k, v in logs.items() if not k.startswith("val_")}
-        val = {f"epoch_{k[4:]}": v for k, v in logs.items() if k.startswith("val_")}
+        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
+        learning_rate = current_learning_rate(self.trainer)
+        if learning_rate is not None:
+            train["epoch_learning_rate"] = learning_rate
+        if val:  # Keras writes these when the validation's evaluation ends, then the epoch's
+            self._writer("validation").add_scalars(
+                self.trainer.step, {f"evaluation_{k}_vs_iterations": v for k, v in val.items()})
         if train:
             self._writer("train").add_scalars(epoch, train)
         if val:
-            self._writer("validation").add_scalars(epoch, val)
+            self._writer("validation").add_scalars(epoch, {f"epoch_{k}": v for k, v in val.items()})
         for writer in self._writers.values():
             writer.flush()
 
@@ -62,3 +75,23 @@ class TensorBoard(Callback):
         for writer in self._writers.values():
             writer.close()
         self._writers = {}
+
+
+def current_learning_rate(trainer: Any) -> float | None:
+    """The learning rate the optimizer uses now, where it can be read: a Keras optimizer's
+    `learning_rate`, or the `learning_rate` hyperparameter of an `optax.inject_hyperparams`
+    optimizer's state. A plain `optax.adam(1e-3)` keeps its rate in a closure: None."""
+    import jax
+
+    optimizer = getattr(trainer, "optimizer", None)
+    rate = getattr(optimizer, "learning_rate", None)
+    if rate is not None and not callable(rate):
+        return float(np.asarray(rate))
+    opt_state = getattr(getattr(trainer, "_state", None), "opt_state", None)
+    if opt_state is None:
+        return None
+    for node in jax.tree.leaves(opt_state, is_leaf=lambda n: hasattr(n, "hyperparams")):
+        hyperparams = getattr(node, "hyperparams", None)
+        if isinstance(hyperparams, dict) and "learning_rate" in hyperparams:
+            return float(np.asarray(jax.device_get(hyperparams["learning_rate"])))
+    return None

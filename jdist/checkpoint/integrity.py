@@ -213,11 +213,16 @@ def target_problems(saved: Sequence[LeafSpec], expected: Sequence[LeafSpec]) -> 
 
 
 def _dtype_fits(have: LeafSpec, want: LeafSpec) -> bool:
-    """Same dtype; a saved Python number (weakly typed) also fits any dtype of its kind."""
+    """Same dtype; a scalar also fits another dtype of its kind (integers, floats), whether it
+    is a Python number or a 0-d array: a step counter saved as a placed int32 array restores
+    into a state built outside any scope, whose step is a Python int, and back. A 0-d array
+    fits where the cast is lossless (int32 into int64, not float32 into bfloat16)."""
     if have.dtype == want.dtype:
         return True
-    if have.kind != "scalar" or want.kind == "key":
+    if "key" in (have.kind, want.kind):
         return False
+    if have.kind != "scalar":
+        return have.shape == want.shape == () and np.can_cast(np.dtype(have.dtype), np.dtype(want.dtype), "safe")
     return np.dtype(have.dtype).kind == np.dtype(want.dtype).kind or (
         {np.dtype(have.dtype).kind, np.dtype(want.dtype).kind} <= {"i", "u"}
     )

@@ -3,7 +3,9 @@
 Order matters because a wrong step hangs: validate the cluster config, make
 sure the coordinator can be reached (or, on the chief, that its port is free),
 make sure JAX has not started its runtime yet (restarting it when only the CPU
-backend is up), then connect and start the failure watchdog.
+backend is up), then connect and start the failure watchdog. Under
+`python -m jdist.launch`, importing this module also starts the heartbeat the
+launcher watches (see jdist/cluster/heartbeat.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import socket
 import time
 
+from jdist.cluster import heartbeat
 from jdist.cluster.resolver import ClusterResolver
 from jdist.cluster.spec import split_address
 from jdist.cluster.watchdog import Watchdog
@@ -25,6 +28,9 @@ logger = logging.getLogger("jdist")
 DEFAULT_FAILURE_TIMEOUT = 60.0
 FAILURE_TIMEOUT_ENV = "JDIST_FAILURE_TIMEOUT"
 DEFAULT_INITIALIZATION_TIMEOUT = 300.0
+RESTART_COUNT_ENV = "JDIST_RESTART_COUNT"
+
+heartbeat.start_from_environment()  # as early as possible: the launcher only watches workers that beat
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,8 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
+from jdist.cluster import heartbeat
+
 EXIT_FAILED = 1
 EXIT_PEER_FAILED = 3
 _PREFIX = "jdist/watchdog"
@@ -130,7 +132,7 @@ class Watchdog:
                     last_seen[pid] = (value, now if pid in last_seen or value is not None else started)
                 elif now - last_seen[pid][1] > self._timeout:
                     self._abort(f"{self.name(pid)} stopped responding {now - last_seen[pid][1]:.0f} s ago "
-                                "(no liveness signal); it has probably died or been killed.")
+                                "(no liveness signal); it has died, been killed or stopped (hung).")
 
     def _acknowledge(self) -> None:
         try:
@@ -182,6 +184,7 @@ class Watchdog:
         if self._exiting:
             return
         self._stop.set()
+        heartbeat.mark_ended()  # before JAX's exit barrier, which may wait on peers for long
         try:
             self._client.key_value_set(self._key("exited", self._pid), "1", allow_overwrite=True)
         except Exception:

@@ -8,6 +8,7 @@ arrays sharded by `distribute_batch` and `place`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context
+from jdist import context, dispatch, keras_distribution
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
@@ -25,7 +26,9 @@ from jdist.process_local import process_batch_slice
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
 from jdist.replica_taint import per_replica_outputs
-from jdist.values import PerReplica, local_components, stack_on_devices
+from jdist.row_alignment import OTHER, aligned_outputs
+from jdist.values import (PerReplica, is_mirrored, local_components, local_row_counts, mark_mirrored, mark_split,
+                          split_mark, stack_on_devices)
 
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
 
@@ -95,8 +98,6 @@ class Strategy:
         self._layout = as_layout(layout)
         if self._layout is not None:
             self._layout.check_mesh(self._mesh)
-        # Parameters split over the data axis (FSDP) look like batches to run().
-        self._params_on_data_axis = self._layout is not None and data_axis in self._layout.mesh_axes()
         self._run_cache: dict[Any, tuple] = {}
 
     # ----------------------------------------------------------------- properties
@@ -285,7 +286,10 @@ class Strategy:
         return process_batch_slice(self.data_sharding(), global_batch_size)
 
     def distribute_batch(self, batch: Any) -> Any:
-        """Places a global batch (a pytree of arrays) split over the replicas along dim 0."""
+        """Places a global batch (a pytree of arrays) split over the replicas along dim 0.
+
+        The arrays are per-replica values (`run` splits them, see `jdist.values`) and
+        stay plain `jax.Array`s for jitted steps."""
         sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
         if any(s == () for s in sizes):
             raise ValueError("Every leaf of a batch needs a leading batch dimension (rank >= 1).")
@@ -297,7 +301,7 @@ class Strategy:
         if sizes:
             (size,), = sizes
             check_divisible(size, self.num_replicas_in_sync)
-        return jax.device_put(batch, self.data_sharding())
+        return mark_split(jax.device_put(batch, self.data_sharding()))
 
     def memory_report(self) -> Any:
         """Memory in use on each of this strategy's devices (a `jdist.memory.MemoryReport`; print it)."""
@@ -311,7 +315,8 @@ class Strategy:
         """Makes this strategy current; values created eagerly inside land on its mesh."""
         token = context.enter_scope(self)
         try:
-            with self._mesh_context():
+            # With Keras 3 (JAX) imported, its own fit and variables follow this strategy too.
+            with self._mesh_context(), keras_distribution.scope(self):
                 yield self
         finally:
             context.exit_scope(token)
@@ -326,10 +331,12 @@ class Strategy:
     def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
         """Runs `fn` once per replica, compiled; returns per-replica results.
 
-        Arguments: `PerReplica` values and arrays sharded over the data axis along
-        dim 0 (distributed batches) are split per replica; everything else is
-        broadcast. Results that provably agree on every replica (e.g. after
-        `all_reduce`) come back as plain replicated arrays; the rest as `PerReplica`.
+        Arguments: per-replica values (`PerReplica`, `DistributedBatch`, what
+        `distribute_batch` returns) are split per replica; everything else is
+        broadcast, whatever its sharding. Results that provably agree on every
+        replica (e.g. after `all_reduce`) come back as plain replicated arrays; the
+        rest as `PerReplica`, carrying the batch's mask when they have one row per
+        example (see `jdist.values`).
         """
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
@@ -344,43 +351,54 @@ class Strategy:
         leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: isinstance(x, PerReplica))
         kinds = tuple(self._classify(leaf) for leaf in leaves)
         static = tuple(_static_key(leaf) if kind == "static" else None for leaf, kind in zip(leaves, kinds))
-        key = (fn, treedef, kinds, static)
+        masked = tuple(isinstance(leaf, PerReplica) and leaf.mask is not None for leaf in leaves)
+        key = (fn, treedef, kinds, static, masked)
         if key not in self._run_cache:
-            self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves)
-        compiled, out_tree, varying = self._run_cache[key]
+            self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves, masked)
+        compiled, out_tree, varying, aligned = self._run_cache[key]
         dynamic = [self._prepare(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        outs = compiled(*dynamic)
+        masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
+        outs = dispatch.dispatched(compiled(*dynamic))
         results = []
-        for out, is_varying in zip(outs, varying):
+        for out, is_varying, rows_of in zip(outs, varying, aligned):
             if not is_varying:
-                results.append(out)
+                results.append(mark_mirrored(out))
             elif self.num_replicas_in_sync == 1:
                 results.append(out[0])
             else:
-                results.append(PerReplica(stacked=out))
+                results.append(PerReplica(stacked=out, mask=_output_mask(rows_of, masks)))
         return jax.tree.unflatten(out_tree, results)
 
+    def _input_mask(self, leaf: Any, kind: str) -> Any:
+        """The mask of real rows of a split batch argument (None: all rows real, or not a batch)."""
+        note = split_mark(leaf) if kind == "batch" else None
+        return None if note is None else note.mask
+
     def _classify(self, leaf: Any) -> str:
+        """Kind of an argument leaf: "stacked" (a PerReplica), "batch" (split along dim 0),
+        "replicated" (broadcast) or "static" (not an array)."""
         if isinstance(leaf, PerReplica):
             leaf.stacked  # raises a clear error for ragged values
             return "stacked"
         if isinstance(leaf, jax.Array):
-            return "batch" if self._is_distributed_batch(leaf) else "replicated"
+            return "batch" if self._is_split_batch(leaf) else "replicated"
         if isinstance(leaf, _ARRAY_SCALARS) or hasattr(leaf, "__jax_array__"):
             return "replicated"
         return "static"
 
-    def _is_distributed_batch(self, x: jax.Array) -> bool:
+    def _is_split_batch(self, x: jax.Array) -> bool:
+        """Whether `x` is a per-replica batch of this strategy: marked as split (by
+        `distribute_batch` or a `DistributedBatch`) and split over this mesh's data axis.
+        The mark decides, never the sharding alone: parameters and optimizer state may
+        be stored split over the data axis too (FSDP, ZeRO-1) and are broadcast."""
+        if split_mark(x) is None:
+            return False
         sharding = getattr(x, "sharding", None)
         if not isinstance(sharding, NamedSharding) or x.ndim == 0 or len(sharding.spec) == 0:
             return False
         if sharding.mesh.devices.shape != self._mesh.devices.shape or not np.array_equal(
             sharding.mesh.devices, self._mesh.devices
         ):
-            return False
-        if self._params_on_data_axis and len(sharding.spec) != 1:
-            # Parameters may be split over the data axis too (FSDP); only the batch
-            # form P(data) marks a batch then, and parameters are broadcast.
             return False
         first = sharding.spec[0]
         axes = first if isinstance(first, tuple) else (first,)
@@ -396,7 +414,7 @@ class Strategy:
                 return jax.device_put(leaf, self.replicated_sharding())
         return leaf
 
-    def _compile_run(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list) -> tuple:
+    def _compile_run(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list, masked: tuple) -> tuple:
         axis = self._data_axis
         static_leaves = [leaf if kind == "static" else None for leaf, kind in zip(leaves, kinds)]
         dynamic_kinds = [kind for kind in kinds if kind != "static"]
@@ -428,16 +446,25 @@ class Strategy:
 
         abstract = [jax.ShapeDtypeStruct(np.shape(self._prepare(leaf, kind)), _dtype_of(leaf, kind))
                     for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        probe = jax.make_jaxpr(shard(lambda *d: tuple(x[None] for x in call_fn(*d)), P(axis)))(*abstract)
+        probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
         (shard_eqn,) = [e for e in probe.jaxpr.eqns if e.primitive.name == "shard_map"]
-        varying = tuple(per_replica_outputs(shard_eqn.params["jaxpr"], [k != "replicated" for k in dynamic_kinds]))
+        inner = shard_eqn.params["jaxpr"]
+        # Arrays the function closes over are traced as extra leading inputs: constants, broadcast.
+        consts = len(inner.invars) - len(dynamic_kinds)
+        varying = tuple(per_replica_outputs(inner, [False] * consts + [k != "replicated" for k in dynamic_kinds]))
+        # Which outputs have one row per example of which split inputs (their masks apply).
+        # A masked PerReplica argument (rows of an earlier result) is not traced further: OTHER.
+        dynamic_masked = [m for m, kind in zip(masked, kinds) if kind != "static"]
+        rows_in = [frozenset([i]) if k == "batch" else (OTHER if m else None)
+                   for i, (k, m) in enumerate(zip(dynamic_kinds, dynamic_masked))]
+        aligned = tuple(aligned_outputs(inner, [None] * consts + rows_in))
 
         def body(*dynamic):
             outs = call_fn(*dynamic)
             return tuple(x[None] if v else x for x, v in zip(outs, varying))
 
         compiled = jax.jit(shard(body, tuple(P(axis) if v else P() for v in varying)))
-        return compiled, record["tree"], varying
+        return compiled, record["tree"], varying, aligned
 
     # ------------------------------------------------------------ cross-replica
     def _require_cross_replica(self, method: str, alternative: str) -> None:
@@ -447,54 +474,94 @@ class Strategy:
                 f"{alternative} instead."
             )
 
-    def _as_stacked(self, value: Any) -> Any:
-        """The `(replicas, ...)` view of a distributed value, or None for a plain value."""
+    def _split_view(self, value: Any) -> Any:
+        """`(stacked, mask)` of a per-replica value: its `(replicas, rows, ...)` view and
+        its `(replicas, rows)` mask of real rows (None: all real); None for a plain value."""
+        n = self.num_replicas_in_sync
         if isinstance(value, PerReplica):
-            return value.stacked if value.is_stacked else None
-        if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer) and self._is_distributed_batch(value):
-            n = self.num_replicas_in_sync
-            return value.reshape((n, value.shape[0] // n) + value.shape[1:])
+            if not value.is_stacked:
+                return None
+            stacked, mask = value.stacked, value.mask
+            return stacked, None if mask is None else mask.reshape(stacked.shape[:2])
+        if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer) and self._is_split_batch(value):
+            mask = split_mark(value).mask
+            rows = value.shape[0] // n
+            return (value.reshape((n, rows) + value.shape[1:]),
+                    None if mask is None else mask.reshape(n, rows))
         return None
+
+    def _row_counts(self, mask: Any) -> np.ndarray:
+        """Real rows of every replica (all processes'), from a `(replicas, rows)` mask."""
+        return np.asarray(_row_count_fn(self.replicated_sharding())(mask))
+
+    def _equal_rows(self, stacked: Any, mask: Any, what: str) -> Any:
+        """`stacked` cut to its replicas' real rows when they all hold the same number."""
+        counts = self._row_counts(mask)
+        if len(set(counts.tolist())) > 1:
+            shapes = [(int(c),) + tuple(stacked.shape[2:]) for c in counts]
+            raise ValueError(
+                f"{what}: the replicas hold different numbers of real examples (shapes {shapes}; a short "
+                "last batch leaves some replicas with fewer or none), so their values cannot be combined "
+                "element by element. Reduce over the examples too, e.g. strategy.reduce(op, value, axis=0), "
+                "or gather along axis 0."
+            )
+        return stacked[:, : int(counts[0])]
+
+    @staticmethod
+    def _batch_values(value: Any) -> Any:
+        """A `DistributedBatch` stands for its element (TF's nest of per-replica values)."""
+        return jax.tree.map(lambda v: v.value if is_distributed_batch(v) else v, value, is_leaf=is_distributed_batch)
 
     def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | Sequence[int] | None = None) -> Any:
         """Combines per-replica values into one (TF's `Strategy.reduce`).
 
         `axis=None` reduces across replicas only; with `axis`, each replica's value is
-        first reduced along it, and MEAN divides by the true element count.
+        first reduced along it, and MEAN divides by the true element count. Padding
+        rows of a short batch (and of results with one row per example) never count.
         """
         op = ReduceOp.from_value(reduce_op)
         self._require_cross_replica(
             "reduce", "get_replica_context().all_reduce(), or get_replica_context().merge_call()"
         )
-        return jax.tree.map(
-            lambda v: self._reduce_leaf(op, v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        return dispatch.dispatched_each(jax.tree.map(
+            lambda v: self._reduce_leaf(op, v, axis), self._batch_values(value),
+            is_leaf=lambda x: isinstance(x, PerReplica)
+        ))
 
     def _reduce_leaf(self, op: ReduceOp, value: Any, axis: Any) -> Any:
         n = self.num_replicas_in_sync
         if isinstance(value, PerReplica) and not value.is_stacked:
             return _reduce_ragged(op, value.values, axis)
-        stacked = self._as_stacked(value)
-        if stacked is None:
-            # A plain value is the same on every replica (run() returns replica-invariant
-            # results as plain arrays, TF's Mirrored values), so SUM counts each copy.
+        view = self._split_view(value)
+        if view is None:
+            # A plain value counts once per replica (TF 2.21 returns run's replica-invariant
+            # results as a PerReplica of N equal values), so SUM counts each copy.
             value = jnp.asarray(value)
             axes = () if axis is None else _normalize_axis(axis, value.ndim)
             total = jnp.sum(value, axis=axes) if axes else value
             return total * n if op is ReduceOp.SUM else total / _count(value.shape, axes)
+        stacked, mask = view
         axes = () if axis is None else _normalize_axis(axis, stacked.ndim - 1)
+        if mask is not None and 0 not in axes:
+            stacked, mask = self._equal_rows(stacked, mask, f"reduce(axis={axis!r})"), None
         inner = tuple(a + 1 for a in axes)
-        total = jnp.sum(stacked, axis=(0,) + inner)
-        if op is ReduceOp.SUM:
-            return total
-        return total / (n * _count(stacked.shape[1:], axes))
+        if mask is None:
+            total = jnp.sum(stacked, axis=(0,) + inner)
+            count = n * _count(stacked.shape[1:], axes)
+        else:  # rows are reduced: padding rows are left out of the sum and the count
+            keep = mask.reshape(mask.shape + (1,) * (stacked.ndim - 2))
+            total = jnp.sum(jnp.where(keep, stacked, jnp.zeros((), stacked.dtype)), axis=(0,) + inner)
+            count = jnp.sum(mask) * _count(stacked.shape[1:], tuple(a for a in axes if a != 0))
+        return total if op is ReduceOp.SUM else total / count
 
     def gather(self, value: Any, axis: int) -> Any:
-        """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`)."""
+        """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`);
+        only real rows of a short batch (and of per-example results) are gathered."""
         self._require_cross_replica("gather", "get_replica_context().all_gather()")
-        return jax.tree.map(
-            lambda v: self._gather_leaf(v, axis), value, is_leaf=lambda x: isinstance(x, PerReplica)
-        )
+        return dispatch.dispatched_each(jax.tree.map(
+            lambda v: self._gather_leaf(v, axis), self._batch_values(value),
+            is_leaf=lambda x: isinstance(x, PerReplica)
+        ))
 
     def _gather_leaf(self, value: Any, axis: int) -> Any:
         if isinstance(value, PerReplica) and not value.is_stacked:
@@ -508,26 +575,48 @@ class Strategy:
                     )
             target = self.worker_devices[0]
             return jnp.concatenate([jax.device_put(p, target) for p in parts], axis=ax)
-        stacked = self._as_stacked(value)
-        if stacked is None:
+        view = self._split_view(value)
+        if view is None:
             value = jnp.asarray(value)
             _check_rank(value.ndim)
             return jnp.concatenate([value] * self.num_replicas_in_sync, axis=axis)
+        stacked, mask = view
         _check_rank(stacked.ndim - 1)
         ax = axis % (stacked.ndim - 1)
+        if mask is not None and ax == 0:  # the real rows of each replica, in replica order
+            counts = self._row_counts(mask)
+            rows = stacked.shape[1]
+            index = np.concatenate([np.arange(i * rows, i * rows + c) for i, c in enumerate(counts)])
+            return jnp.take(stacked.reshape((-1,) + stacked.shape[2:]), index, axis=0)
+        if mask is not None:
+            stacked = self._equal_rows(stacked, mask, f"gather(axis={axis!r})")
         moved = jnp.moveaxis(stacked, 0, ax)
         shape = stacked.shape[1:]
         return moved.reshape(shape[:ax] + (shape[ax] * stacked.shape[0],) + shape[ax + 1:])
 
     def experimental_local_results(self, value: Any) -> tuple:
-        """This process's per-replica components, as a tuple in replica order."""
+        """This process's per-replica components, as a tuple in replica order.
+
+        Per-replica values give their components (only the real rows of a short batch
+        and of per-example results); results of `run` identical on every replica give
+        one copy per replica, each on its replica's device, as TF 2.21 does; any other
+        value is returned alone, `(value,)`.
+        """
         def components(v):
             if isinstance(v, PerReplica):
                 return v.values
             if is_distributed_batch(v):  # only each replica's real examples, as TF's
                 return local_examples(v)
-            stacked = self._as_stacked(v)
-            return None if stacked is None else local_components(stacked)
+            if is_mirrored(v):
+                return self._mirrored_components(v)
+            view = self._split_view(v)
+            if view is None:
+                return None
+            stacked, mask = view
+            parts = local_components(stacked)
+            if mask is None:
+                return parts
+            return tuple(p[:c] for p, c in zip(parts, local_row_counts(split_mark(v).mask)))
 
         leaves, treedef = jax.tree.flatten(
             value, is_leaf=lambda x: isinstance(x, PerReplica) or is_distributed_batch(x))
@@ -539,6 +628,15 @@ class Strategy:
             jax.tree.unflatten(treedef, [leaf if s is None else s[i] for leaf, s in zip(leaves, split)])
             for i in range(count)
         )
+
+    def _mirrored_components(self, value: jax.Array) -> tuple:
+        """One copy per local replica of a replicated result, each the copy already on that
+        replica's device (no transfer)."""
+        local = [d for d in self._replica_devices() if d.process_index == jax.process_index()]
+        on_device = {shard.device: shard.data for shard in value.addressable_shards}
+        if not all(d in on_device for d in local):
+            return (value,) * len(local)
+        return tuple(on_device[d] for d in local)
 
     def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> Any:
         """Calls `value_fn` once per local replica and returns the results as `PerReplica`."""
@@ -590,6 +688,20 @@ class Strategy:
 
 
 # ------------------------------------------------------------------- helpers
+def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
+    """The mask of a result of `run` row-aligned with the split inputs `rows_of` (see
+    `jdist.row_alignment`): theirs when they share one; None when not aligned."""
+    if not isinstance(rows_of, frozenset):
+        return None
+    found = {id(m): m for m in (masks[i] for i in rows_of) if m is not None}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+@functools.cache
+def _row_count_fn(out_sharding: NamedSharding) -> Callable:
+    return jax.jit(lambda mask: jnp.sum(mask, axis=1, dtype=jnp.int32), out_shardings=out_sharding)
+
+
 def _copy_tree(tree: Any) -> Any:
     return jax.tree.map(jnp.copy, tree)
 

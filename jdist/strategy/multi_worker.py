@@ -25,6 +25,7 @@ from jdist.cluster.resolver import ClusterResolver
 from jdist.communication import CommunicationOptions
 from jdist.process_local import make_global_batch
 from jdist.strategy.base import Strategy
+from jdist.values import mark_split
 
 
 class MultiWorkerMirroredStrategy(Strategy):
@@ -97,7 +98,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         """
         if self.num_workers == 1:
             return super().distribute_batch(batch)
-        return make_global_batch(batch, self.data_sharding())
+        return mark_split(make_global_batch(batch, self.data_sharding()))
 
     def place(self, tree: Any) -> Any:
         """Replicates `tree` with the chief's values, as TF broadcasts initial values from the chief.

@@ -1,7 +1,8 @@
 """One worker of a multi-worker MLP job; run it under `python -m jdist.launch`.
 
 --steps 0 trains until stopped (for failure tests); --crash-process P --crash-at S
-makes process P raise at step S.
+makes process P raise at step S; --exit-process P --exit-at S makes it call
+sys.exit(--exit-code) there.
 """
 import argparse
 import json
@@ -26,6 +27,9 @@ parser.add_argument("--crash-process", type=int, default=-1)
 parser.add_argument("--crash-at", type=int, default=-1)
 parser.add_argument("--exit-process", type=int, default=-1)
 parser.add_argument("--exit-at", type=int, default=-1)
+parser.add_argument("--exit-code", type=int, default=2)
+parser.add_argument("--sleep-process", type=int, default=-1, help="this process sleeps for good at --sleep-at")
+parser.add_argument("--sleep-at", type=int, default=-1)
 parser.add_argument("--step-sleep", type=float, default=0.0)
 args = parser.parse_args()
 
@@ -59,7 +63,10 @@ def on_step(step, loss):
     if index == args.crash_process and step == args.crash_at:
         raise RuntimeError(f"deliberate failure at step {step}")
     if index == args.exit_process and step == args.exit_at:
-        sys.exit(2)
+        sys.exit(args.exit_code)
+    if index == args.sleep_process and step == args.sleep_at:
+        print("sleeping for good", flush=True)
+        time.sleep(10**6)  # alive (its heartbeat goes on) but never joins the next collective
     time.sleep(args.step_sleep)
 
 

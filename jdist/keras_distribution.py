@@ -1,0 +1,161 @@
+"""Keras 3's own `fit` under a jdist strategy: `strategy.scope()` installs a Keras distribution.
+
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():                       # as with tf.distribute.MirroredStrategy
+        model = keras.Sequential([...])          # variables created on the strategy's mesh
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        model.fit(x, y, batch_size=64)           # data parallel: each batch split over the replicas
+
+While the scope is open (and Keras, on the JAX backend, is imported), Keras's
+global distribution (`keras.distribution.set_distribution`) is a
+`StrategyDistribution` over the strategy's mesh: Keras variables follow the
+strategy's layout (replicated without one) and each batch is split over the
+data axis, so Keras's jitted train step is the same global-view program as on
+one device, run SPMD. A batch the replicas do not divide (the short last batch
+of an epoch) is placed whole on every device: that one step is computed
+replicated, so it still averages over its real examples, as Keras does on one
+device. Strategies that keep their parameters apart from the compute devices
+(central storage, parameter servers) install nothing; Keras then runs as
+without a strategy. `fit` called after the scope is closed runs without the
+distribution: on the devices of the variables, the batch not split.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Iterator
+
+import numpy as np
+
+
+def _keras_on_jax() -> Any:
+    """The keras module if it is imported and runs on JAX, else None (Keras is never imported here)."""
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return None
+    try:
+        return keras if keras.backend.backend() == "jax" else None
+    except AttributeError:  # a partially imported module
+        return None
+
+
+@contextlib.contextmanager
+def scope(strategy: Any) -> Iterator[None]:
+    """Keras's distribution for `strategy` while the block runs (nothing without Keras)."""
+    keras = _keras_on_jax()
+    if keras is None or not _installs(strategy):
+        yield
+        return
+    with strategy_distribution(strategy).scope():
+        yield
+
+
+def _installs(strategy: Any) -> bool:
+    from jdist.parameter_server.strategy import is_parameter_server_strategy
+
+    return strategy.single_program_step and not is_parameter_server_strategy(strategy)
+
+
+def strategy_distribution(strategy: Any) -> Any:
+    """A `keras.distribution.Distribution` over `strategy`'s mesh (made once per strategy)."""
+    cached = getattr(strategy, "_keras_distribution", None)
+    if cached is None:
+        cached = _distribution_class()(strategy)
+        strategy._keras_distribution = cached
+        _place_short_batches_whole()
+    return cached
+
+
+def _place_short_batches_whole() -> None:
+    """Keras's JAX trainer computes the data sharding once, from an epoch's first batch, and
+    reuses it for every batch, so a short last batch the replicas do not divide fails to
+    place. Under a jdist strategy's distribution such a batch is placed whole on every
+    device instead (one replicated step, averaging over its real examples)."""
+    from keras.src.backend.jax import distribution_lib as backend_lib
+
+    original = backend_lib.distribute_data_input
+    if getattr(original, "_jdist", False):
+        return
+
+    def distribute_data_input(per_process_batch, layout, batch_dim_name):
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        from keras.src.distribution import distribution_lib
+
+        current = distribution_lib.distribution()
+        sharding = getattr(layout, "backend_layout", layout)
+        if (isinstance(current, _distribution_class()) and jax.process_count() == 1
+                and isinstance(sharding, NamedSharding) and len(sharding.spec) and sharding.spec[0] is not None):
+            axes = sharding.spec[0] if isinstance(sharding.spec[0], tuple) else (sharding.spec[0],)
+            parts = int(np.prod([sharding.mesh.shape[a] for a in axes]))
+            if np.shape(per_process_batch)[0] % parts:
+                return jax.device_put(per_process_batch, NamedSharding(sharding.mesh, P()))
+        return original(per_process_batch, layout, batch_dim_name)
+
+    distribute_data_input._jdist = True
+    backend_lib.distribute_data_input = distribute_data_input
+
+
+_CLASS: Any = None
+
+
+def _distribution_class() -> type:
+    """Defined on first use, so importing jdist never imports Keras."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+    from keras.src.distribution.distribution_lib import DeviceMesh, Distribution, TensorLayout
+
+    class StrategyDistribution(Distribution):
+        """Keras's view of a jdist strategy: its mesh, its data axis and its layout."""
+
+        def __init__(self, strategy: Any):
+            mesh = strategy.mesh
+            device_mesh = DeviceMesh(shape=tuple(mesh.devices.shape), axis_names=list(mesh.axis_names),
+                                     devices=np.asarray(mesh.devices))
+            super().__init__(device_mesh, strategy.data_axis, auto_shard_dataset=False)
+            self.strategy = strategy
+
+        def get_data_layout(self, data_shape):
+            spec = [None] * len(data_shape)
+            if data_shape and data_shape[0] is not None and data_shape[0] % self.strategy.num_replicas_in_sync == 0:
+                spec[0] = self.batch_dim_name  # else replicated: the step averages over what it gets
+            return TensorLayout(spec, self.device_mesh)
+
+        def get_variable_layout(self, variable):
+            if getattr(variable, "_layout", None) is not None:
+                return variable._layout
+            spec = variable_spec(self.strategy, variable.path, tuple(variable.shape), variable.dtype)
+            return TensorLayout(list(spec) + [None] * (len(variable.shape) - len(spec)), self.device_mesh)
+
+        def get_tensor_layout(self, path):
+            return None
+
+        def distribute_dataset(self, dataset):
+            return dataset
+
+        def __repr__(self) -> str:
+            return f"StrategyDistribution({self.strategy!r})"
+
+    _CLASS = StrategyDistribution
+    return _CLASS
+
+
+def variable_spec(strategy: Any, path: str, shape: tuple, dtype: Any) -> Any:
+    """The `PartitionSpec` the strategy's layout gives one Keras variable (by its path)."""
+    from jax.sharding import PartitionSpec as P
+
+    from jdist.layout import LayoutError, check_spec
+
+    layout = strategy.layout
+    if layout is None or not shape:
+        return P()
+    matches = [rule for rule in layout.rules if rule.regex.fullmatch(path)]
+    if len(matches) > 1:
+        raise LayoutError(f"Variable {path!r} with shape {shape} matches {len(matches)} rules: "
+                          f"{', '.join(map(str, matches))}. Make the regexes disjoint.")
+    if matches:
+        spec = matches[0].spec_for(shape, dtype, strategy.mesh)
+        check_spec(spec, shape, strategy.mesh, path, str(matches[0]))
+        return spec
+    return layout._default_spec(shape, dtype, strategy.mesh)
