@@ -111,8 +111,7 @@ def tutorial(strategy, train, test, *, epochs: int, batch_size_per_replica: int,
             return compute_loss(labels, predictions, model_losses(params)), predictions
 
         (loss, predictions), gradients = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        gradients = jdist.get_replica_context().all_reduce("sum", gradients)
-        state = state.apply_gradients(grads=gradients)
+        state = state.apply_gradients(grads=gradients)  # sums over the replicas first, as TF's optimizer
         train_accuracy_state = train_accuracy.update(train_accuracy_state, labels, predictions)
         return state, train_accuracy_state, loss
 
