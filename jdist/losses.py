@@ -206,7 +206,7 @@ class _LossFunctionWrapper:
     fn: Callable[..., Any]
 
     def __init__(self, name: str | None = None, **kwargs: Any):
-        self.name = name or _snake_name(type(self).__name__)
+        self.name = name or snake_case(type(self).__name__)
         self._kwargs = kwargs
 
     def __call__(self, y_true: Any, y_pred: Any) -> jax.Array:
@@ -341,7 +341,8 @@ class KerasLoss:
         return f"KerasLoss({self.loss!r})"
 
 
-def _snake_name(name: str) -> str:
+def snake_case(name: str) -> str:
+    """Keras's default object name from a class name: `SparseCategoricalCrossentropy` -> `sparse_categorical_crossentropy`."""
     out = []
     for i, ch in enumerate(name):
         if ch.isupper() and i and not name[i - 1].isupper():

@@ -30,6 +30,7 @@ import os
 
 from jdist import context, dispatch
 from jdist.aggregation import VariableAggregation, mark_per_replica
+from jdist.losses import snake_case
 from jdist.values import PerReplica
 
 State = Any
@@ -50,7 +51,7 @@ class Metric:
             cls.update = _per_replica_update(cls.__dict__["update"])
 
     def __init__(self, name: str | None = None, dtype: Any = None):
-        self.name = name or _snake_case(type(self).__name__)
+        self.name = name or snake_case(type(self).__name__)
         self.dtype = dtype
         self._state: State | None = None
 
@@ -477,11 +478,3 @@ def compile_metrics(metrics: Sequence[Any] = (),
             entries.append((name, metric, weighted))
     return entries
 
-
-def _snake_case(name: str) -> str:
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
