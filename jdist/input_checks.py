@@ -24,6 +24,13 @@ from jdist.label_checks import label_check_for
 __all__ = ["InputError", "enable_check_numerics", "disable_check_numerics", "check_numerics_enabled"]
 
 _NUMERICS = [False]
+_SHAPES_ONLY = [False]
+
+
+def evaluating_shapes() -> bool:
+    """True while the Trainer's checks evaluate the model on shapes only (to learn its output
+    width): code that records what the training step traced can leave these calls out."""
+    return _SHAPES_ONLY[0]
 
 
 def enable_check_numerics() -> None:
@@ -233,7 +240,11 @@ def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
         # Shapes only: where the parameters live (host memory, other meshes) does not matter here.
         params, model_state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)),
                                            (state.params, state.model_state))
-        out = jax.eval_shape(forward, params, model_state, x)
+        _SHAPES_ONLY[0] = True
+        try:
+            out = jax.eval_shape(forward, params, model_state, x)
+        finally:
+            _SHAPES_ONLY[0] = False
     except NotImplementedError:  # a model jdist cannot train yet: not the batch's fault
         raise
     except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it

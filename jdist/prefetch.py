@@ -2,14 +2,25 @@
 host-to-device copy run while the devices compute the previous steps."""
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
 _OK, _END, _ERROR = "ok", "end", "error"
 _POLL_S = 0.1
+_LIVE: "weakref.WeakSet[Prefetcher]" = weakref.WeakSet()  # producers whose thread may still run
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Stops every producer before the interpreter (and JAX's runtime) shuts down: a daemon
+    thread still copying a batch to the devices then can abort the whole process at exit."""
+    for prefetcher in list(_LIVE):
+        prefetcher.close(timeout_s=2.0)
 
 
 class Prefetcher(Generic[T]):
@@ -29,6 +40,7 @@ class Prefetcher(Generic[T]):
         if depth > 0:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
+            _LIVE.add(self)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -37,7 +37,7 @@ def _oom_step(strategy, error):
     def fail(*args, **kwargs):
         raise error
 
-    step.jitted = lambda state, donate=None: fail  # as XLA raises it during compile or execution
+    step.jitted = lambda state, donate=None, strategy=None: fail  # as XLA raises it during compile or execution
     batch = strategy.distribute_batch({"x": np.zeros((16, 8, 8, 1), np.float32), "y": np.zeros(16, np.int32)})
     return step, state, batch
 
