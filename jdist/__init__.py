@@ -62,7 +62,7 @@ from jdist.strategy import (
 )
 from jdist.train_state import TrainState
 from jdist.trainer import Trainer
-from jdist.utils import InFlightLimiter
+from jdist.dispatch import InFlightLimiter
 from jdist.values import PerReplica
 
 __version__ = "0.1.0"

@@ -50,7 +50,6 @@ from jdist.train_state import TrainState
 from jdist.parameter_server.coordinator import ClusterCoordinator
 from jdist.parameter_server.remote_state import RemoteTrainState
 from jdist.parameter_server.strategy import is_parameter_server_strategy
-from jdist.utils import InFlightLimiter
 
 class Trainer:
     """Trains a model with an optimizer, a per-example loss and metrics, under a strategy.
@@ -437,7 +436,7 @@ class Trainer:
         k = self.steps_per_execution
         # Strategies whose step is several programs (central storage) run a block's steps one by one.
         k_fused = k if kind != "train" or self.strategy.single_program_step else 1
-        limiter = InFlightLimiter(self._max_in_flight)
+        limiter = dispatch.InFlightLimiter(self._max_in_flight)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
         view = None
@@ -630,7 +629,7 @@ class Trainer:
             for cb in cbs.callbacks:
                 cb.params["steps"] = known
             cbs.call("on_predict_begin", None)
-            limiter = InFlightLimiter(self._max_in_flight)
+            limiter = dispatch.InFlightLimiter(self._max_in_flight)
             pending: list = []
             index = -1
             view = None
