@@ -63,6 +63,9 @@ from jdist.strategy import (
 from jdist.train_state import TrainState
 from jdist.trainer import Trainer
 from jdist.dispatch import InFlightLimiter
+from jdist import data, train
+from jdist.gradient_tape import GradientTape
+from jdist.tf_function import function
 from jdist.values import PerReplica
 
 __version__ = "0.1.0"
@@ -89,6 +92,10 @@ def __getattr__(name):
 
 
 __all__ = [
+    "GradientTape",
+    "data",
+    "function",
+    "train",
     "ArrayDataset",
     "AutoShardPolicy",
     "CollectiveCommunication",

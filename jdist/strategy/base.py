@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context, dispatch, keras_distribution
+from jdist import context, dispatch, keras_distribution, keras_run
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
@@ -343,6 +343,9 @@ class Strategy:
         kwargs = dict(kwargs or {})
         if context.in_replica_context():
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
+        objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
+        if objects:
+            return keras_run.run(self, fn, args, kwargs, objects)
         args, kwargs = place_host_batches(self, (tuple(args), kwargs))
         with self.scope():
             return self._run_compiled(fn, args, kwargs)
