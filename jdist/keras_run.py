@@ -41,6 +41,7 @@ the first `tf.function` step fails with "You must feed a value for placeholder t
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 import types
@@ -118,6 +119,9 @@ def keras_objects(fn: Callable) -> list:
                 visit(item, depth + 1)
         elif isinstance(value, dict) and len(value) < 64:
             for item in value.values():
+                visit(item, depth + 1)
+        elif isinstance(value, functools.partial):
+            for item in (value.func, *value.args, *value.keywords.values()):
                 visit(item, depth + 1)
         elif inspect.isfunction(value) or inspect.ismethod(value):
             if inspect.ismethod(value):

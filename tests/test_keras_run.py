@@ -1,0 +1,124 @@
+"""TF's idioms for Keras objects inside `strategy.run` (jdist.keras_run, GradientTape, function,
+data.Dataset, train.Checkpoint): their errors and TF semantics. The tutorial loop itself is checked
+against one device in test_dispatch.py and against TensorFlow in test_port_tf_tutorial.py."""
+import functools
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist  # noqa: E402
+
+
+def _model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.set_weights([np.arange(6, dtype=np.float32).reshape(3, 2) / 10, np.zeros(2, np.float32)])
+    return model
+
+
+def test_gradient_tape_outside_run_names_the_alternative():
+    with pytest.raises(RuntimeError, match="inside strategy.run.*jax.grad"):
+        with jdist.GradientTape():
+            pass
+
+
+def test_unbuilt_optimizer_is_refused_with_the_fix():
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        model = _model()
+        optimizer = keras.optimizers.SGD(0.1)
+
+    def step(x):
+        with jdist.GradientTape() as tape:
+            loss = jdist.compute_average_loss(model(x)[:, 0])
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    with pytest.raises(ValueError, match=r"optimizer.build\(model.trainable_variables\)"):
+        strategy.run(step, args=(strategy.distribute_batch(np.ones((8, 3), np.float32)),))
+
+
+def test_apply_gradients_sums_replicas_and_unsummed_updates_are_an_error():
+    """SGD(1) on loss = sum over the replica's rows of x @ w[:, 0], / 8 (compute_average_loss): the
+    summed gradient is mean(x) for column 0, as one device over the global batch; skipping TF's
+    aggregation leaves replicas with different weights, an error rather than silent divergence."""
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        model = _model()
+        optimizer = keras.optimizers.SGD(1.0)
+        optimizer.build(model.trainable_variables)
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    before = model.get_weights()[0]
+
+    def step(x, skip=False):
+        with jdist.GradientTape() as tape:
+            loss = jdist.compute_average_loss(model(x)[:, 0])
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables), skip_gradients_aggregation=skip)
+        return loss
+
+    strategy.run(step, args=(strategy.distribute_batch(x),))
+    expected = before.copy()
+    expected[:, 0] -= x.mean(axis=0)
+    np.testing.assert_allclose(model.get_weights()[0], expected, rtol=1e-6)
+    assert int(optimizer.iterations.value) == 1
+    with pytest.raises(ValueError, match="different values on different replicas"):
+        strategy.run(functools.partial(step, skip=True), args=(strategy.distribute_batch(x),))
+
+
+def test_metrics_add_every_replica_and_skip_padding():
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        mean = keras.metrics.Mean()
+    dataset = strategy.experimental_distribute_dataset(jdist.data.Dataset.from_tensor_slices(
+        np.arange(11, dtype=np.float32)).batch(11))       # 11 rows over 8 replicas: padded to 16
+
+    for x in dataset:
+        strategy.run(lambda v: mean.update_state(v), args=(x,))
+    assert float(mean.count.value) == 11
+    assert float(mean.result()) == pytest.approx(5.0)
+
+
+def test_function_returns_the_function():
+    def f(x):
+        return x
+
+    assert jdist.function(f) is f
+    assert jdist.function(jit_compile=True)(f) is f
+
+
+def test_dataset_shuffle_buffers():
+    x = np.arange(10)
+    assert [b.tolist() for b in jdist.data.Dataset.from_tensor_slices(x).shuffle(1).batch(4)] == [
+        [0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    shuffled = jdist.data.Dataset.from_tensor_slices(x).shuffle(10).batch(10)
+    first, second = (next(iter(shuffled)).tolist() for _ in range(2))
+    assert sorted(first) == list(range(10)) and first != list(range(10)) and first != second
+    with pytest.raises(ValueError, match="buffer_size >= 10"):
+        jdist.data.Dataset.from_tensor_slices(x).shuffle(5)
+
+
+def test_checkpoint_restores_into_a_new_model_without_strategy(tmp_path):
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        model = _model()
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        optimizer.iterations.assign(7)
+        checkpoint = jdist.train.Checkpoint(optimizer=optimizer, model=model)
+    prefix = checkpoint.save(str(tmp_path / "ckpt"))
+    assert prefix.endswith("ckpt-1") and jdist.train.latest_checkpoint(str(tmp_path)) == prefix
+
+    new_model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])   # other names: sequential_1/...
+    new_optimizer = keras.optimizers.Adam()
+    jdist.train.Checkpoint(optimizer=new_optimizer, model=new_model).restore(jdist.train.latest_checkpoint(str(tmp_path)))
+    for a, b in zip(new_model.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    new_optimizer.build(new_model.trainable_variables)       # deferred, as TF's restore
+    assert int(new_optimizer.iterations.value) == 7
+    with pytest.raises(ValueError, match="different model"):
+        jdist.train.Checkpoint(model=keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])).restore(prefix)
+    assert jdist.train.latest_checkpoint(str(tmp_path / "none")) is None
