@@ -21,9 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
-# (page, first line of the block) marked <!-- no-run: ... -->: TensorFlow code shown for comparison, and the
-# Keras-model port that needs Keras 3 models under jdist strategies.
-NO_RUN: set[tuple[str, int]] = {("docs/porting.md", 13), ("docs/porting.md", 40)}
+# (page, first line of the block) marked <!-- no-run: ... -->: TensorFlow code shown for comparison.
+NO_RUN: set[tuple[str, int]] = {("docs/porting.md", 13)}
 
 _COMMON = """
 import jax, jax.numpy as jnp, numpy as np, optax
