@@ -29,7 +29,8 @@ class Dataset:
         arrays = jax.tree.map(np.asarray, tensors)
         sizes = {np.shape(x)[0] if np.ndim(x) else None for x in jax.tree.leaves(arrays)}
         if len(sizes) != 1 or None in sizes:
-            raise ValueError(f"from_tensor_slices: the arrays must share a leading dimension; got {sorted(map(str, sizes))}.")
+            raise ValueError(
+                f"from_tensor_slices: the arrays must share a leading dimension; got {sorted(map(str, sizes))}.")
         return Dataset(arrays)
 
     def __len__(self) -> int:

@@ -66,7 +66,8 @@ class GradientTape:
                  unconnected_gradients: Any = None) -> Any:
         frame = self._frame
         if frame is None:
-            raise RuntimeError("tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")
+            raise RuntimeError(
+                "tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")
         if frame.replaying == self._index:
             raise keras_run.ReachedTarget(target)
         if self._used and not self.persistent:

@@ -87,12 +87,14 @@ def _tutorial_loop(strategy, per_replica, train, test, epochs=2):
     import keras
 
     global_batch = per_replica * strategy.num_replicas_in_sync
-    train_dist = strategy.experimental_distribute_dataset(jdist.data.Dataset.from_tensor_slices(train).batch(global_batch))
-    test_dist = strategy.experimental_distribute_dataset(jdist.data.Dataset.from_tensor_slices(test).batch(global_batch))
+    dataset = jdist.data.Dataset.from_tensor_slices
+    train_dist = strategy.experimental_distribute_dataset(dataset(train).batch(global_batch))
+    test_dist = strategy.experimental_distribute_dataset(dataset(test).batch(global_batch))
     with strategy.scope():
-        model = keras.Sequential([keras.Input(train[0].shape[1:]), keras.layers.Flatten(),
-                                  keras.layers.Dense(32, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-3)),
-                                  keras.layers.Dense(10)])
+        model = keras.Sequential([
+            keras.Input(train[0].shape[1:]), keras.layers.Flatten(),
+            keras.layers.Dense(32, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-3)),
+            keras.layers.Dense(10)])
         rng = np.random.default_rng(0)
         model.set_weights([rng.normal(0, 0.1, w.shape).astype(np.float32) for w in model.get_weights()])
         loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)

@@ -114,7 +114,8 @@ def test_checkpoint_restores_into_a_new_model_without_strategy(tmp_path):
 
     new_model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])   # other names: sequential_1/...
     new_optimizer = keras.optimizers.Adam()
-    jdist.train.Checkpoint(optimizer=new_optimizer, model=new_model).restore(jdist.train.latest_checkpoint(str(tmp_path)))
+    restored = jdist.train.Checkpoint(optimizer=new_optimizer, model=new_model)
+    restored.restore(jdist.train.latest_checkpoint(str(tmp_path)))
     for a, b in zip(new_model.get_weights(), model.get_weights()):
         np.testing.assert_array_equal(a, b)
     new_optimizer.build(new_model.trainable_variables)       # deferred, as TF's restore
