@@ -32,7 +32,9 @@ the variables behave as TF's mirrored ones:
   given the replica's example mask as `sample_weight`, so the padding rows of a short
   last batch never count (TF splits such a batch unevenly instead; same numbers);
 * `aggregation="mean"` variables are averaged over the replicas;
-* any other variable assigned different values on different replicas is an error.
+* any other variable assigned different values on different replicas is an error (TF 2.21
+  lets their copies drift apart silently and reads the first replica's: observed with
+  BatchNormalization's moving statistics in `training=True`).
 
 The model and the optimizer must be built before `run` (TF 2.21 needs the optimizer
 built there too under `MirroredStrategy` with two or more replicas: building it inside
@@ -287,7 +289,10 @@ def run(strategy: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, A
                 f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
                 "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "
                 "with optimizer.apply_gradients (which sums them over the replicas), or all_reduce the value "
-                "before assigning it.")
+                "before assigning it. BatchNormalization's moving statistics in training=True are such values: "
+                "TF 2.21 lets the replicas' copies drift apart and reads the first replica's; train such models "
+                "with jdist.Trainer (statistics of the global batch), or call them through model.stateless_call "
+                "and average the returned statistics with strategy.reduce('mean', ...).")
     for variable, new in zip(variables, news):
         variable.assign(new)
     return out
