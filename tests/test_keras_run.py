@@ -41,11 +41,12 @@ def test_unbuilt_optimizer_is_refused_with_the_fix():
         strategy.run(step, args=(strategy.distribute_batch(np.ones((8, 3), np.float32)),))
 
 
-def test_apply_gradients_sums_replicas_and_unsummed_updates_are_an_error():
+@pytest.mark.parametrize("name", ["mirrored", "default"])
+def test_apply_gradients_sums_replicas_and_unsummed_updates_are_an_error(name):
     """SGD(1) on loss = sum over the replica's rows of x @ w[:, 0], / 8 (compute_average_loss): the
     summed gradient is mean(x) for column 0, as one device over the global batch; skipping TF's
     aggregation leaves replicas with different weights, an error rather than silent divergence."""
-    strategy = jdist.MirroredStrategy()
+    strategy = jdist.MirroredStrategy() if name == "mirrored" else jdist.get_strategy()
     with strategy.scope():
         model = _model()
         optimizer = keras.optimizers.SGD(1.0)
@@ -65,6 +66,8 @@ def test_apply_gradients_sums_replicas_and_unsummed_updates_are_an_error():
     expected[:, 0] -= x.mean(axis=0)
     np.testing.assert_allclose(model.get_weights()[0], expected, rtol=1e-6)
     assert int(optimizer.iterations.value) == 1
+    if name == "default":  # one replica: nothing to diverge
+        return
     with pytest.raises(ValueError, match="different values on different replicas"):
         strategy.run(functools.partial(step, skip=True), args=(strategy.distribute_batch(x),))
 

@@ -34,6 +34,11 @@ class DefaultStrategy(Strategy):
     def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        from jdist import keras_run
+
+        objects = keras_run.keras_objects(fn)  # Keras objects used as TF variables (GradientTape included)
+        if objects:
+            return keras_run.run(self, fn, args, kwargs, objects)
         (args, kwargs), masks = unwrap_batches((tuple(args), dict(kwargs or {})))
         with context.push(self, ReplicaContext(self, None, example_masks=masks)):
             return fn(*args, **kwargs)
