@@ -20,7 +20,8 @@
 
 JAX arrays are immutable, so `run` does what TF's variables do for you: the Keras
 models, optimizers and metrics the function refers to (by name, through its globals
-and closures and the functions it calls) have their variables handed to the compiled
+and closures, the functions it calls, and for a method the attributes of its instance,
+`self.model`) have their variables handed to the compiled
 replica function as inputs, read there through a Keras `StatelessScope`, and the
 values assigned there are written back into the variables afterwards. Across replicas
 the variables behave as TF's mirrored ones:
@@ -126,8 +127,11 @@ def keras_objects(fn: Callable) -> list:
             for item in (value.func, *value.args, *value.keywords.values()):
                 visit(item, depth + 1)
         elif inspect.isfunction(value) or inspect.ismethod(value):
-            if inspect.ismethod(value):
-                visit(value.__self__, depth + 1)
+            if inspect.ismethod(value):  # a method: its instance, and what the instance holds (`self.model`)
+                owner = value.__self__
+                visit(owner, depth + 1)
+                if not _is_stateful(owner, keras) and isinstance(getattr(owner, "__dict__", None), dict):
+                    visit(dict(vars(owner)), depth + 1)
                 value = value.__func__
             if getattr(value, "__module__", "").startswith(("jdist.", "keras.", "jax.")):
                 return
@@ -200,15 +204,25 @@ def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
 
 
 def _masked_update(update_state: Callable) -> Callable:
+    """`update_state` with the replica's example mask folded into `sample_weight` (padding rows weigh 0)."""
+    signature = inspect.signature(update_state)
+    if "sample_weight" not in signature.parameters:
+        return update_state
+
     def update_masked(*args, **kwargs):
         ctx = context.get_replica_context()
         mask = None if ctx is None else ctx.example_mask
-        if mask is not None and args and getattr(args[0], "shape", ()) and args[0].shape[0] == mask.shape[0]:
-            weight = kwargs.get("sample_weight")
-            mask = mask.astype(args[-1].dtype if hasattr(args[-1], "dtype") else "float32")
-            kwargs["sample_weight"] = mask if weight is None else weight * mask.reshape(
-                mask.shape + (1,) * (getattr(weight, "ndim", 1) - 1))
-        return update_state(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        first = next(iter(bound.arguments.values()), None)
+        if mask is None or not getattr(first, "shape", ()) or first.shape[0] != mask.shape[0]:
+            return update_state(*args, **kwargs)  # not one row per example of the replica's batch
+        weight = bound.arguments.get("sample_weight")
+        mask = mask.astype("float32")
+        if weight is not None:
+            weight = jax.numpy.asarray(weight)
+            mask = weight * mask.reshape(mask.shape + (1,) * (weight.ndim - 1)) if weight.ndim else weight * mask
+        bound.arguments["sample_weight"] = mask
+        return update_state(*bound.args, **bound.kwargs)
 
     return update_masked
 

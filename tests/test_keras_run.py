@@ -89,13 +89,38 @@ def test_metrics_add_every_replica_and_skip_padding():
     strategy = jdist.MirroredStrategy()
     with strategy.scope():
         mean = keras.metrics.Mean()
+        weighted = keras.metrics.Mean()
     dataset = strategy.experimental_distribute_dataset(jdist.data.Dataset.from_tensor_slices(
         np.arange(11, dtype=np.float32)).batch(11))       # 11 rows over 8 replicas: padded to 16
-
     for x in dataset:
         strategy.run(lambda v: mean.update_state(v), args=(x,))
+        strategy.run(lambda v: weighted.update_state(v, 2.0 * v), args=(x,))  # sample_weight given positionally
     assert float(mean.count.value) == 11
     assert float(mean.result()) == pytest.approx(5.0)
+    assert float(weighted.count.value) == pytest.approx(110.0)            # 2 * (0 + ... + 10)
+    assert float(weighted.result()) == pytest.approx(770.0 / 110.0)       # sum(2 v^2) / sum(2 v)
+
+
+class _Loop:
+    """TF code often keeps the model in an object: `self.model` inside a method given to run."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def test_a_method_finds_the_model_on_its_instance():
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        model = _model()
+    loop = _Loop(model)
+    x = strategy.distribute_batch(np.ones((8, 3), np.float32))
+    first = np.asarray(strategy.gather(strategy.run(loop.forward, args=(x,)), axis=0))
+    model.set_weights([w + 1 for w in model.get_weights()])  # read again, not baked into the compiled step
+    second = np.asarray(strategy.gather(strategy.run(loop.forward, args=(x,)), axis=0))
+    np.testing.assert_allclose(second - first, np.full((8, 2), 4.0), rtol=1e-6)
 
 
 def test_function_returns_the_function():
