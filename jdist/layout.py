@@ -69,6 +69,7 @@ __all__ = [
     "shard_optimizer_state",
     "split_over_data",
     "split_shardings_over_data",
+    "weight_update_shardings",
 ]
 
 
@@ -256,6 +257,13 @@ def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min
                                                                     memory_kind=sharding.memory_kind)
 
     return jax.tree.map(refine, tree, shardings)
+
+
+def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = None) -> Any:
+    """Where each leaf's share of the optimizer update runs under `strategy`: its stored layout
+    refined by `split_over_data` (leaves below `min_bytes`, default `WEIGHT_UPDATE_MIN_BYTES`,
+    keep their layout)."""
+    return split_shardings_over_data(tree, strategy.parameter_shardings(tree), strategy.data_axis, min_bytes)
 
 
 def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
