@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import mixed_precision, step_core
+from jdist import layout, mixed_precision, step_core
 from jdist.metrics import Mean, Metric
 from jdist.values import PerReplica
 
@@ -138,7 +138,7 @@ class StepBuilder:
             self._loss_forward, self._fold, policy=self.policy, accumulation_steps=self.accumulation_steps,
             mesh=lambda: self.mesh, data_axis=lambda: self.data_axis,
             param_shardings=lambda params: self.param_shardings if self.param_shardings is not None
-            else step_core.replicated_shardings(self.mesh, params),
+            else layout.replicated_shardings(self.mesh, params),
             loss_scale_remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision."
                               "LossScaleOptimizer) or a TrainState whose tx is one")
 

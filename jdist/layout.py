@@ -75,6 +75,7 @@ __all__ = [
     "as_layout",
     "fsdp",
     "path_str",
+    "replicated_shardings",
     "shard_bytes",
     "shard_optimizer_state",
     "split_over_data",
@@ -319,6 +320,12 @@ class ShardingCache:
             self._answers[key] = (treedef, leaves)
         treedef, leaves = self._answers[key]
         return treedef.unflatten(leaves)
+
+
+def replicated_shardings(mesh: Mesh, tree: Any) -> Any:
+    """Every leaf of `tree` whole on every device of `mesh`."""
+    replicated = NamedSharding(mesh, P())
+    return jax.tree.map(lambda _: replicated, tree)
 
 
 def abstract_tree(tree: Any, shardings: Any = None) -> Any:

@@ -29,8 +29,6 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
-
 from jdist import mixed_precision
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_on_mesh
 
@@ -195,8 +193,3 @@ def build(
         return fold(carry, losses, aux, inputs, _as_mask(mask, losses))
 
     return StepCore(train, evaluate)
-
-
-def replicated_shardings(mesh: Any, tree: Any) -> Any:
-    """Every leaf of `tree` replicated on `mesh` (the parameters' layout when none is known)."""
-    return jax.tree.map(lambda _: NamedSharding(mesh, P()), tree)

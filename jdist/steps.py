@@ -26,15 +26,14 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jdist import context, dispatch, input_checks, memory, mixed_precision, step_core, step_owner
 from jdist.accumulation import check_accumulation_steps
 from jdist.distributed_batch import place_host_batches, split_batch
-from jdist.step_core import masked_sum
 
 LossFn = Callable[[Any, Any], Any]  # (params, batch) -> per-example loss, or (loss, aux) with has_aux
 
 
 def _masked_sums(per_example: Any, aux: dict, mask: Any) -> dict:
-    sums = {"loss": masked_sum(per_example, mask), "count": jnp.sum(mask)}
+    sums = {"loss": step_core.masked_sum(per_example, mask), "count": jnp.sum(mask)}
     for name, value in aux.items():
-        sums[name] = masked_sum(jnp.asarray(value, per_example.dtype), mask)
+        sums[name] = step_core.masked_sum(jnp.asarray(value, per_example.dtype), mask)
     return sums
 
 
