@@ -52,8 +52,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import jax
 
-from jdist import context
-
 _MAX_DEPTH = 8
 _FRAMES: list["Frame"] = []
 
@@ -165,16 +163,16 @@ def _variables(objects: Sequence[Any]) -> list:
 
 
 @contextlib.contextmanager
-def _patched(objects: Sequence[Any], keras: Any):
+def _patched(objects: Sequence[Any], keras: Any, context: Any):
     """Inside the replica function: apply_gradients sums over replicas; metrics honour the example mask."""
     patched = []
     try:
         for obj in objects:
             if isinstance(obj, keras.optimizers.Optimizer):
-                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients)
+                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients, context)
                 patched.append((obj, "apply_gradients"))
             elif isinstance(obj, keras.metrics.Metric):
-                obj.update_state = _masked_update(obj.update_state)
+                obj.update_state = _masked_update(obj.update_state, context)
                 patched.append((obj, "update_state"))
         yield
     finally:
@@ -182,7 +180,7 @@ def _patched(objects: Sequence[Any], keras: Any):
             delattr(obj, name)  # back to the class's method
 
 
-def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
+def _summing_apply_gradients(apply_gradients: Callable, context: Any) -> Callable:
     """TF's `apply_gradients` in a replica context: the gradients are summed over the replicas first.
 
     Only `apply_gradients`, TF's API, sums: Keras's `apply` and `stateless_apply` (functional
@@ -203,7 +201,7 @@ def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
     return apply_summed
 
 
-def _masked_update(update_state: Callable) -> Callable:
+def _masked_update(update_state: Callable, context: Any) -> Callable:
     """`update_state` with the replica's example mask folded into `sample_weight` (padding rows weigh 0)."""
     signature = inspect.signature(update_state)
     if "sample_weight" not in signature.parameters:
@@ -227,7 +225,7 @@ def _masked_update(update_state: Callable) -> Callable:
     return update_masked
 
 
-def _aggregate(variable: Any, old: Any, new: Any) -> Any:
+def _aggregate(variable: Any, old: Any, new: Any, context: Any) -> Any:
     if new is None:
         return old
     ctx = context.get_replica_context()
@@ -239,7 +237,7 @@ def _aggregate(variable: Any, old: Any, new: Any) -> Any:
     return new
 
 
-def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
+def _stateful_fn(fn: Callable, objects: list, variables: list, context: Any) -> Callable:
     keras = _keras()
 
     def replica_fn(values, args, kwargs):
@@ -247,12 +245,12 @@ def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
         with keras.StatelessScope(state_mapping=list(zip(variables, values))) as scope:
             _FRAMES.append(frame)
             try:
-                with _patched(objects, keras):
+                with _patched(objects, keras, context):
                     out = fn(*args, **kwargs)
             finally:
                 _FRAMES.pop()
             news = [scope.get_current_value(v) for v in variables]
-        return out, [_aggregate(v, old, new) for v, old, new in zip(variables, values, news)]
+        return out, [_aggregate(v, old, new, context) for v, old, new in zip(variables, values, news)]
 
     replica_fn._jdist_stateful = True
     replica_fn.__name__ = getattr(fn, "__name__", "replica_fn")
@@ -284,8 +282,11 @@ class ReachedTarget(Exception):
 
 
 def run(strategy: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-        objects: list) -> Any:
-    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring)."""
+        objects: list, context: Any) -> Any:
+    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
+
+    `context` is the `jdist.context` module, passed in by the strategy (which imports it) so that
+    this module stays out of the strategy runtime's import cycle."""
     from jdist.values import PerReplica
 
     keras = _keras()
@@ -294,7 +295,7 @@ def run(strategy: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, A
     cache = strategy.__dict__.setdefault("_keras_run_fns", {})
     key = (fn, tuple(id(v) for v in variables))
     if key not in cache:
-        cache[key] = _stateful_fn(fn, objects, variables)
+        cache[key] = _stateful_fn(fn, objects, variables, context)
     values = [v.value for v in variables]
     out, news = strategy.run(cache[key], args=(values, tuple(args), dict(kwargs or {})))
     for variable, new in zip(variables, news):

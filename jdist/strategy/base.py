@@ -348,7 +348,7 @@ class Strategy:
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
         if objects:
-            return keras_run.run(self, fn, args, kwargs, objects)
+            return keras_run.run(self, fn, args, kwargs, objects, context)
         args, kwargs = place_host_batches(self, (tuple(args), kwargs))
         with self.scope():
             return self._run_compiled(fn, args, kwargs)

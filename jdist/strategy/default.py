@@ -38,7 +38,7 @@ class DefaultStrategy(Strategy):
 
         objects = keras_run.keras_objects(fn)  # Keras objects used as TF variables (GradientTape included)
         if objects:
-            return keras_run.run(self, fn, args, kwargs, objects)
+            return keras_run.run(self, fn, args, kwargs, objects, context)
         (args, kwargs), masks = unwrap_batches((tuple(args), dict(kwargs or {})))
         with context.push(self, ReplicaContext(self, None, example_masks=masks)):
             return fn(*args, **kwargs)
