@@ -1,7 +1,7 @@
 """TensorFlow's "Custom training with tf.distribute.Strategy" tutorial, ported to jdist.
 
 The tutorial's code between the two `# ---` markers below, changed only where
-docs/porting.md says (count them: `python scripts/count_port_changes.py`): the same Keras
+docs/porting.md says (count them: `scripts/count_port_changes.py --reference`): the same Keras
 model (Keras 3 on the JAX backend), loss, metrics, optimizer, GradientTape step,
 checkpoint and loop. The data are scikit-learn's bundled digits upsampled to 28x28
 (nothing is downloaded) instead of Fashion-MNIST.
