@@ -51,9 +51,9 @@ def scope(strategy: Any) -> Iterator[None]:
 
 
 def _installs(strategy: Any) -> bool:
-    from jdist.parameter_server.strategy import is_parameter_server_strategy
-
-    return strategy.single_program_step and not is_parameter_server_strategy(strategy)
+    """Keras's own step is one program on the mesh: strategies whose step is several programs
+    (central storage, parameter servers) leave Keras alone."""
+    return strategy.single_program_step
 
 
 def strategy_distribution(strategy: Any) -> Any:

@@ -45,7 +45,6 @@ from jdist.checkpoint.handlers import (
 )
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
-from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState
 
 logger = logging.getLogger("jdist.checkpoint")
 
@@ -53,13 +52,10 @@ FORMAT_VERSION = 1
 CORRUPTED_PREFIX = "corrupted-step-"
 
 
-def _gathered_if_remote(state: Any) -> Any:
-    """Values on parameter servers as one host pytree (a `TrainState` for a train state); else `state`."""
-    if isinstance(state, RemoteTrainState):
-        return state.gather_train_state()
-    if isinstance(state, RemoteParameters):
-        return state.gather()
-    return state
+def _keeper(tree: Any, strategy: Any) -> Any:
+    """The strategy whose hooks save and restore `tree` (`checkpoint_view`, `restore_into`): the
+    one given, else the one that placed values kept outside this process, else the current one."""
+    return strategy or getattr(tree, "placed_by", None) or context.get_strategy()
 
 
 class Restored(NamedTuple):
@@ -185,7 +181,7 @@ class CheckpointManager:
         step = int(step)
         if not force and not self._manager.should_save(step):
             return False
-        state = _gathered_if_remote(state)
+        state = _keeper(state, None).checkpoint_view(state)  # a host copy of values kept elsewhere
         paths, leaves, _ = tree.flatten(state)
         specs = [tree.leaf_spec(leaf, path) for path, leaf in zip(paths, leaves)]
         stored = [tree.to_storable(leaf, spec.kind) for leaf, spec in zip(leaves, specs)]
@@ -265,14 +261,11 @@ class CheckpointManager:
                 "restore() needs `target=`: a state of the same model (arrays or jax.ShapeDtypeStruct, "
                 "e.g. from jax.eval_shape) that gives the structure, shapes and dtypes to restore into."
             )
-        if isinstance(target, RemoteParameters):  # on parameter servers: restore on the host, push back
-            restored = self.restore_with_info(step, _gathered_if_remote(target), iterator=iterator,
-                                              strategy=strategy)
-            if isinstance(target, RemoteTrainState):
-                target.restore(restored.state)
-            else:
-                target.assign(restored.state)
-            return restored._replace(state=target)
+        keeper = _keeper(target, strategy)
+        view = keeper.checkpoint_view(target)
+        if view is not target:  # kept outside this process: restored on the host, then pushed back
+            restored = self.restore_with_info(step, view, iterator=iterator, strategy=strategy)
+            return restored._replace(state=keeper.restore_into(target, restored.state))
         self.wait_until_finished()
         self._manager.reload()
         steps = self.all_steps()

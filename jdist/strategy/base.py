@@ -22,7 +22,7 @@ from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
                           split_shardings_over_data)
-from jdist.process_local import process_batch_slice
+from jdist.process_local import process_batch_slice, to_host
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
 from jdist.replica_taint import per_replica_outputs
@@ -277,6 +277,48 @@ class Strategy:
             out_shardings=(state_shardings, self.replicated_sharding() if out_sharding is None else out_sharding),
             donate_argnums=(0,) if donate else (),
         )
+
+    # ------------------------------------------------- hooks: where a state lives
+    # The Trainer, its checkpoint I/O and `jdist.checkpoint.CheckpointManager` go through these
+    # hooks and never ask which strategy they hold. The defaults keep a state on this process's
+    # mesh; the parameter-server strategy overrides them to keep it on its servers.
+    def place_state(self, state: Any, into: Any = None) -> Any:
+        """Puts a whole train state (host or device values) where this strategy keeps it, in
+        buffers of its own (the hook behind `Trainer.state = ...`). `into`: the state it
+        replaces, for strategies that restore into storage they already hold."""
+        return self.place(state)
+
+    def keeps_remotely(self, value: Any) -> bool:
+        """Whether `value` is a handle to values this strategy keeps outside this process (a
+        Trainer then trains such a train state where it is)."""
+        return False
+
+    def host_copy(self, tree: Any) -> Any:
+        """A numpy copy of `tree` (a train state, parameters), whole on every process; with
+        several processes every process must call it. `place_state(copy)` puts it back."""
+        return to_host(tree)
+
+    def checkpoint_view(self, tree: Any) -> Any:
+        """What a checkpoint of `tree` holds: `tree` itself here (each process writes its own
+        shards); a host copy where the values live outside this process."""
+        return tree
+
+    def restore_into(self, target: Any, restored: Any) -> Any:
+        """`target` holding `restored` (values read from a checkpoint in the structure of
+        `checkpoint_view(target)`, already laid out by this strategy): `restored` itself here;
+        strategies that keep values elsewhere push them there and return `target`."""
+        return restored
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training steps are scheduled on remote workers through a coordinator (TF's
+        `_should_use_with_coordinator`) rather than run from this process."""
+        return False
+
+    def cluster_coordinator(self) -> Any:
+        """The coordinator that schedules this strategy's steps on its workers (made on first
+        use); only for strategies with `should_use_with_coordinator`."""
+        raise NotImplementedError(f"{self!r} runs its steps from this process: it has no cluster coordinator.")
 
     def local_batch_slice(self, global_batch_size: int) -> slice:
         """The rows of each global batch that this process loads and passes to `distribute_batch`.
