@@ -144,7 +144,8 @@ class TrainerInput:
         if y is not None:
             raise ValueError("y must be None when x is an iterable of (x, y) batches.")
         if not isinstance(x, Iterable):
-            raise TypeError(f"x must be arrays (numpy / jax, or a pytree of them) or an iterable of batches, got {x!r}.")
+            raise TypeError(f"x must be arrays (numpy / jax, or a pytree of them) or an iterable of batches, "
+                            f"got {x!r}.")
         one_shot = iter(x) is x
         source = persistent.setdefault("iterator", x) if persistent is not None and one_shot else iter(x)
         source = iter(source)

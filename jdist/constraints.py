@@ -27,21 +27,24 @@ replicated).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import context
 
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 __all__ = ["split", "replicate", "spec_from_partition_dimensions"]
 
 
-def _strategy(strategy: Any) -> Any:
+def _strategy(strategy: Strategy | None) -> Strategy:
     return strategy if strategy is not None else context.get_strategy()
 
 
-def logical_axes(strategy: Any) -> tuple[str, ...]:
+def logical_axes(strategy: Strategy) -> tuple[str, ...]:
     """The mesh axes that form one replica's logical devices (all but the data axis)."""
     return tuple(a for a in strategy.mesh.axis_names if a != strategy.data_axis)
 
@@ -91,13 +94,13 @@ def spec_from_partition_dimensions(shape: Sequence[int], partition_dimensions: S
     return P(*entries)
 
 
-def _in_replica(strategy: Any) -> bool:
+def _in_replica(strategy: Strategy) -> bool:
     mesh = jax.sharding.get_abstract_mesh()
     return (not mesh.empty and strategy.data_axis in getattr(mesh, "manual_axes", ())
             and set(mesh.axis_names) == set(strategy.mesh.axis_names))
 
 
-def _constrain(x: Any, spec: P, strategy: Any) -> Any:
+def _constrain(x: Any, spec: P, strategy: Strategy) -> Any:
     if isinstance(x, jax.core.Tracer):
         if _in_replica(strategy):
             # Inside strategy.run the data axis is manual; the spec covers the other axes.
@@ -107,7 +110,7 @@ def _constrain(x: Any, spec: P, strategy: Any) -> Any:
     return jax.device_put(x, NamedSharding(strategy.mesh, eager))
 
 
-def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Any = None) -> Any:
+def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Strategy | None = None) -> Any:
     """Splits `x` over the logical devices of each replica (TF's
     `experimental_split_to_logical_devices`); see the module docs for the mapping.
 
@@ -125,7 +128,7 @@ def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Any = No
     return _constrain(x, spec, strategy)
 
 
-def replicate(x: Any, *, strategy: Any = None) -> Any:
+def replicate(x: Any, *, strategy: Strategy | None = None) -> Any:
     """Gives every logical device of a replica the whole of `x` (TF's
     `experimental_replicate_to_logical_devices`). In a global-view step or
     eagerly, `x` becomes fully replicated."""

@@ -11,12 +11,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import jax
 import numpy as np
 
 from jdist.tables import format_bytes, format_table
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +148,7 @@ def _key_name(key: Any) -> str:
     return str(key)
 
 
-def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: Any,
+def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: Strategy,
                         *, top: int = 5) -> DeviceOutOfMemoryError:
     """A `DeviceOutOfMemoryError` explaining `error` for a step over `state` and `batch`."""
     params = getattr(state, "params", state)

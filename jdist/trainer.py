@@ -22,7 +22,7 @@ on the workers, see `jdist._trainer_remote`).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -31,30 +31,42 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import _batching as batching
-from jdist import _trainer_io as trainer_io
-from jdist._trainer_input import PREDICT, TRAIN, TrainerInput, is_arrays
-from jdist import context, dispatch, input_checks, keras_model, memory, mixed_precision
-from jdist import losses as losses_lib
-from jdist import metrics as metrics_lib
-from jdist import optimizers as optimizers_lib
+from jdist import (
+    _batching as batching,
+    _trainer_io as trainer_io,
+    context,
+    dispatch,
+    input_checks,
+    keras_model,
+    losses as losses_lib,
+    memory,
+    metrics as metrics_lib,
+    mixed_precision,
+    optimizers as optimizers_lib,
+)
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
+from jdist._trainer_input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
-from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
 from jdist.accumulation import check_accumulation_steps
+from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
 from jdist.process_local import to_host
 from jdist.train_state import TrainState
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 
 class Trainer:
     """Trains a model with an optimizer, a per-example loss and metrics, under a strategy.
 
     Args:
       model: a `flax.linen.Module` (variables made on the first batch, or pass
-        `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState` (e.g. `TrainState.from_nnx(module, tx)`; then
-        leave `optimizer` out), a function `apply_fn(params, x)` with `params=`, or a Keras 3
-        model (JAX backend; optimizer, loss, metrics and weighted_metrics default to its
-        `compile(...)`'s, and trained values are written back into it: see `jdist.keras_model`).
+        `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState`
+        (e.g. `TrainState.from_nnx(module, tx)`; then leave `optimizer` out), a function
+        `apply_fn(params, x)` with `params=`, or a Keras 3 model (JAX backend; optimizer, loss,
+        metrics and weighted_metrics default to its `compile(...)`'s, and trained values are
+        written back into it: see `jdist.keras_model`).
       optimizer: an `optax.GradientTransformation`, a Keras optimizer name ("adam", "sgd",
         "rmsprop", "adamw", ...: `jdist.optimizers`, Keras's defaults and maths) or a Keras optimizer.
       loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, a Keras loss name ("mse",
@@ -80,7 +92,7 @@ class Trainer:
     def __init__(self, model: Any, optimizer: optax.GradientTransformation | str | None = None,
                  loss: str | Callable[[Any, Any], Any] | None = None,
                  metrics: Sequence[Any] | None = None, *, weighted_metrics: Sequence[Any] | None = None,
-                 params: Any = None, strategy: Any = None,
+                 params: Any = None, strategy: Strategy | None = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -497,7 +509,7 @@ class Trainer:
                     # Padding rows: at the end (host batches, the same global mask on every process),
                     # or at the end of each replica's rows (a distributed dataset's global device mask).
                     real = np.asarray(to_host(mask)) > 0
-                    outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][r] if stacked else a[r], host))
+                    outputs.append(jax.tree.map(lambda a, i=i, r=real, s=stacked: a[i][r] if s else a[r], host))
             cbs.call("on_predict_end", None)
         if not outputs:
             raise ValueError("The input yielded no batches.")

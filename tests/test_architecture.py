@@ -56,3 +56,9 @@ def test_import_jdist_loads_no_orbax_tensorstore_or_ray():
                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["[]", "True"], out.stdout
+
+
+def test_public_names_are_sorted_and_resolve():
+    assert jdist.__all__ == sorted(jdist.__all__)
+    missing = [name for name in jdist.__all__ if not hasattr(jdist, name)]
+    assert not missing

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -46,13 +46,16 @@ from jdist.checkpoint.handlers import (
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
 
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 logger = logging.getLogger("jdist.checkpoint")
 
 FORMAT_VERSION = 1
 CORRUPTED_PREFIX = "corrupted-step-"
 
 
-def _keeper(tree: Any, strategy: Any) -> Any:
+def _keeper(tree: Any, strategy: Strategy | None) -> Strategy:
     """The strategy whose hooks save and restore `tree` (`checkpoint_view`, `restore_into`): the
     one given, else the one that placed values kept outside this process, else the current one."""
     return strategy or getattr(tree, "placed_by", None) or context.get_strategy()
@@ -229,7 +232,7 @@ class CheckpointManager:
         target: Any = None,
         *,
         iterator: Any = None,
-        strategy: Any = None,
+        strategy: Strategy | None = None,
     ) -> Any:
         """Restores a checkpoint into the structure of `target`, laid out by the current strategy.
 
@@ -253,7 +256,7 @@ class CheckpointManager:
         target: Any = None,
         *,
         iterator: Any = None,
-        strategy: Any = None,
+        strategy: Strategy | None = None,
     ) -> Restored:
         """`restore`, also returning which step was restored and its saved metadata."""
         if target is None:
@@ -291,7 +294,7 @@ class CheckpointManager:
             None, f"no intact checkpoint in {self._directory}:\n  " + "\n  ".join(problems)
         )
 
-    def _restore_step(self, step: int, target: Any, iterator: Any, strategy: Any) -> Restored:
+    def _restore_step(self, step: int, target: Any, iterator: Any, strategy: Strategy | None) -> Restored:
         problem = None
         try:
             restored = self._try_restore_step(step, target, iterator, strategy)
@@ -302,7 +305,7 @@ class CheckpointManager:
             raise CheckpointCorruptedError(step, problem)
         return restored
 
-    def _try_restore_step(self, step: int, target: Any, iterator: Any, strategy: Any) -> Restored:
+    def _try_restore_step(self, step: int, target: Any, iterator: Any, strategy: Strategy | None) -> Restored:
         manifest = self._read_manifest(step)
         saved = [LeafSpec.from_json(d) for d in manifest["leaves"]]
         paths, target_leaves, treedef = tree.flatten(target)
@@ -341,7 +344,8 @@ class CheckpointManager:
             got = integrity.fetch_checksums(integrity.checksums_of(as_saved, [s.kind for s in expected]))
             bad = integrity.checksum_problems(ordered, want, got)
             if bad:
-                raise CheckpointCorruptedError(step, "restored values differ from what was saved: " + "; ".join(bad[:5]))
+                raise CheckpointCorruptedError(
+                    step, "restored values differ from what was saved: " + "; ".join(bad[:5]))
 
         leaves = [tree.from_stored(v, spec, leaf) for v, spec, leaf in zip(values, expected, target_leaves)]
         if iterator is not None:
@@ -465,7 +469,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
 
 
-def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Any) -> list:
+def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Strategy | None) -> list:
     """Each target leaf's sharding: the strategy's layout, or the leaf's own outside any scope."""
     explicit = strategy is not None or context.has_strategy()
     strategy = strategy if strategy is not None else context.get_strategy()

@@ -21,13 +21,16 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import jax
 
 from jdist.parameter_server.errors import CancelledError, PSUnavailableError, UnavailableError
 from jdist.parameter_server.processes import WorkerProcess, start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
+
+if TYPE_CHECKING:
+    from jdist.parameter_server.strategy import ParameterServerStrategy
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 300.0
@@ -243,13 +246,13 @@ class _Worker:
 class ClusterCoordinator:
     """`jdist.ClusterCoordinator(strategy)`: one per `ParameterServerStrategy`; starts its workers."""
 
-    def __new__(cls, strategy: Any):
+    def __new__(cls, strategy: ParameterServerStrategy):
         existing = getattr(strategy, "_cluster_coordinator", None)
         if existing is not None:
             return existing
         return super().__new__(cls)
 
-    def __init__(self, strategy: Any):
+    def __init__(self, strategy: ParameterServerStrategy):
         if getattr(self, "_initialized", False):
             return
         if not is_parameter_server_strategy(strategy):

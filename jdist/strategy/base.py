@@ -20,15 +20,29 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jdist import context, dispatch, keras_distribution
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
-from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
-                          split_shardings_over_data)
+from jdist.layout import (
+    Layout,
+    LayoutLike,
+    as_layout,
+    shard_optimizer_state,
+    split_over_data,
+    split_shardings_over_data,
+)
 from jdist.process_local import process_batch_slice, to_host
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
 from jdist.replica_taint import per_replica_outputs
 from jdist.row_alignment import OTHER, aligned_outputs
-from jdist.values import (PerReplica, is_mirrored, local_components, local_row_counts, mark_mirrored, mark_split,
-                          split_mark, stack_on_devices)
+from jdist.values import (
+    PerReplica,
+    is_mirrored,
+    local_components,
+    local_row_counts,
+    mark_mirrored,
+    mark_split,
+    split_mark,
+    stack_on_devices,
+)
 
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
 
@@ -420,7 +434,7 @@ class Strategy:
         """Kind of an argument leaf: "stacked" (a PerReplica), "batch" (split along dim 0),
         "replicated" (broadcast) or "static" (not an array)."""
         if isinstance(leaf, PerReplica):
-            leaf.stacked  # raises a clear error for ragged values
+            leaf.stacked  # noqa: B018 (raises a clear error for ragged values)
             return "stacked"
         if isinstance(leaf, jax.Array):
             return "batch" if self._is_split_batch(leaf) else "replicated"
