@@ -22,11 +22,13 @@ if jax.default_backend() == "cpu" and jax.device_count() != 8:
 
 
 def _data_x_model():
-    import jdist
     from jax.sharding import PartitionSpec as P
 
-    # Kernels of layers named dense* split on their output axis over "model" (4-way).
-    return jdist.Strategy(mesh_shape={"data": 2, "model": 4}, layout=[(r"dense[^/]*/kernel$", P(None, "model"))])
+    import jdist
+
+    # Kernels of layers named dense* split on their output axis over "model" (4-way), the rest replicated.
+    layout = jdist.Layout([(r"dense[^/]*/kernel", P(None, "model"))], default=P())
+    return jdist.Strategy(mesh_shape={"data": 2, "model": 4}, layout=layout)
 
 
 def _presets() -> dict:
