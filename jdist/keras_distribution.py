@@ -54,8 +54,8 @@ def scope(strategy: Strategy) -> Iterator[None]:
 
 
 def _installs(strategy: Strategy) -> bool:
-    """Keras's own step is one program on the mesh: strategies whose step is several programs
-    (central storage, parameter servers) leave Keras alone."""
+    """Keras's distribution runs one program over the mesh: not where a step is several programs
+    (parameters kept apart from the compute devices, as on parameter servers)."""
     return strategy.single_program_step
 
 

@@ -266,10 +266,11 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     def should_use_with_coordinator(self) -> bool:
         return True
 
-    def cluster_coordinator(self) -> Any:
-        from jdist.parameter_server.coordinator import ClusterCoordinator
+    # `jdist.parameter_server` sets this to `ClusterCoordinator` (whose module imports this one).
+    coordinator_class: Any = None
 
-        return ClusterCoordinator(self)
+    def cluster_coordinator(self) -> Any:
+        return self.coordinator_class(self)
 
     def compute_view(self, tree: Any) -> Any:
         """The current parameters, pulled to the coordinator's devices (a train state becomes a
