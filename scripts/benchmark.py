@@ -457,20 +457,27 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
 def growth(args, counter: CompileCounter) -> list[dict]:
     """The CNN under jdist and the TF program at 1, 2, 4, 8 devices (width 1) and widths 2, 4 (8 devices)."""
     configs = [(n, 1) for n in (1, 2, 4, 8) if n <= args.devices] + [(args.devices, w) for w in (2, 4)]
-    # All TF processes start at once (each then idles on its stdin until its turn).
+    # All TF processes start at once and each idles on its stdin until its turn; nothing is timed until
+    # every one is ready, so no window shares the machine with another process's start-up.
     starting = [tf_variant(args.tf_python, make_program("cnn", width), devices=devices) for devices, width in configs]
+    workers = []
+    for ready in starting:
+        try:
+            workers.append(ready())
+        except WorkerError as error:
+            workers.append(error)
     results = []
-    for (devices, width), ready in zip(configs, starting):
+    for (devices, width), worker in zip(configs, workers):
         program = make_program("cnn", width)
         batches = make_batches(program, 8)
         strategy = make_strategy("mirrored", devices)
         jd, _, flops = jdist_variant(strategy, program, batches, args)
         variants = {"jdist": jd}
         entry = {"devices": devices, "width": width, "label": program.label}
-        try:
-            variants["tf"] = ready()
-        except WorkerError as error:
-            entry["error"] = str(error).splitlines()[0]
+        if isinstance(worker, WorkerError):
+            entry["error"] = str(worker).splitlines()[0]
+        else:
+            variants["tf"] = worker
         timing = interleaved_windows(variants, windows=args.growth_windows, target_seconds=args.window_seconds,
                                      max_steps=args.max_steps_per_window, counter=counter)
         for variant in variants.values():
