@@ -163,14 +163,16 @@ class Worker:
         if not words.startswith("ready"):
             self.close()
             self._stderr_thread.join(5)
-            errors = [line for line in self._stderr_tail if "Error" in line]  # e.g. "ValueError: ..."
-            reason = words or (errors[-1].strip()[:300] if errors else "no output")
+            reason = words or getattr(self, "_first_error", "") or "no output"
             raise WorkerError(f"worker did not start: {reason}\n{self.stderr_tail()}")
         self.info = json.loads(words[len("ready"):].strip() or "{}") or {"ready": True}
         return self.info
 
     def _drain_stderr(self) -> None:
+        self._first_error = ""
         for line in self.process.stderr:
+            if not self._first_error and "Error: " in line:  # e.g. "InvalidArgumentError: ...", before its noise
+                self._first_error = line.strip()[:300]
             self._stderr_tail = (self._stderr_tail + [line.rstrip()])[-30:]
 
     def stderr_tail(self) -> str:
