@@ -44,6 +44,8 @@ from jdist.parameter_server import (
 )
 from jdist import partitioners
 from jdist.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
+from jdist import pipeline
+from jdist.pipeline import Pipeline
 from jdist.profiler import StepBreakdown, profile, step_breakdown
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
@@ -136,6 +138,8 @@ __all__ = [
     "MultiWorkerMirroredStrategy",
     "OneDeviceStrategy",
     "PerReplica",
+    "Pipeline",
+    "pipeline",
     "PreemptionCheckpointHandler",
     "ReduceOp",
     "ReplicaContext",

@@ -90,12 +90,17 @@ class Strategy:
         devices: Sequence[DeviceLike] | None = None,
         data_axis: str = "data",
         shard_optimizer_state: bool = False,
+        pipeline: Any = None,
     ):
         self._shard_optimizer_state = bool(shard_optimizer_state)
         self._devices = resolve_devices(devices)
         self._mesh = build_mesh(self._devices, mesh_shape, data_axis)
         self._data_axis = data_axis
         self._layout = as_layout(layout)
+        self._pipeline = pipeline
+        if pipeline is not None:  # stacked blocks split over the stage axis (jdist.pipeline)
+            pipeline.check_mesh(self._mesh)
+            self._layout = pipeline.layout(self._layout)
         if self._layout is not None:
             self._layout.check_mesh(self._mesh)
         self._run_cache: dict[Any, tuple] = {}
@@ -113,6 +118,11 @@ class Strategy:
     def layout(self) -> Layout | None:
         """The partition rules parameters follow (None: all replicated)."""
         return self._layout
+
+    @property
+    def pipeline(self) -> Any:
+        """The `jdist.Pipeline` splitting the model's stacked blocks over stages, or None."""
+        return self._pipeline
 
     @property
     def num_replicas_in_sync(self) -> int:
