@@ -31,6 +31,7 @@ is a plain `lax.scan` over the layers.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any, Callable
 
@@ -316,3 +317,42 @@ def _pipelined(block_fn, stacked, x, pipe: Pipeline, mesh: Mesh, data_axis: str,
     run = jax.shard_map(body, mesh=mesh, in_specs=(P(axis), P()), out_specs=P(), axis_names={axis})
     ys = run(by_stage, xs)
     return _unmicrobatch(ys, int(mesh.shape[data_axis]))
+
+
+# ------------------------------------------------------------------ summary
+def stage_summary(pipe: Pipeline, layout: Layout, mesh: Mesh, tree: Any) -> str:
+    """The lines `strategy.summary()` adds for a pipeline: the schedule and, per stage, its
+    layers and the bytes of stacked parameters (and their optimizer state) each of its devices holds."""
+    axis = pipe.stage_axis
+    stages = int(mesh.shape[axis])
+    head = (f"Pipeline: {pipe.schedule} schedule over {axis!r} ({stages} stages, {pipe.chunks} chunk(s) per stage), "
+            f"{pipe.num_microbatches} micro-batches per replica batch; bubble (S-1)/(V*M+S-1) = "
+            f"{pipe.bubble(stages):.1%}")
+    if tree is None:
+        return head
+    from jdist.summary import format_bytes
+
+    placements = jax.tree.leaves(layout.resolve(tree, mesh), is_leaf=_is_placement)
+    stacked = [p for p in placements if p.shape and pipe.is_stacked(p.path) and p.spec[:1] == (axis,)]
+    params = [p for p in stacked if not p.path.startswith("opt_state")]
+    state = [p for p in stacked if p.path.startswith("opt_state")]
+    if not params:
+        return head
+    mine = sum(p.bytes_per_device(mesh) for p in params)
+    whole = sum(math.prod(p.shape) * np.dtype(p.dtype).itemsize for p in params)
+    extra = f", their optimizer state {format_bytes(sum(p.bytes_per_device(mesh) for p in state))}" if state else ""
+    lines = [head]
+    for s, held in enumerate(pipe.stage_layers(params[0].shape[0], stages)):
+        lines.append(f"  stage {s}: layers {_ranges(held)}; block parameters {format_bytes(mine)} per device{extra}")
+    lines.append(f"Block parameters: {format_bytes(whole)} in all, {format_bytes(mine)} per device "
+                 f"({mine / whole:.1%}; the stages split them 1/{stages})")
+    return "\n".join(lines)
+
+
+def _ranges(indices: list[int]) -> str:
+    parts, start = [], indices[0]
+    for prev, cur in zip(indices, indices[1:] + [None]):
+        if cur != prev + 1:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = cur
+    return ", ".join(parts)

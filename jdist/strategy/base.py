@@ -190,7 +190,12 @@ class Strategy:
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
             def opt_state_spec(s):
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
-        return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        if self._pipeline is not None:
+            from jdist.pipeline import stage_summary
+
+            text += "\n" + stage_summary(self._pipeline, layout, self._mesh, tree)
+        return text
 
     # ---------------------------------------------------------- logical devices
     def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
