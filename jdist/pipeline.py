@@ -259,7 +259,10 @@ def _by_stage(stacked: Any, stages: int, chunks: int, mesh: Mesh, axis: str) -> 
     return jax.tree.map(regroup, stacked)
 
 
-def _pipelined(block_fn, stacked, x, pipe: Pipeline, mesh: Mesh, data_axis: str, axis: str, stages: int):
+def _pipelined(block_fn, stacked, x, pipe: Pipeline, mesh: Mesh, data_axis: str, axis: str, stages: int,
+               ticks: int | None = None):
+    """The pipelined stack; `ticks` (default `V*M + S - 1`) may be cut to `V*M` by benchmarks,
+    which time the loop without its fill and drain (the results are then incomplete)."""
     layers = {leaf.shape[0] for leaf in jax.tree.leaves(stacked)}
     if len(layers) != 1:
         raise ValueError(f"apply_blocks: the stacked parameters disagree on the layer count {sorted(layers)}.")
@@ -267,7 +270,7 @@ def _pipelined(block_fn, stacked, x, pipe: Pipeline, mesh: Mesh, data_axis: str,
     m, v = pipe.num_microbatches, pipe.chunks
     xs = _microbatches(x, m, mesh, data_axis)
     by_stage = _by_stage(stacked, stages, v, mesh, axis)
-    ticks = pipe.ticks(stages)
+    ticks = pipe.ticks(stages) if ticks is None else ticks
 
     def chunk_fn(p, h):
         return sequential(block_fn, p, h)

@@ -152,7 +152,8 @@ def _init_stack(config: TransformerConfig) -> Any:
 
     def init(rng: jax.Array, x: jax.Array) -> Any:
         keys = jax.random.split(rng, config.num_layers)
-        return jax.vmap(lambda k: DecoderBlock(config).init(k, x)["params"])(keys)
+        # One compiled program, not one dispatch per operation when called eagerly.
+        return jax.jit(jax.vmap(lambda k, x: DecoderBlock(config).init(k, x)["params"], in_axes=(0, None)))(keys, x)
 
     return init
 
