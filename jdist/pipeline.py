@@ -219,6 +219,11 @@ def apply_blocks(block_fn: Callable[[Any, Any], Any], stacked: Any, x: Any) -> A
     if found is None:
         return sequential(block_fn, stacked, x)
     pipe, axis, stages = found
+    if context.in_replica_context():
+        raise NotImplementedError(
+            "A pipeline runs in global-view steps (jdist.make_train_step, make_eval_step, Trainer), not inside "
+            "strategy.run: there each replica already holds its own slice of the stages. Call the model from a "
+            "global-view step, or use a strategy without a pipeline for strategy.run.")
     return _pipelined(block_fn, stacked, x, pipe, strategy.mesh, strategy.data_axis, axis, stages)
 
 

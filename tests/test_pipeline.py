@@ -8,7 +8,7 @@ from flax import traverse_util
 from jax.sharding import PartitionSpec as P
 
 import jdist
-from jdist.layout import LayoutError
+from jdist.layout import LayoutError, fsdp
 from jdist.models import MEGATRON_RULES, StackedTransformerLM, TransformerConfig, TransformerLM, lm_loss
 from jdist.models.transformer import unstack_params
 
@@ -89,7 +89,7 @@ def assert_blocks_split(params, stages):
             assert {s.data.shape[0] for s in leaf.addressable_shards} == {TINY.num_layers // stages}, path
 
 
-# Both schedules on stage=4 and on data x stage x model; data x stage through Trainer.fit below.
+# Both schedules on stage=4 and on data x stage x model; data x stage (x FSDP) through Trainer.fit below.
 @pytest.mark.parametrize("mesh,schedule", [
     ("stage4", "gpipe"), ("data2_stage2_model2", "gpipe"), ("data2_stage2_model2", "circular"),
 ])
@@ -107,7 +107,9 @@ def test_make_train_step_trains_like_one_device(lm, mesh, schedule):
 
 
 def test_trainer_fit_trains_like_one_device(lm):
-    strategy = pipeline_strategy("data2_stage4", "circular")
+    # data x stage, with FSDP over data inside each stage (every array of any size split over data).
+    strategy = jdist.Strategy(mesh_shape={"data": 2, "stage": 4}, layout=jdist.Layout(default=fsdp("data", 0)),
+                              pipeline=jdist.Pipeline(num_microbatches=MICRO, schedule="circular"))
     trainer = jdist.Trainer(lm["model"], TX, loss=lambda y, logits: lm_loss(logits, y), params=lm["params"],
                             strategy=strategy)
     history = trainer.fit(lm["x"], lm["y"], batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
@@ -115,6 +117,7 @@ def test_trainer_fit_trains_like_one_device(lm):
     assert_matches_reference(lm, params, lm["ref_losses"])
     np.testing.assert_allclose(history.history["loss"], [np.mean(lm["ref_losses"])], atol=ATOL)
     assert_blocks_split(params, 4)
+    assert trainer.state.params["blocks"]["mlp"]["wi"]["kernel"].sharding.spec == P("stage", None, "data")
 
 
 def test_parameter_bytes_per_device_are_one_stage_share(lm):
