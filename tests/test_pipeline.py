@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec as P
 import jdist
 from jdist.layout import LayoutError, fsdp
 from jdist.models import MEGATRON_RULES, StackedTransformerLM, TransformerConfig, TransformerLM, lm_loss
-from jdist.models.transformer import unstack_params
+from jdist.models.transformer import stack_params, unstack_params
 
 # 8 layers: 2 per stage at stage=4 (GPipe), or 2 chunks of 1 per stage (circular).
 TINY = TransformerConfig(vocab_size=32, d_model=16, num_heads=2, num_layers=8, d_ff=32, max_len=8)
@@ -26,13 +26,17 @@ def flat(tree) -> dict:
     return traverse_util.flatten_dict(tree, sep="/")
 
 
+def random_params(model, rng):
+    """Random values of the model's parameter shapes, made without compiling its initialiser."""
+    shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((2, TINY.max_len), jnp.int32))
+    return jax.tree.map(lambda s: (rng.normal(size=s.shape) * 0.3).astype(np.float32), shapes)
+
+
 @pytest.fixture(scope="module")
 def lm():
     model = StackedTransformerLM(TINY)
     rng = np.random.default_rng(0)
-    # Random values of the right shapes, made without compiling the model's initialiser.
-    shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((2, TINY.max_len), jnp.int32))
-    params = jax.tree.map(lambda s: (rng.normal(size=s.shape) * 0.3).astype(np.float32), shapes)
+    params = random_params(model, rng)
     tokens = rng.integers(0, TINY.vocab_size, (STEPS * BATCH, TINY.max_len + 1)).astype(np.int32)
     x, y = tokens[:, :-1], tokens[:, 1:]
     batches = [{"inputs": x[i * BATCH:(i + 1) * BATCH], "targets": y[i * BATCH:(i + 1) * BATCH]}
@@ -56,9 +60,13 @@ def lm():
 
 
 def test_stacked_model_computes_transformer_lm(lm):
+    two = TransformerConfig(**{**TINY.__dict__, "num_layers": 2})
+    stacked = StackedTransformerLM(two)
+    params = random_params(stacked, np.random.default_rng(1))
     tokens = lm["batches"][0]["inputs"]
-    want = TransformerLM(TINY).apply(unstack_params(lm["params"]), tokens)
-    np.testing.assert_allclose(lm["model"].apply(lm["params"], tokens), want, atol=1e-5)
+    want = jax.jit(TransformerLM(two).apply)(unstack_params(params), tokens)
+    np.testing.assert_allclose(jax.jit(stacked.apply)(params, tokens), want, atol=1e-5)
+    assert jax.tree.structure(stack_params(unstack_params(params), 2)) == jax.tree.structure(params)
 
 
 MESHES = {
