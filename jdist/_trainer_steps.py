@@ -1,13 +1,10 @@
 """The Trainer's compiled steps (global view): one program per execution of k steps.
 
-Each step sees the whole padded global batch, sharded over the data axis; the
-loss is the masked mean over the real examples, so XLA's gradient all-reduce
-gives exactly the single-device gradient (also with gradient accumulation, where
-the batch runs as k micro-batches in a `lax.scan`, and under a mixed precision
-policy, where parameters and inputs are cast to the compute dtype inside the
-step); the optimizer update is weight-update
-sharded as in `jdist.make_train_step` (each replica updates a slice of every
-replicated parameter, then the slices are all-gathered). Metric states carry a leading replica
+Each step is `jdist.step_core`'s (as `jdist.make_train_step`'s): the loss is the
+masked mean over the real examples of the whole padded global batch, with
+gradient accumulation, mixed precision and weight-update sharding there. This
+module gives it the model call (Keras's weighted per-example losses) and keeps
+the metric states around it. Metric states carry a leading replica
 axis sharded over the data axis: each replica adds its own slice of the batch
 to its own state (no collective per step), and states are combined only when
 read (TF's SyncOnRead). `steps_per_execution=k` runs k steps in one `lax.scan`
@@ -17,14 +14,14 @@ sharded mask would cost a collective per step), so the weights equal those of k 
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import mixed_precision
-from jdist.accumulation import scan_accumulate, split_on_mesh
+from jdist import layout, mixed_precision, step_core
 from jdist.metrics import Mean, Metric
 from jdist.values import PerReplica
 
@@ -112,83 +109,62 @@ class StepBuilder:
 
     # ------------------------------------------------------------------ steps
     def _forward(self, params: Any, model_state: Any, x: Any, *, train: bool, mask: Any, rng: Any) -> tuple:
-        """The model's outputs, computed in the policy's compute dtype and returned in float32."""
+        """The model's outputs for parameters already in the policy's compute dtype, returned in float32."""
         if self.policy.name == "float32":
             return self.model.apply(params, model_state, x, train=train, mask=mask, rng=rng)
-        y_pred, model_state = self.model.apply(self.policy.cast_to_compute(params), model_state,
-                                               self.policy.cast_to_compute(x), train=train, mask=mask, rng=rng)
+        y_pred, model_state = self.model.apply(params, model_state, self.policy.cast_to_compute(x), train=train,
+                                               mask=mask, rng=rng)
         return mixed_precision.Policy("float32").cast_to_compute(y_pred), model_state
 
+    def _loss_forward(self, params: Any, model_state: Any, inputs: tuple, mask: Any, rng: Any,
+                      train: bool) -> tuple:
+        """The step core's `Forward`: Keras's (weighted) per-example losses; the predictions and the
+        unweighted losses go to the metrics."""
+        x, y, _, weight = inputs
+        y_pred, model_state = self._forward(params, model_state, x, train=train, mask=mask, rng=rng)
+        losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
+        weighted = losses if weight is None else losses * weight
+        return weighted, (y_pred, losses), model_state
+
+    def _fold(self, states: dict, weighted: Any, aux: tuple, inputs: tuple, mask: Any) -> dict:
+        """The step core's `Fold`: each replica adds its slice of the batch to its metric states."""
+        _, y, mask, weight = inputs
+        y_pred, losses = aux
+        return self.update_metrics(states, y, y_pred, losses, mask, weight)
+
+    @functools.cached_property
+    def _core(self) -> step_core.StepCore:
+        return step_core.build(
+            self._loss_forward, self._fold, policy=self.policy, accumulation_steps=self.accumulation_steps,
+            mesh=lambda: self.mesh, data_axis=lambda: self.data_axis,
+            param_shardings=lambda params: self.param_shardings if self.param_shardings is not None
+            else layout.replicated_shardings(self.mesh, params),
+            loss_scale_remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision."
+                              "LossScaleOptimizer) or a TrainState whose tx is one")
+
     def train_step(self, state: Any, states: dict, batch: tuple, update_shardings: Any = None) -> tuple[Any, dict]:
-        """One optimizer step on a padded global batch `(x, y, mask, weight)`; `update_shardings` (from
-        `strategy.compile_step`) says where each replica's share of the optimizer update runs, None
-        for no constraint. The loss is Keras's: the (weighted) per-example losses summed over the real
-        examples, divided by their number."""
-        x, y, mask, weight = _unpack(batch)
+        """One optimizer step on a padded global batch `(x, y, mask, weight)` (`jdist.step_core`);
+        `update_shardings` (from `strategy.compile_step`) says where each replica's share of the
+        optimizer update runs, None for no constraint. The loss is Keras's: the (weighted)
+        per-example losses summed over the real examples, divided by their number."""
+        batch = _unpack(batch)
         # A parameter-server worker's state has no key of its own: derive one from the step.
         base_rng = getattr(state, "rng", None)
         base_rng = jax.random.PRNGKey(self.seed) if base_rng is None else base_rng
         rng = jax.random.fold_in(base_rng, state.step)
-        scale = mixed_precision.loss_scale_of(
-            self.policy, state.opt_state,
-            remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision.LossScaleOptimizer) "
-                   "or a TrainState whose tx is one")
-        count = jnp.maximum(jnp.sum(mask), 1.0)
-        # One step: differentiate over the constant row count and rescale by rows / count after the
-        # backward pass, so the count's all-reduce joins the gradients' (as jdist.make_train_step).
-        one_pass = self.accumulation_steps == 1
-        divisor = jnp.float32(mask.shape[0]) if one_pass else count
-
-        def loss_of(params, x, y, mask, weight, model_state, rng):
-            y_pred, model_state = self._forward(params, model_state, x, train=True, mask=mask, rng=rng)
-            losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
-            weighted = losses if weight is None else losses * weight
-            total = jnp.sum(jnp.where(mask > 0, weighted, 0.0))
-            return total * scale / divisor, (y_pred, losses, model_state)
-
-        grad_fn = jax.grad(loss_of, has_aux=True)
         model_state = getattr(state, "model_state", None)
-        if self.accumulation_steps == 1:
-            grads, (y_pred, losses, model_state) = grad_fn(state.params, x, y, mask, weight, model_state, rng)
-            states = self.update_metrics(states, y, y_pred, losses, mask, weight)
-        else:
-            def micro_grads(params, mb, piece, model_state):
-                key = jax.random.fold_in(rng, piece) if rng is not None else None
-                grads, (y_pred, losses, model_state) = grad_fn(params, *mb, model_state, key)
-                return grads, (y_pred, losses), model_state
-
-            def fold(metric_states, aux, mb):
-                return self.update_metrics(metric_states, mb[1], aux[0], aux[1], mb[2], mb[3])
-
-            micro = split_on_mesh((x, y, mask, weight), self.accumulation_steps, self.mesh, self.data_axis)
-            shardings = self.param_shardings if self.param_shardings is not None else jax.tree.map(
-                lambda _: NamedSharding(self.mesh, P()), state.params)
-            grads, states, model_state = scan_accumulate(
-                micro_grads, state.params, micro, fold=fold, carry=states, mesh=self.mesh,
-                data_axis=self.data_axis, param_shardings=shardings, model_state=model_state)
-            grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
-        if update_shardings is not None:  # weight-update sharding, as jdist.make_train_step
-            grads = _constrain(grads, update_shardings.params)
-            state = state.replace(params=_constrain(state.params, update_shardings.params),
-                                  opt_state=_constrain(state.opt_state, update_shardings.opt_state))
-        if one_pass:  # after the constraint: each replica rescales only its share
-            factor = divisor / count
-            grads = jax.tree.map(lambda g: (g * factor).astype(g.dtype), grads)
-        if hasattr(state, "model_state"):
-            return state.apply_gradients(grads=grads, model_state=model_state), states
-        return state.apply_gradients(grads=grads), states
+        return self._core.train(state, batch, batch[2], states, update_shardings, model_state=model_state,
+                                rng=rng)
 
     def eval_step(self, state: Any, states: dict, batch: tuple) -> tuple[Any, dict]:
-        x, y, mask, weight = _unpack(batch)
-        y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
-                                  rng=None)
-        losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
-        return state, self.update_metrics(states, y, y_pred, losses, mask, weight)
+        batch = _unpack(batch)
+        return state, self._core.evaluate(state, batch, batch[2], states,
+                                          model_state=getattr(state, "model_state", None))
 
     def predict_step(self, state: Any, batch: tuple) -> Any:
         x, _, mask, _ = _unpack(batch)
-        y_pred, _ = self._forward(state.params, getattr(state, "model_state", None), x, train=False, mask=mask,
-                                  rng=None)
+        params = state.params if self.policy.name == "float32" else self.policy.cast_to_compute(state.params)
+        y_pred, _ = self._forward(params, getattr(state, "model_state", None), x, train=False, mask=mask, rng=None)
         return y_pred
 
 
@@ -196,10 +172,6 @@ def _unpack(batch: tuple) -> tuple:
     """`(x, y, mask, weight)` with a float32 mask (a distributed dataset's mask is boolean)."""
     x, y, mask, weight = batch
     return x, y, jnp.asarray(mask, jnp.float32), weight
-
-
-def _constrain(tree: Any, shardings: Any) -> Any:
-    return jax.tree.map(jax.lax.with_sharding_constraint, tree, shardings)
 
 
 def scan_steps(step: Callable[[Any, dict, tuple], tuple[Any, dict]]) -> Callable:

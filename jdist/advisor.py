@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jdist.layout import path_str
 from jdist.tables import format_bytes, format_table
 
 LAYOUTS = ("data_parallel", "fsdp", "model_parallel", "mixed")
@@ -235,16 +236,9 @@ def _leaves(tree: Any) -> list[tuple[str, tuple, int]]:
     out = []
     for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            name = "/".join(_key(k) for k in path)
+            name = path_str(path)
             out.append((name, tuple(leaf.shape), np.dtype(leaf.dtype).itemsize))
     return out
-
-
-def _key(k: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(k, attr):
-            return str(getattr(k, attr))
-    return str(k)
 
 
 def _measure_activations(model: Any, params: Any, sample_input: Any) -> tuple[int | None, str]:

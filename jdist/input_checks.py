@@ -226,10 +226,8 @@ def _describe(tree: Any) -> str:
 def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
     """The model's output for `batch` (abstract), or None when it cannot be known
     here (parameters on servers, several outputs)."""
-    from jdist._model_fn import TrainerState
-
     state = trainer._state
-    if not isinstance(state, TrainerState):  # e.g. parameters on servers
+    if not hasattr(state, "model_state"):  # not the Trainer's own state: e.g. parameters on servers
         return None
     x = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), batch.x)
 

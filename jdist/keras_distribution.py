@@ -51,9 +51,9 @@ def scope(strategy: Any) -> Iterator[None]:
 
 
 def _installs(strategy: Any) -> bool:
-    from jdist.parameter_server.strategy import is_parameter_server_strategy
-
-    return strategy.single_program_step and not is_parameter_server_strategy(strategy)
+    """Keras's distribution runs one program over the mesh: not where a step is several programs
+    (parameters kept apart from the compute devices, as on parameter servers)."""
+    return strategy.single_program_step
 
 
 def strategy_distribution(strategy: Any) -> Any:

@@ -11,6 +11,9 @@ attribute names (dataclass fields, NamedTuple fields) and sequence indices, as
 `jax.tree_util.tree_flatten_with_path` reports them. A trailing `value`
 attribute (the box of a flax nnx `Variable` or a linen `Partitioned`) is
 dropped. Flax linen parameters look like `params/block_0/attn/query/kernel`.
+`path_str` is the one rule: layout errors, checkpoints, memory reports, the
+parameter-server layout and the advisor all name a leaf by it, so a name jdist
+prints is one a rule can match.
 
 Matching. A rule matches a leaf when its regex `re.fullmatch`es the path or a
 trailing part of it made of whole components: `dense/kernel` matches
@@ -37,7 +40,12 @@ Optimizer state of another shape (Adafactor's factored moments) is replicated.
 Refinements. `split_over_data` adds the data axis to a leaf's spec, for what only
 one replica's share of the optimizer update touches: weight-update sharding
 computes the update in that layout, and ZeRO-1 (`shard_optimizer_state=True`)
-stores the optimizer state in it between steps (`shard_optimizer_state`).
+stores the optimizer state in it between steps (`shard_optimizer_state`,
+`weight_update_shardings`).
+
+Caching and restore. A strategy resolves a tree's shardings once per structure,
+shapes and dtypes (`ShardingCache`); `abstract_tree` gives the shape-only tree
+(with shardings) a restore asks for.
 """
 from __future__ import annotations
 
@@ -62,13 +70,18 @@ __all__ = [
     "Layout",
     "LayoutError",
     "Placement",
+    "ShardingCache",
+    "abstract_tree",
     "as_layout",
     "fsdp",
     "path_str",
+    "replicated_shardings",
     "shard_bytes",
     "shard_optimizer_state",
     "split_over_data",
     "split_shardings_over_data",
+    "tree_signature",
+    "weight_update_shardings",
 ]
 
 
@@ -258,6 +271,13 @@ def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min
     return jax.tree.map(refine, tree, shardings)
 
 
+def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = None) -> Any:
+    """Where each leaf's share of the optimizer update runs under `strategy`: its stored layout
+    refined by `split_over_data` (leaves below `min_bytes`, default `WEIGHT_UPDATE_MIN_BYTES`,
+    keep their layout)."""
+    return split_shardings_over_data(tree, strategy.parameter_shardings(tree), strategy.data_axis, min_bytes)
+
+
 def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
     """`shardings` (of `tree`) with the optimizer state of every train state in `tree` (the tree
     itself, or one inside a checkpoint's dict) split over the data axis: ZeRO-1's stored layout."""
@@ -266,6 +286,58 @@ def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
     return treedef.unflatten([
         s.replace(opt_state=split_shardings_over_data(n.opt_state, s.opt_state, axis)) if _is_train_state(n) else s
         for n, s in zip(nodes, parts)])
+
+
+# ------------------------------------------------------------------- caching
+def tree_signature(tree: Any) -> Any:
+    """What a tree's placement depends on: its structure and each leaf's shape and dtype
+    (None when that cannot be a dictionary key, e.g. a pytree node with unhashable static data)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    key = (treedef, tuple(_shape_dtype(leaf) for leaf in leaves))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class ShardingCache:
+    """A strategy's placement answers, computed once per tree signature (structure, shapes,
+    dtypes) and kind ("stored", "update"), so a train state's layout is resolved once however
+    often it is asked for (placing, creating, compiling, restoring)."""
+
+    def __init__(self) -> None:
+        self._answers: dict[Any, tuple[Any, list]] = {}
+
+    def get(self, kind: str, tree: Any, compute: Callable[[Any], Any]) -> Any:
+        """`compute(tree)`, or the answer given for a tree with the same signature (fresh containers)."""
+        signature = tree_signature(tree)
+        if signature is None:
+            return compute(tree)
+        key = (kind, WEIGHT_UPDATE_MIN_BYTES, signature)  # the threshold is a module setting tests change
+        if key not in self._answers:
+            leaves, treedef = jax.tree_util.tree_flatten(compute(tree))
+            self._answers[key] = (treedef, leaves)
+        treedef, leaves = self._answers[key]
+        return treedef.unflatten(leaves)
+
+
+def replicated_shardings(mesh: Mesh, tree: Any) -> Any:
+    """Every leaf of `tree` whole on every device of `mesh`."""
+    replicated = NamedSharding(mesh, P())
+    return jax.tree.map(lambda _: replicated, tree)
+
+
+def abstract_tree(tree: Any, shardings: Any = None) -> Any:
+    """`tree` as `jax.ShapeDtypeStruct`s, each with its sharding from `shardings` (a tree of
+    shardings shaped like `tree`) when given: what a restore asks for before any array exists."""
+    def leaf(x: Any, sharding: Any = None) -> jax.ShapeDtypeStruct:
+        shape, dtype = _shape_dtype(x)
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
+
+    if shardings is None:
+        return jax.tree.map(leaf, tree)
+    return jax.tree.map(leaf, tree, shardings)
 
 
 def describe(value: RuleValue) -> str:

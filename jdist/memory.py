@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 import jax
 import numpy as np
 
+from jdist.layout import path_str
 from jdist.tables import format_bytes, format_table
 
 
@@ -129,20 +130,13 @@ def buffers(tree: Any, prefix: str = "") -> list[Buffer]:
         shard_shape = sharding.shard_shape(leaf.shape) if sharding is not None else leaf.shape
         spec = getattr(sharding, "spec", None)
         out.append(Buffer(
-            path=prefix + "/".join(_key_name(k) for k in path),
+            path=prefix + path_str(path),
             shape=tuple(leaf.shape),
             dtype=str(leaf.dtype),
             bytes_per_device=int(math.prod(shard_shape) * np.dtype(leaf.dtype).itemsize),
             sharding="replicated" if spec is not None and all(s is None for s in spec) else str(spec or "-"),
         ))
     return sorted(out, key=lambda b: -b.bytes_per_device)
-
-
-def _key_name(key: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
 
 
 def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: Any,

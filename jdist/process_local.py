@@ -32,10 +32,21 @@ def _row_blocks(sharding: NamedSharding) -> tuple[int, list[int]]:
     return blocks, local
 
 
+def check_divisible(global_batch_size: int, num_replicas: int) -> None:
+    """The clear error for a global batch that does not split evenly over replicas."""
+    if global_batch_size % num_replicas:
+        lower = global_batch_size - global_batch_size % num_replicas
+        raise ValueError(
+            f"The global batch size {global_batch_size} does not divide among "
+            f"{num_replicas} replicas ({global_batch_size} % {num_replicas} = "
+            f"{global_batch_size % num_replicas}). Use a multiple of {num_replicas} "
+            f"(e.g. {lower or num_replicas} or {lower + num_replicas}), drop the remainder, or use "
+            "strategy.experimental_distribute_dataset(), which pads the short batch and masks the padding."
+        )
+
+
 def process_batch_slice(sharding: NamedSharding, global_batch_size: int) -> slice:
     """The rows of a global batch of `global_batch_size` that this process feeds."""
-    from jdist.strategy.base import check_divisible
-
     blocks, local = _row_blocks(sharding)
     check_divisible(global_batch_size, blocks)
     per_block = global_batch_size // blocks

@@ -23,40 +23,17 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import context, dispatch, input_checks, memory, mixed_precision, step_owner
-from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_microbatches
+from jdist import context, dispatch, input_checks, memory, mixed_precision, step_core, step_owner
+from jdist.accumulation import check_accumulation_steps
 from jdist.distributed_batch import place_host_batches, split_batch
-from jdist.layout import split_shardings_over_data
 
 LossFn = Callable[[Any, Any], Any]  # (params, batch) -> per-example loss, or (loss, aux) with has_aux
 
 
-def batch_mask(batch: Any, per_example: Any) -> Any:
-    """The real-example mask of a batch (a `DistributedBatch`'s mask or a dict's "mask"
-    entry), else all ones."""
-    _, mask = split_batch(batch)
-    if mask is not None:
-        return jnp.asarray(mask, per_example.dtype)
-    return jnp.ones(per_example.shape[:1], per_example.dtype)
-
-
-def _rows(batch: Any) -> Any:
-    """The number of rows of a batch, padding included (a float32 constant)."""
-    return jnp.float32(jax.tree.leaves(split_batch(batch)[0])[0].shape[0])
-
-
-def _real_count(batch: Any) -> Any:
-    """The number of real examples in a batch (float32)."""
-    _, mask = split_batch(batch)
-    if mask is not None:
-        return jnp.sum(jnp.asarray(mask, jnp.float32))
-    return _rows(batch)
-
-
 def _masked_sums(per_example: Any, aux: dict, mask: Any) -> dict:
-    sums = {"loss": jnp.sum(per_example * mask), "count": jnp.sum(mask)}
+    sums = {"loss": step_core.masked_sum(per_example, mask), "count": jnp.sum(mask)}
     for name, value in aux.items():
-        sums[name] = jnp.sum(jnp.asarray(value, per_example.dtype) * mask)
+        sums[name] = step_core.masked_sum(jnp.asarray(value, per_example.dtype), mask)
     return sums
 
 
@@ -67,19 +44,20 @@ def _split(out: Any, has_aux: bool) -> tuple[Any, dict]:
     return out, {}
 
 
-def _with_policy(loss_fn: LossFn, policy: mixed_precision.Policy, has_aux: bool) -> Callable:
-    """`(params, batch) -> (per-example float32 loss, aux)`, computing in the policy's dtype."""
+def _forward(loss_fn: LossFn, policy: mixed_precision.Policy, has_aux: bool) -> step_core.Forward:
+    """`loss_fn` as the step core's `Forward`: inputs in the policy's compute dtype, the
+    per-example loss in at least float32, each aux value broadcast to one per example."""
 
-    def compute(params, batch):
-        inputs, _ = split_batch(batch)
+    def forward(params, model_state, inputs, mask, rng, train):
         if policy.name != "float32":
-            params = policy.cast_to_compute(params)
             inputs = _cast_inputs(inputs, policy)
         per_example, aux = _split(loss_fn(params, inputs), has_aux)
         per_example = jnp.asarray(per_example)
-        return per_example.astype(jnp.promote_types(per_example.dtype, jnp.float32)), aux
+        per_example = per_example.astype(jnp.promote_types(per_example.dtype, jnp.float32))
+        aux = {k: jnp.broadcast_to(jnp.asarray(v, per_example.dtype), per_example.shape) for k, v in aux.items()}
+        return per_example, aux, model_state
 
-    return compute
+    return forward
 
 
 def _cast_inputs(batch: Any, policy: mixed_precision.Policy) -> Any:
@@ -89,15 +67,44 @@ def _cast_inputs(batch: Any, policy: mixed_precision.Policy) -> Any:
     return policy.cast_to_compute(batch)
 
 
-def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = None) -> Any:
-    """Each leaf's layout with its first unsplit dimension that the replica count divides
-    also split over the data axis: where that leaf's share of the update runs.
-    Leaves smaller than `min_bytes` (default `jdist.layout.WEIGHT_UPDATE_MIN_BYTES`) keep their layout."""
-    return split_shardings_over_data(tree, strategy.parameter_shardings(tree), strategy.data_axis, min_bytes)
+def _sums(carry: Any, losses: Any, aux: dict, inputs: Any, mask: Any) -> dict:
+    """A `Fold`: the batch's masked sums (there is one batch per step)."""
+    return _masked_sums(losses, aux, mask)
 
 
-def _constrain(tree: Any, shardings: Any) -> Any:
-    return jax.tree.map(jax.lax.with_sharding_constraint, tree, shardings)
+def _sums_per_replica(strategy: Callable[[], Any]) -> step_core.Fold:
+    """A `Fold` over micro-batches: loss and metric sums kept per replica (a leading replica axis
+    sharded over the data axis) and added up once after the loop, so they cost no collective
+    per micro-batch."""
+
+    def fold(sums, losses, aux, inputs, mask):
+        s = strategy()
+        n, by_replica = s.num_replicas_in_sync, NamedSharding(s.mesh, P(s.data_axis))
+        per_replica = jax.tree.map(
+            lambda a: jax.lax.with_sharding_constraint(a.reshape((n, -1)), by_replica), (losses, aux, mask))
+        new = jax.vmap(lambda pe, a, m: _masked_sums(pe, a, m))(*per_replica)
+        return jax.tree.map(jnp.add, sums, new)
+
+    return fold
+
+
+def _zero_sums(loss_fn: LossFn, policy: mixed_precision.Policy, has_aux: bool, params: Any, inputs: Any,
+               mask: Any) -> dict:
+    """Sums shaped and typed as a step's (for `jax.eval_shape`)."""
+    params = params if policy.name == "float32" else policy.cast_to_compute(params)
+    per_example, aux, _ = _forward(loss_fn, policy, has_aux)(params, None, inputs, mask, None, True)
+    return _masked_sums(per_example, aux, jnp.ones(per_example.shape[:1], per_example.dtype))
+
+
+def _core(loss_fn: LossFn, strategy: Any, has_aux: bool, policy: mixed_precision.Policy,
+          accumulation_steps: int) -> step_core.StepCore:
+    current = lambda: strategy or context.get_strategy()  # noqa: E731
+    fold = _sums if accumulation_steps == 1 else _sums_per_replica(current)
+    return step_core.build(
+        _forward(loss_fn, policy, has_aux), fold, policy=policy, accumulation_steps=accumulation_steps,
+        mesh=lambda: current().mesh, data_axis=lambda: current().data_axis,
+        param_shardings=lambda params: current().parameter_shardings(params),
+        loss_scale_remedy="create the TrainState with tx=jdist.mixed_precision.LossScaleOptimizer(tx)")
 
 
 class _Compiled:
@@ -193,96 +200,31 @@ def make_train_step(
     """
     k = check_accumulation_steps(accumulation_steps)
     policy = mixed_precision.as_policy(policy)
-    compute = _with_policy(loss_fn, policy, has_aux)
+    core = _core(loss_fn, strategy, has_aux, policy, k)
 
     def step(state, batch, update_shardings):
-        scale = mixed_precision.loss_scale_of(
-            policy, getattr(state, "opt_state", None),
-            remedy="create the TrainState with tx=jdist.mixed_precision.LossScaleOptimizer(tx)")
-        count = _real_count(batch)
-        factor = None
-        if k == 1:
-            grads, factor, sums = _gradients(compute, state.params, batch, count, scale)
-        else:
-            grads, sums = _accumulated_gradients(
-                compute, state.params, batch, count, scale, k, strategy or context.get_strategy())
-        if update_shardings is not None and hasattr(state, "opt_state"):
-            grads = _constrain(grads, update_shardings.params)
-            state = state.replace(
-                params=_constrain(state.params, update_shardings.params),
-                opt_state=_constrain(state.opt_state, update_shardings.opt_state),
-            )
-        if factor is not None:  # after the constraint: each replica rescales only its share
-            grads = jax.tree.map(lambda g: (g * factor).astype(g.dtype), grads)
-        return state.apply_gradients(grads=grads), sums
+        inputs, mask = split_batch(batch)
+        carry = None
+        if k > 1:  # per-replica sums (see _sums_per_replica), added up after the loop
+            n = (strategy or context.get_strategy()).num_replicas_in_sync
+            shapes = jax.eval_shape(lambda: _zero_sums(loss_fn, policy, has_aux, state.params, inputs, mask))
+            carry = jax.tree.map(lambda s: jnp.zeros((n,) + s.shape, s.dtype), shapes)
+        state, sums = core.train(state, inputs, mask, carry, update_shardings)
+        if k > 1:
+            sums = jax.tree.map(lambda x: jnp.sum(x, axis=0), sums)
+        return state, sums
 
     return _Compiled(step, strategy, donate)
-
-
-def _scaled_loss(compute: Callable, count: Any, scale: Any) -> Callable:
-    """`params, batch -> (masked loss sum * scale / count, (per-example loss, per-example aux, mask))`;
-    `count` is the real-example count, or a constant the caller rescales by afterwards."""
-
-    def loss(params, batch):
-        per_example, aux = compute(params, batch)
-        mask = batch_mask(batch, per_example)
-        aux = {k: jnp.broadcast_to(jnp.asarray(v, per_example.dtype), per_example.shape) for k, v in aux.items()}
-        total = jnp.sum(per_example * mask)
-        return total * scale / jnp.maximum(count, 1.0), (per_example, aux, mask)
-
-    return loss
-
-
-def _gradients(compute, params, batch, count, scale):
-    """`(gradients of the masked sum * scale / rows, rows / count, sums)`: the gradients times the
-    factor are those of the masked mean."""
-    # Differentiates the masked sum over the batch's row count (a constant) and rescales by
-    # rows / count afterwards: the count's all-reduce then joins the gradients' one instead
-    # of being a separate collective every step waits on before its backward pass (5% of a
-    # Transformer step on 8 CPU devices, scripts/benchmark.py). The backward pass sees the
-    # same magnitudes as a full batch's, so float16 loss scaling behaves as before.
-    rows = _rows(batch)
-    grads, (per_example, aux, mask) = jax.grad(_scaled_loss(compute, rows, scale), has_aux=True)(params, batch)
-    return grads, rows / jnp.maximum(count, 1.0), _masked_sums(per_example, aux, mask)
-
-
-def _accumulated_gradients(compute, params, batch, count, scale, steps, strategy):
-    """The whole batch's gradient as `steps` micro-batches in one loop (see `scan_accumulate`)."""
-    grad_fn = jax.grad(_scaled_loss(compute, count, scale), has_aux=True)
-
-    def micro_grads(p, mb, piece, model_state):
-        grads, aux = grad_fn(p, mb)
-        return grads, aux, model_state
-
-    # Loss and metric sums are kept per replica (a leading replica axis sharded over the data
-    # axis) and added up once after the loop, so they cost no collective per micro-batch.
-    n, by_replica = strategy.num_replicas_in_sync, NamedSharding(strategy.mesh, P(strategy.data_axis))
-
-    def fold(sums, aux, mb):
-        per_replica = jax.tree.map(
-            lambda a: jax.lax.with_sharding_constraint(a.reshape((n, -1)), by_replica), aux)
-        new = jax.vmap(lambda pe, a, m: _masked_sums(pe, a, m))(*per_replica)
-        return jax.tree.map(jnp.add, sums, new)
-
-    micro = split_microbatches(batch, steps, strategy)
-    first = jax.tree.map(lambda x: x[0], micro)
-    sums0 = jax.tree.map(lambda s: jnp.zeros((n,) + s.shape, s.dtype),
-                         jax.eval_shape(lambda mb: _masked_sums(*grad_fn(params, mb)[1]), first))
-    grads, sums, _ = scan_accumulate(micro_grads, params, micro, fold=fold, carry=sums0, mesh=strategy.mesh,
-                                     data_axis=strategy.data_axis,
-                                     param_shardings=strategy.parameter_shardings(params))
-    sums = jax.tree.map(lambda x: jnp.sum(x, axis=0), sums)
-    return jax.tree.map(lambda g, p: g.astype(p.dtype), grads, params), sums
 
 
 def make_eval_step(loss_fn: LossFn, strategy: Any = None, *, has_aux: bool = False,
                    policy: mixed_precision.Policy | str | None = None) -> Callable:
     """`evaluate(state, batch) -> sums` over the real examples of a global batch."""
-    compute = _with_policy(loss_fn, mixed_precision.as_policy(policy), has_aux)
+    core = _core(loss_fn, strategy, has_aux, mixed_precision.as_policy(policy), 1)
 
     def step(state, batch, update_shardings):
-        per_example, aux = compute(state.params, batch)
-        return state, _masked_sums(per_example, aux, batch_mask(batch, per_example))
+        inputs, mask = split_batch(batch)
+        return state, core.evaluate(state, inputs, mask, None)
 
     compiled = _Compiled(step, strategy, donate=False)
     return lambda state, batch: compiled(state, batch)[1]

@@ -125,7 +125,7 @@ def test_one_device_strategy_matches_plain_jax():
 
 
 def test_weight_update_sharding_keeps_the_stored_layout():
-    from jdist.steps import weight_update_shardings
+    from jdist.layout import weight_update_shardings
 
     model, params, batches = _setup("mlp")
     strategy = jdist.MirroredStrategy()

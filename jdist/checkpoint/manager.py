@@ -45,6 +45,7 @@ from jdist.checkpoint.handlers import (
 )
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
+from jdist.layout import abstract_tree
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState
 
 logger = logging.getLogger("jdist.checkpoint")
@@ -476,9 +477,7 @@ def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Any) ->
     """Each target leaf's sharding: the strategy's layout, or the leaf's own outside any scope."""
     explicit = strategy is not None or context.has_strategy()
     strategy = strategy if strategy is not None else context.get_strategy()
-    abstract = jax.tree_util.tree_unflatten(
-        treedef, [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in leaves]
-    )
+    abstract = abstract_tree(jax.tree_util.tree_unflatten(treedef, leaves))
     planned = jax.tree_util.tree_leaves(
         strategy.parameter_shardings(abstract), is_leaf=lambda x: isinstance(x, jax.sharding.Sharding)
     )

@@ -1,7 +1,8 @@
 """Turning a training-state pytree into what goes on disk, and back.
 
 A state is stored as a nested dict keyed by each leaf's '/'-joined path
-(`params/Dense_0/kernel`, `opt_state/0/mu/...`), whatever containers held it
+(`params/Dense_0/kernel`, `opt_state/0/mu/...`: `jdist.layout.path_str`, the name
+layout rules match), whatever containers held it
 (flax `TrainState`, dicts, tuples). The restore target supplies the structure
 again, so a checkpoint depends only on leaf paths, shapes and dtypes.
 
@@ -19,6 +20,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jdist.layout import path_str
 
 _PY_SCALARS = (bool, int, float)
 
@@ -42,17 +45,6 @@ class LeafSpec:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "LeafSpec":
         return cls(d["path"], d["kind"], tuple(int(s) for s in d["shape"]), d["dtype"], d.get("key_impl"))
-
-
-def _key_name(entry: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
-
-
-def path_string(keypath: tuple) -> str:
-    return "/".join(_key_name(k) for k in keypath)
 
 
 def is_prng_key(x: Any) -> bool:
@@ -93,7 +85,7 @@ def _impl_of_dtype(dtype: Any) -> str:
 def flatten(tree: Any) -> tuple[list[str], list[Any], Any]:
     """(paths, leaves, treedef) with paths checked to be unique."""
     with_paths, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    paths = [path_string(kp) for kp, _ in with_paths]
+    paths = [path_str(kp) for kp, _ in with_paths]
     leaves = [leaf for _, leaf in with_paths]
     seen: set[str] = set()
     for p in paths:

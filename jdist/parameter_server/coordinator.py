@@ -15,7 +15,6 @@ TF's contract (`tf.distribute.coordinator.ClusterCoordinator`), on Ray actors:
 from __future__ import annotations
 
 import collections
-import dataclasses
 import itertools
 import logging
 import sys
@@ -26,8 +25,10 @@ from typing import Any, Callable, Iterable
 import jax
 
 from jdist.parameter_server.errors import CancelledError, PSUnavailableError, UnavailableError
-from jdist.parameter_server.processes import WorkerProcess, start_actor
+from jdist.parameter_server.processes import start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
+from jdist.parameter_server.worker_context import WorkerResource
+from jdist.parameter_server.worker_process import WorkerProcess
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 300.0
@@ -89,13 +90,6 @@ class PerWorkerIterator(PerWorkerValues):
     def __next__(self):
         raise TypeError("Calling next() on a per-worker iterator on the coordinator is not supported: pass it "
                         "to ClusterCoordinator.schedule and call next() inside the scheduled function.")
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerResource:
-    """A reference to an object built on every worker (a dataset, an iterator); resolved where it runs."""
-
-    resource_id: str
 
 
 def _make_iterator(dataset: Any) -> Any:

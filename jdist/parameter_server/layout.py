@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from jdist.layout import path_str
 from jdist.partitioners import div_partition, num_axis0_shards
 
 
@@ -40,19 +41,6 @@ class LeafLayout:
     @property
     def is_scalar(self) -> bool:
         return len(self.shape) == 0
-
-
-def path_name(path: Sequence[Any]) -> str:
-    """'/'-joined names of a pytree key path, e.g. "params/dense_0/kernel"."""
-    parts = []
-    for key in path:
-        for attr in ("key", "name", "idx"):
-            if hasattr(key, attr):
-                parts.append(str(getattr(key, attr)))
-                break
-        else:
-            parts.append(str(key))
-    return "/".join(parts)
 
 
 class ParameterLayout:
@@ -84,7 +72,7 @@ class ParameterLayout:
                 shards.append(Shard(server, start, start + size, local_rows[server], local_rows[server] + size))
                 local_rows[server] += size
                 start += size
-            leaves.append(LeafLayout(path_name(path), shape, dtype, tuple(shards)))
+            leaves.append(LeafLayout(path_str(path), shape, dtype, tuple(shards)))
         return cls(treedef, leaves, num_servers), count
 
     # ----------------------------------------------------------------- queries

@@ -1,13 +1,14 @@
-"""The code each Ray actor process runs: a parameter server, or a worker.
+"""The code a parameter server's Ray actor process runs, and what every actor process shares.
 
 Plain classes, turned into Ray actors by `start_actor`, so this module imports
-without Ray. Both configure JAX for their own process before its first use.
+without Ray. Each actor configures JAX for its own process before its first use
+(`prepare_process`); a worker's actor is `jdist.parameter_server.worker_process`.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -131,48 +132,3 @@ class ParameterServerProcess:
     def stats(self, store_id: str) -> dict:
         store = self._stores[store_id]
         return {"server": self._index, "updates": store.version, "staleness": list(store.staleness)}
-
-
-class WorkerProcess:
-    """A worker: runs scheduled functions on its own devices and keeps its per-worker resources."""
-
-    def __init__(self, index: int, devices_per_worker: int | None, sys_path: Sequence[str]):
-        prepare_process(sys_path, num_cpu_devices=devices_per_worker or 1)
-        from jdist.parameter_server import worker_context
-        from jdist.parameter_server.strategy import WorkerStrategy
-
-        self._index = index
-        self._resources: dict[str, Any] = {}
-        self._functions: dict[str, Callable] = {}
-        self._strategy = WorkerStrategy(devices_per_worker)
-        worker_context.set_current_worker(index, self._strategy)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def create_resource(self, resource_id: str, fn: Callable, args: tuple) -> None:
-        """Builds a per-worker resource (a dataset, an iterator over it) from `fn(*args)`."""
-        self._resources[resource_id] = fn(*self._resolve(args))
-
-    def run(self, token: str, fn: Callable | None, args: tuple, kwargs: dict) -> Any:
-        """Runs one scheduled function under this worker's strategy; results come back as numpy.
-
-        `fn` is sent with its first call only; later calls name it by `token`, so
-        the same function object (and its compiled steps) is reused.
-        """
-        import jax
-
-        if fn is not None:
-            self._functions[token] = fn
-        fn = self._functions[token]
-        with self._strategy.scope():
-            out = fn(*self._resolve(args), **self._resolve(kwargs))
-        return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, out)
-
-    def _resolve(self, tree: Any) -> Any:
-        import jax
-
-        from jdist.parameter_server.coordinator import WorkerResource
-
-        return jax.tree.map(lambda x: self._resources[x.resource_id] if isinstance(x, WorkerResource) else x,
-                            tree, is_leaf=lambda x: isinstance(x, WorkerResource))

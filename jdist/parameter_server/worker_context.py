@@ -1,6 +1,7 @@
 """What a scheduled function can ask about the worker process running it."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 _CURRENT: dict[str, Any] = {}
@@ -38,3 +39,10 @@ def current_worker_strategy() -> Any:
             "ClusterCoordinator.schedule."
         )
     return _CURRENT["strategy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerResource:
+    """A reference to an object built on every worker (a dataset, an iterator); resolved where it runs."""
+
+    resource_id: str

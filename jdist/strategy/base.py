@@ -20,9 +20,10 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jdist import context, dispatch, keras_distribution
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
-from jdist.layout import (Layout, LayoutLike, as_layout, shard_optimizer_state, split_over_data,
+from jdist.layout import (Layout, LayoutLike, ShardingCache, as_layout, shard_optimizer_state, split_over_data,
                           split_shardings_over_data)
-from jdist.process_local import process_batch_slice
+from jdist.logical_devices import logical_axes, replicate_on, split_on
+from jdist.process_local import check_divisible, process_batch_slice
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
 from jdist.replica_taint import per_replica_outputs
@@ -161,7 +162,14 @@ class Strategy:
     def parameter_shardings(self, tree: Any) -> Any:
         """The sharding of each leaf of a parameter pytree, optimizer state or `TrainState`,
         as the layout says (replicated without one). A TrainState's optimizer state
-        follows its parameters (see `jdist.layout`)."""
+        follows its parameters (see `jdist.layout`). Computed once per tree structure,
+        shapes and dtypes."""
+        return self._placements().get("stored", tree, self._resolve_shardings)
+
+    def _placements(self) -> ShardingCache:
+        return self.__dict__.setdefault("_placement_cache", ShardingCache())
+
+    def _resolve_shardings(self, tree: Any) -> Any:
         if self._layout is None:
             replicated = self.replicated_sharding()
             shardings = jax.tree.map(lambda _: replicated, tree)
@@ -200,30 +208,24 @@ class Strategy:
     # ---------------------------------------------------------- logical devices
     def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
         """TF's name for `jdist.split(tensor, partition_dimensions)` on this strategy."""
-        from jdist.constraints import split
-
-        return split(tensor, partition_dimensions, strategy=self)
+        return split_on(self, tensor, partition_dimensions)
 
     def experimental_replicate_to_logical_devices(self, tensor: Any) -> Any:
         """TF's name for `jdist.replicate(tensor)` on this strategy."""
-        from jdist.constraints import replicate
-
-        return replicate(tensor, strategy=self)
+        return replicate_on(self, tensor)
 
     def experimental_assign_to_logical_device(self, tensor: Any, logical_device_id: int) -> Any:
         """TF pins `tensor` to one logical device of the replica. Under SPMD partitioning
         (which jdist always uses; TF raises in that mode) a value cannot live on one device
         only, so after checking `logical_device_id` the value is kept whole on every logical
         device of the replica, as `jdist.replicate` does: the same numbers, not pinned."""
-        from jdist.constraints import logical_axes, replicate
-
         count = math.prod(self._mesh.shape[a] for a in logical_axes(self))
         if not 0 <= logical_device_id < count:
             raise ValueError(
                 f"logical_device_id={logical_device_id} is out of range: each replica has {count} "
                 "logical device(s) (the mesh axes other than the data axis)."
             )
-        return replicate(tensor, strategy=self)
+        return replicate_on(self, tensor)
 
     def place(self, tree: Any) -> Any:
         """Puts a parameter / optimizer-state pytree where this strategy keeps it.
@@ -278,7 +280,8 @@ class Strategy:
         apart from the compute mesh override it and may pass `update_shardings=None`.
         """
         state_shardings = self.parameter_shardings(state)
-        update_shardings = split_shardings_over_data(state, state_shardings, self._data_axis)
+        update_shardings = self._placements().get(
+            "update", state, lambda t: split_shardings_over_data(t, self.parameter_shardings(t), self._data_axis))
 
         def traced(state, batch):
             # Traced as this strategy's cross-replica code, so jdist.split() and
@@ -719,19 +722,6 @@ def _row_count_fn(out_sharding: NamedSharding) -> Callable:
 
 def _copy_tree(tree: Any) -> Any:
     return jax.tree.map(jnp.copy, tree)
-
-
-def check_divisible(global_batch_size: int, num_replicas: int) -> None:
-    """The clear error for a global batch that does not split evenly over replicas."""
-    if global_batch_size % num_replicas:
-        lower = global_batch_size - global_batch_size % num_replicas
-        raise ValueError(
-            f"The global batch size {global_batch_size} does not divide among "
-            f"{num_replicas} replicas ({global_batch_size} % {num_replicas} = "
-            f"{global_batch_size % num_replicas}). Use a multiple of {num_replicas} "
-            f"(e.g. {lower or num_replicas} or {lower + num_replicas}), drop the remainder, or use "
-            "strategy.experimental_distribute_dataset(), which pads the short batch and masks the padding."
-        )
 
 
 def _static_key(leaf: Any) -> Any:
