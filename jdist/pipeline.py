@@ -130,6 +130,10 @@ class Pipeline:
     def layout(self, base: Layout | None) -> "PipelineLayout":
         return PipelineLayout(self, base)
 
+    def summary(self, layout: Layout, mesh: Mesh, tree: Any = None) -> str:
+        """The lines `strategy.summary()` adds: the schedule, each stage's layers and bytes per device."""
+        return stage_summary(self, layout, mesh, tree)
+
 
 # ------------------------------------------------------------------- layout
 class PipelineLayout(Layout):

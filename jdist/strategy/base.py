@@ -200,9 +200,7 @@ class Strategy:
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
         text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
         if self._pipeline is not None:
-            from jdist.pipeline import stage_summary
-
-            text += "\n" + stage_summary(self._pipeline, layout, self._mesh, tree)
+            text += "\n" + self._pipeline.summary(layout, self._mesh, tree)
         return text
 
     # ---------------------------------------------------------- logical devices
