@@ -6,7 +6,7 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
-from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, partitioners, tpu
+from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, partitioners, pipeline, tpu
 from jdist.accumulation import accumulate_gradients, split_microbatches
 from jdist.advisor import Recommendation, recommend_strategy
 from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
@@ -44,6 +44,7 @@ from jdist.parameter_server import (
     UnavailableError,
     get_current_worker_index,
 )
+from jdist.pipeline import Pipeline
 from jdist.profiler import StepBreakdown, profile, step_breakdown
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
@@ -122,6 +123,7 @@ __all__ = [  # sorted (tests/test_architecture.py checks)
     "ParameterServerStrategy",
     "PerReplica",
     "PerWorkerValues",
+    "Pipeline",
     "PreemptionCheckpointHandler",
     "Recommendation",
     "ReduceOp",
@@ -162,6 +164,7 @@ __all__ = [  # sorted (tests/test_architecture.py checks)
     "mixed_precision",
     "optimizers",
     "partitioners",
+    "pipeline",
     "profile",
     "recommend_strategy",
     "replicate",

@@ -106,12 +106,17 @@ class Strategy:
         devices: Sequence[DeviceLike] | None = None,
         data_axis: str = "data",
         shard_optimizer_state: bool = False,
+        pipeline: Any = None,
     ):
         self._shard_optimizer_state = bool(shard_optimizer_state)
         self._devices = resolve_devices(devices)
         self._mesh = build_mesh(self._devices, mesh_shape, data_axis)
         self._data_axis = data_axis
         self._layout = as_layout(layout)
+        self._pipeline = pipeline
+        if pipeline is not None:  # stacked blocks split over the stage axis (jdist.pipeline)
+            pipeline.check_mesh(self._mesh)
+            self._layout = pipeline.layout(self._layout)
         if self._layout is not None:
             self._layout.check_mesh(self._mesh)
         self._run_cache: dict[Any, tuple] = {}
@@ -129,6 +134,11 @@ class Strategy:
     def layout(self) -> Layout | None:
         """The partition rules parameters follow (None: all replicated)."""
         return self._layout
+
+    @property
+    def pipeline(self) -> Any:
+        """The `jdist.Pipeline` splitting the model's stacked blocks over stages, or None."""
+        return self._pipeline
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -203,7 +213,10 @@ class Strategy:
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
             def opt_state_spec(s):
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
-        return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        if self._pipeline is not None:
+            text += "\n" + self._pipeline.summary(layout, self._mesh, tree)
+        return text
 
     # ---------------------------------------------------------- logical devices
     def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
