@@ -6,7 +6,7 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
-from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, tpu
+from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, partitioners, pipeline, tpu
 from jdist.accumulation import accumulate_gradients, split_microbatches
 from jdist.advisor import Recommendation, recommend_strategy
 from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
@@ -20,6 +20,7 @@ from jdist.context import (
     in_cross_replica_context,
 )
 from jdist.devices import resolve_device, resolve_devices
+from jdist.dispatch import InFlightLimiter
 from jdist.distributed_batch import DistributedBatch
 from jdist.input import DistributedDataset, DistributedIterator
 from jdist.input_checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
@@ -29,6 +30,7 @@ from jdist.input_sources import ArrayDataset, FileSource
 from jdist.layers import SyncBatchNorm
 from jdist.layout import Layout, LayoutError
 from jdist.losses import compute_average_loss, scale_regularization_loss
+from jdist.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
 from jdist.parameter_server import (
     CancelledError,
     ClusterCoordinator,
@@ -42,8 +44,7 @@ from jdist.parameter_server import (
     UnavailableError,
     get_current_worker_index,
 )
-from jdist import partitioners
-from jdist.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
+from jdist.pipeline import Pipeline
 from jdist.profiler import StepBreakdown, profile, step_breakdown
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
@@ -62,7 +63,6 @@ from jdist.strategy import (
 )
 from jdist.train_state import TrainState
 from jdist.trainer import Trainer
-from jdist.dispatch import InFlightLimiter
 from jdist import data, train
 from jdist.gradient_tape import GradientTape
 from jdist.tf_function import function
@@ -91,88 +91,95 @@ def __getattr__(name):
     return value
 
 
-__all__ = [
-    "GradientTape",
-    "data",
-    "function",
-    "train",
+__all__ = [  # sorted (tests/test_architecture.py checks)
     "ArrayDataset",
     "AutoShardPolicy",
+    "CancelledError",
+    "CentralStorageStrategy",
+    "ClusterCoordinator",
     "CollectiveCommunication",
     "CommunicationImplementation",
     "CommunicationOptions",
-    "CancelledError",
-    "ClusterCoordinator",
-    "PSUnavailableError",
-    "ParameterServerCluster",
-    "ParameterServerStrategy",
-    "PerWorkerValues",
-    "RemoteParameters",
-    "RemoteTrainState",
-    "RemoteValue",
-    "UnavailableError",
-    "get_current_worker_index",
-    "partitioners",
-    "CentralStorageStrategy",
     "DefaultStrategy",
     "DeviceOutOfMemoryError",
-    "MemoryReport",
-    "Recommendation",
-    "StepBreakdown",
-    "accumulate_gradients",
-    "memory_report",
-    "mixed_precision",
-    "profile",
-    "recommend_strategy",
-    "split_microbatches",
-    "step_breakdown",
     "DistributedBatch",
     "DistributedDataset",
     "DistributedIterator",
     "FSDPStrategy",
     "FileSource",
+    "GradientTape",
     "InFlightLimiter",
     "InputContext",
+    "InputError",
     "InputOptions",
     "InputReplicationMode",
     "Layout",
     "LayoutError",
+    "MemoryReport",
     "MirroredState",
     "MirroredStrategy",
     "ModelParallelStrategy",
     "MultiWorkerMirroredStrategy",
+    "NonFiniteInputError",
     "OneDeviceStrategy",
+    "PSUnavailableError",
+    "ParameterServerCluster",
+    "ParameterServerStrategy",
     "PerReplica",
+    "PerWorkerValues",
+    "Pipeline",
     "PreemptionCheckpointHandler",
+    "Recommendation",
     "ReduceOp",
+    "RemoteParameters",
+    "RemoteTrainState",
+    "RemoteValue",
     "ReplicaContext",
+    "StepBreakdown",
     "Strategy",
     "SyncBatchNorm",
     "TPUStrategy",
     "TerminationConfig",
     "TrainState",
     "Trainer",
+    "UnavailableError",
     "ValueContext",
     "VariableAggregation",
+    "accumulate_gradients",
     "aggregate_update",
     "callbacks",
-    "cluster",
+    "check_numerics_enabled",
     "checkpoint",
+    "cluster",
     "compute_average_loss",
+    "data",
+    "disable_check_numerics",
+    "enable_check_numerics",
     "experimental_set_strategy",
+    "function",
+    "get_current_worker_index",
     "get_replica_context",
     "get_strategy",
     "has_strategy",
     "in_cross_replica_context",
+    "losses",
     "make_eval_step",
     "make_train_step",
-    "losses",
+    "memory_report",
     "metrics",
+    "mixed_precision",
     "optimizers",
+    "partitioners",
+    "pipeline",
+    "profile",
+    "recommend_strategy",
     "replicate",
     "resolve_device",
     "resolve_devices",
     "scale_regularization_loss",
     "split",
+    "split_microbatches",
+    "step_breakdown",
     "tpu",
+    "train",
 ]

@@ -120,7 +120,7 @@ def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: n
     steps = math.ceil(n / batch_size) if max_steps is None else max_steps
     for step in range(steps):
         idx = order[step * batch_size:(step + 1) * batch_size]
-        pick = lambda a: np.asarray(a)[idx]  # noqa: E731
+        pick = lambda a, idx=idx: np.asarray(a)[idx]  # noqa: E731
         yield pad_batch(jax.tree.map(pick, x), jax.tree.map(pick, y), padded_size,
                         None if weight is None else pick(weight))
 
@@ -178,7 +178,7 @@ def stack_device_block(block: list[DeviceBatch], k: int, sharding: Any) -> Devic
     return DeviceBatch(*stacked)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stacker(sharding: Any):
     return jax.jit(lambda steps: jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps), out_shardings=sharding)
 

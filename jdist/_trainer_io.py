@@ -4,29 +4,38 @@ A path is a checkpoint directory (`jdist.checkpoint.CheckpointManager`, orbax un
 process writes its own shards, and loading lays the values out for the Trainer's current strategy,
 so a checkpoint saved under one strategy or device count loads under another. "weights" are the
 parameters and the model's other collections (batch statistics); "state" adds the optimizer
-state, the step and the dropout key.
+state, the step and the dropout key. Where the state lives is the strategy's business
+(`Strategy.checkpoint_view`, `Strategy.place_state`); orbax is imported on first use only.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jdist.checkpoint import CheckpointManager
+if TYPE_CHECKING:
+    from jdist.checkpoint import CheckpointManager
 
 WEIGHTS, STATE = "weights", "state"
 
 
 def contents_of(trainer: Any, what: str) -> Any:
-    """The tree to save or restore into: the weights, or the whole training state (host copies of
-    what lives on parameter servers, so a restore pushes only what the caller puts back)."""
-    state = trainer.state
-    if trainer._remote:
-        if what == STATE:
-            return trainer.state_on_host()
-        return {"params": trainer.strategy.gather_parameters(state), "model_state": None}
+    """The tree to save or restore into: the weights, or the whole training state (a host copy of
+    a state kept outside this process, so a restore pushes only what the caller puts back)."""
+    state = trainer.strategy.checkpoint_view(trainer.state)
     if what == STATE:
         return state
-    return {"params": state.params, "model_state": state.model_state}
+    return {"params": state.params, "model_state": getattr(state, "model_state", None)}
+
+
+def write(trainer: Any, path: str | os.PathLike, what: str) -> None:
+    """Writes `what` to the checkpoint directory `path`, synchronously."""
+    from jdist.checkpoint import CheckpointManager
+
+    manager = CheckpointManager(path, async_save=False)
+    try:
+        save(trainer, manager, what)
+    finally:
+        manager.close()
 
 
 def save(trainer: Any, manager: CheckpointManager, what: str, metadata: dict | None = None) -> None:
@@ -40,6 +49,8 @@ def save(trainer: Any, manager: CheckpointManager, what: str, metadata: dict | N
 def load(trainer: Any, path: str | os.PathLike, *, weights_only: bool = False) -> dict:
     """Restores the newest checkpoint in `path` into `trainer` (with `weights_only`, only the weights
     of a whole-state checkpoint); returns its metadata."""
+    from jdist.checkpoint import CheckpointManager
+
     manager = CheckpointManager(path, async_save=False)
     try:
         step = manager.latest_step()
@@ -51,12 +62,12 @@ def load(trainer: Any, path: str | os.PathLike, *, weights_only: bool = False) -
     finally:
         manager.close()
     if what == STATE and not weights_only:
-        trainer.state = restored  # placed by the strategy (pushed to the servers under parameter servers)
+        trainer.state = restored  # placed by the strategy (pushed back where it keeps the state)
         return info
     if what == STATE:
         restored = {"params": restored.params, "model_state": getattr(restored, "model_state", None)}
-    if trainer._remote:
-        trainer.strategy.restore(trainer.state, restored["params"])
-    else:
-        trainer.state = trainer.state.replace(**restored)
+    # The weights put into the whole state: the state's own fields only (a state kept outside this
+    # process holds no model collections), placed by the strategy.
+    current = trainer.strategy.checkpoint_view(trainer.state)
+    trainer.state = current.replace(**{k: v for k, v in restored.items() if hasattr(current, k)})
     return info

@@ -22,8 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import _batching as batching
-from jdist import context
+from jdist import _batching as batching, context
 from jdist._trainer_steps import StepBuilder
 
 

@@ -26,21 +26,24 @@ replicated).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from jax.sharding import PartitionSpec as P
 
 from jdist import context
 from jdist.logical_devices import replicate_on, spec_from_partition_dimensions, split_on
 
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 __all__ = ["split", "replicate", "spec_from_partition_dimensions"]
 
 
-def _strategy(strategy: Any) -> Any:
+def _strategy(strategy: Strategy | None) -> Strategy:
     return strategy if strategy is not None else context.get_strategy()
 
 
-def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Any = None) -> Any:
+def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Strategy | None = None) -> Any:
     """Splits `x` over the logical devices of each replica (TF's
     `experimental_split_to_logical_devices`); see the module docs for the mapping.
 
@@ -50,7 +53,7 @@ def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Any = No
     return split_on(_strategy(strategy), x, partition_dimensions)
 
 
-def replicate(x: Any, *, strategy: Any = None) -> Any:
+def replicate(x: Any, *, strategy: Strategy | None = None) -> Any:
     """Gives every logical device of a replica the whole of `x` (TF's
     `experimental_replicate_to_logical_devices`). In a global-view step or
     eagerly, `x` becomes fully replicated."""

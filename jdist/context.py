@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from jdist.replica_context import ReplicaContext
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class _Frame:
     strategy: "Strategy"
-    replica_context: Optional["ReplicaContext"]  # None means cross-replica context
+    replica_context: "ReplicaContext" | None  # None means cross-replica context
 
 
 _STACK: contextvars.ContextVar[tuple[_Frame, ...]] = contextvars.ContextVar("jdist_stack", default=())

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence, Union
+from typing import Sequence
 
 import jax
 
-DeviceLike = Union[str, jax.Device]
+DeviceLike = str | jax.Device
 
 # Accepts "cpu:0", "/cpu:0", "CPU:0", "/device:GPU:1", "/job:localhost/replica:0/task:0/device:GPU:1", "gpu".
 _DEVICE_RE = re.compile(r"(?:.*/)?(?:device:)?(?P<platform>[A-Za-z_]+)(?::(?P<index>\d+))?$")

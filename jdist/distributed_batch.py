@@ -10,12 +10,15 @@ jdist's value model (per-replica, mask carried by its leaves): see `jdist.values
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
 from jdist.values import mark_split, replica_shards
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 class DistributedBatch:
@@ -83,7 +86,7 @@ def split_batch(batch: Any) -> tuple[Any, Any]:
     return batch, None
 
 
-def place_host_batches(strategy: Any, tree: Any) -> Any:
+def place_host_batches(strategy: Strategy, tree: Any) -> Any:
     """Moves batches still in host memory onto `strategy`'s mesh, split over its data axis."""
     leaves, treedef = jax.tree.flatten(tree, is_leaf=is_distributed_batch)
     if not any(isinstance(x, DistributedBatch) and x.on_host for x in leaves):

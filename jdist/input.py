@@ -28,7 +28,7 @@ import dataclasses
 import itertools
 import logging
 import pickle
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import numpy as np
@@ -38,11 +38,22 @@ from jdist.distributed_batch import DistributedBatch
 from jdist.input_options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input_sources import FileSource, check_dataset, dataset_length, open_cursor
 from jdist.input_split import (
-    ElementSpec, ReplicaPlan, as_numpy_leaves, check_capacity, chunk_sizes, chunk_starts, gather_slots,
-    replica_plan, rows_of, stack_slots,
+    ElementSpec,
+    ReplicaPlan,
+    as_numpy_leaves,
+    check_capacity,
+    chunk_sizes,
+    chunk_starts,
+    gather_slots,
+    replica_plan,
+    rows_of,
+    stack_slots,
 )
 from jdist.prefetch import TwoStagePrefetcher
 from jdist.process_sync import ProcessChannel
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 logger = logging.getLogger("jdist.input")
 
@@ -55,7 +66,7 @@ class EmptyDatasetError(ValueError):
 
 
 # --------------------------------------------------------------- public entry points
-def distribute_dataset(strategy: Any, dataset: Any, options: InputOptions | None = None) -> "DistributedDataset":
+def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions | None = None) -> "DistributedDataset":
     """`strategy.experimental_distribute_dataset`: see the module docstring."""
     options = options or InputOptions()
     if options.experimental_replication_mode is InputReplicationMode.PER_REPLICA:
@@ -81,7 +92,7 @@ def distribute_dataset(strategy: Any, dataset: Any, options: InputOptions | None
     return DistributedDataset(strategy, plan, options, mode, [dataset], policy=policy)
 
 
-def distribute_datasets_from_function(strategy: Any, dataset_fn: Callable[[InputContext], Any],
+def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[InputContext], Any],
                                       options: InputOptions | None = None) -> "DistributedDataset":
     """`strategy.distribute_datasets_from_function`: `dataset_fn(InputContext)` is called once per
     input pipeline (one per worker process; one per local replica with `PER_REPLICA`) and returns a
@@ -159,7 +170,7 @@ class DistributedDataset:
     `len()` is known for lists and `ArrayDataset`s read one global batch per step.
     """
 
-    def __init__(self, strategy: Any, plan: ReplicaPlan, options: InputOptions, mode: str, datasets: list,
+    def __init__(self, strategy: Strategy, plan: ReplicaPlan, options: InputOptions, mode: str, datasets: list,
                  policy: AutoShardPolicy | None = None):
         self._strategy = strategy
         self._plan = plan

@@ -26,7 +26,7 @@ class AutoShardPolicy(enum.IntEnum):
     DATA = 2
 
 
-class InputReplicationMode(str, enum.Enum):
+class InputReplicationMode(str, enum.Enum):  # noqa: UP042 (StrEnum would change str())
     """One input pipeline per worker process (`PER_WORKER`) or per replica (`PER_REPLICA`)."""
 
     PER_WORKER = "PER_WORKER"
@@ -113,15 +113,14 @@ class InputContext:
         """`global_batch_size // num_replicas_in_sync`; `ValueError` when it does not divide."""
         if global_batch_size % self._num_replicas_in_sync != 0:
             raise ValueError(
-                "The `global_batch_size` %r is not divisible by `num_replicas_in_sync` %r "
-                % (global_batch_size, self._num_replicas_in_sync)
+                f"The `global_batch_size` {global_batch_size!r} is not divisible by `num_replicas_in_sync` "
+                f"{self._num_replicas_in_sync!r} "
             )
         return global_batch_size // self._num_replicas_in_sync
 
     def __str__(self) -> str:
-        return "tf.distribute.InputContext(input pipeline id {}, total: {})".format(
-            self.input_pipeline_id, self.num_input_pipelines
-        )
+        return (f"tf.distribute.InputContext(input pipeline id {self.input_pipeline_id}, "
+                f"total: {self.num_input_pipelines})")
 
     def __repr__(self) -> str:
         return (f"InputContext(num_input_pipelines={self.num_input_pipelines}, "

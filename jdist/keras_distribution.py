@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 def _keras_on_jax() -> Any:
@@ -40,7 +43,7 @@ def _keras_on_jax() -> Any:
 
 
 @contextlib.contextmanager
-def scope(strategy: Any) -> Iterator[None]:
+def scope(strategy: Strategy) -> Iterator[None]:
     """Keras's distribution for `strategy` while the block runs (nothing without Keras)."""
     keras = _keras_on_jax()
     if keras is None or not _installs(strategy):
@@ -50,13 +53,13 @@ def scope(strategy: Any) -> Iterator[None]:
         yield
 
 
-def _installs(strategy: Any) -> bool:
+def _installs(strategy: Strategy) -> bool:
     """Keras's distribution runs one program over the mesh: not where a step is several programs
     (parameters kept apart from the compute devices, as on parameter servers)."""
     return strategy.single_program_step
 
 
-def strategy_distribution(strategy: Any) -> Any:
+def strategy_distribution(strategy: Strategy) -> Any:
     """A `keras.distribution.Distribution` over `strategy`'s mesh (made once per strategy)."""
     cached = getattr(strategy, "_keras_distribution", None)
     if cached is None:
@@ -109,7 +112,7 @@ def _distribution_class() -> type:
     class StrategyDistribution(Distribution):
         """Keras's view of a jdist strategy: its mesh, its data axis and its layout."""
 
-        def __init__(self, strategy: Any):
+        def __init__(self, strategy: Strategy):
             mesh = strategy.mesh
             device_mesh = DeviceMesh(shape=tuple(mesh.devices.shape), axis_names=list(mesh.axis_names),
                                      devices=np.asarray(mesh.devices))
@@ -141,7 +144,7 @@ def _distribution_class() -> type:
     return _CLASS
 
 
-def variable_spec(strategy: Any, path: str, shape: tuple, dtype: Any) -> Any:
+def variable_spec(strategy: Strategy, path: str, shape: tuple, dtype: Any) -> Any:
     """The `PartitionSpec` the strategy's layout gives one Keras variable (by its path)."""
     from jax.sharding import PartitionSpec as P
 

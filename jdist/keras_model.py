@@ -137,7 +137,7 @@ def _masked_batch_norm(layers: list, example_mask: Any):
         return
     real_rows = jnp.asarray(example_mask) > 0
     for layer in layers:
-        def call(inputs, training=None, mask=None, _layer=layer, _original=type(layer).call):
+        def call(inputs, training=None, mask=None, _layer=layer, _original=type(layer).call):  # noqa: B008
             real = real_rows.reshape(real_rows.shape + (1,) * (inputs.ndim - 2))
             real = jnp.broadcast_to(real, inputs.shape[:-1])
             if mask is not None:  # a sequence mask of the layer's own input

@@ -27,9 +27,10 @@ splitting a dimension its axes do not divide is a `LayoutError` naming the
 parameter, its shape and the rule. Unlike Keras, a rule that matches no
 parameter is an error too (a renamed layer otherwise silently falls back to
 replication; the error lists the nearest parameter paths), also when no rule
-matches anything in a train state's parameters or flax variables, and parameters no rule matches are replicated with one warning
-that counts them; `default=P()` replicates them silently, and `default` may be
-a tactic, e.g. `Layout(MEGATRON_RULES, default=fsdp())`.
+matches anything in a train state's parameters or flax variables, and parameters
+no rule matches are replicated with one warning that counts them; `default=P()`
+replicates them silently, and `default` may be a tactic, e.g.
+`Layout(MEGATRON_RULES, default=fsdp())`.
 
 Train states. For a `TrainState` (anything with `params` and `opt_state`),
 parameters are resolved by the rules, and every other array follows the
@@ -61,8 +62,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 Tactic = Callable[[tuple, Any, Mesh], P]
-SpecLike = Union[P, tuple, list, None]
-RuleValue = Union[SpecLike, Tactic]
+SpecLike = P | tuple | list | None
+RuleValue = SpecLike | Tactic
 LayoutLike = Union["Layout", Sequence[tuple[str, RuleValue]], Mapping[str, RuleValue]]
 
 __all__ = [

@@ -342,7 +342,8 @@ class KerasLoss:
 
 
 def snake_case(name: str) -> str:
-    """Keras's default object name from a class name: `SparseCategoricalCrossentropy` -> `sparse_categorical_crossentropy`."""
+    """Keras's default object name from a class name:
+    `SparseCategoricalCrossentropy` -> `sparse_categorical_crossentropy`."""
     out = []
     for i, ch in enumerate(name):
         if ch.isupper() and i and not name[i - 1].isupper():

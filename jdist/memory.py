@@ -11,13 +11,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import jax
 import numpy as np
 
 from jdist.layout import path_str
 from jdist.tables import format_bytes, format_table
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +142,7 @@ def buffers(tree: Any, prefix: str = "") -> list[Buffer]:
     return sorted(out, key=lambda b: -b.bytes_per_device)
 
 
-def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: Any,
+def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: Strategy,
                         *, top: int = 5) -> DeviceOutOfMemoryError:
     """A `DeviceOutOfMemoryError` explaining `error` for a step over `state` and `batch`."""
     params = getattr(state, "params", state)

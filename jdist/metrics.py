@@ -19,14 +19,13 @@ Keras-style stateful use also works eagerly: `update_state`, `result()`, `reset_
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-
-import functools
-import inspect
-import os
 
 from jdist import context, dispatch
 from jdist.aggregation import VariableAggregation, mark_per_replica

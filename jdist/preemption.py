@@ -29,11 +29,14 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 
 from jdist.checkpoint.manager import CheckpointManager
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 logger = logging.getLogger("jdist.preemption")
 
@@ -170,7 +173,7 @@ class PreemptionCheckpointHandler:
     def cluster_resolver(self) -> Any:
         return self._cluster_resolver
 
-    def restore(self, target: Any, *, strategy: Any = None) -> Any:
+    def restore(self, target: Any, *, strategy: Strategy | None = None) -> Any:
         """The latest checkpoint restored into `target`'s structure (and the iterator), or `target`.
 
         Sets `total_run_calls` to the restored count.

@@ -80,3 +80,18 @@ def make_global_batch(local_batch: Any, sharding: NamedSharding) -> Any:
         lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), (global_size,) + np.shape(x)[1:]),
         local_batch,
     )
+
+
+def to_host(tree: Any) -> Any:
+    """Numpy copies of `tree`'s arrays, whole on every process (with several processes every
+    process must call this: a leaf sharded over processes is gathered)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        def fetch(leaf: Any) -> Any:
+            if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+                return multihost_utils.process_allgather(leaf, tiled=True)
+            return jax.device_get(leaf)
+
+        return jax.tree.map(fetch, tree)
+    return jax.device_get(tree)

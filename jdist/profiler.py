@@ -21,7 +21,7 @@ import glob
 import os
 import statistics
 import time
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,9 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from jdist import context, hlo
 from jdist.tables import format_bytes, format_seconds, format_table
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 _TRACE_PATTERNS = ("*.xplane.pb", "*.trace.json.gz", "perfetto_trace.json.gz")
 
@@ -202,7 +205,7 @@ def _format_count(n: float | None) -> str:
     return f"{n:.0f} FLOP"
 
 
-def step_breakdown(step: Any, *args: Any, strategy: Any = None, iterations: int = 10, warmup: int = 2,
+def step_breakdown(step: Any, *args: Any, strategy: Strategy | None = None, iterations: int = 10, warmup: int = 2,
                    time_collectives: bool = True) -> StepBreakdown:
     """Compiles `step(*args)`, reads its cost, memory and collectives, and times it.
 

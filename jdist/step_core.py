@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+
 from jdist import mixed_precision
 from jdist.accumulation import check_accumulation_steps, scan_accumulate, split_on_mesh
 

@@ -8,15 +8,18 @@ strategy that placed it), not the one-device default strategy.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax.sharding import NamedSharding
 
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 _SEEN: list[weakref.ref] = []  # strategies whose scope was entered, most recent last
 
 
-def remember(strategy: Any) -> None:
+def remember(strategy: Strategy) -> None:
     """Records `strategy` (called when its scope is entered)."""
     alive = [r for r in _SEEN if r() is not None and r() is not strategy]
     _SEEN[:] = alive + [weakref.ref(strategy)]

@@ -21,10 +21,8 @@ on the workers, see `jdist._trainer_remote`).
 """
 from __future__ import annotations
 
-import itertools
-import math
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -33,33 +31,42 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist import _batching as batching
-from jdist import _trainer_io as trainer_io
-from jdist import context, dispatch, input_checks, keras_model, memory, mixed_precision
-from jdist import losses as losses_lib
-from jdist import metrics as metrics_lib
-from jdist import optimizers as optimizers_lib
+from jdist import (
+    _batching as batching,
+    _trainer_io as trainer_io,
+    context,
+    dispatch,
+    input_checks,
+    keras_model,
+    losses as losses_lib,
+    memory,
+    metrics as metrics_lib,
+    mixed_precision,
+    optimizers as optimizers_lib,
+)
 from jdist._model_fn import FunctionModel, LinenModel, TrainerState
+from jdist._trainer_input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist._trainer_remote import RemoteEpoch, RemoteTrainSteps
 from jdist._trainer_steps import StepBuilder, scan_predict, scan_steps
-from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
-from jdist.checkpoint import CheckpointManager
-from jdist.input import DistributedDataset, DistributedIterator
 from jdist.accumulation import check_accumulation_steps
+from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
+from jdist.process_local import to_host
 from jdist.train_state import TrainState
-from jdist.parameter_server.coordinator import ClusterCoordinator
-from jdist.parameter_server.remote_state import RemoteTrainState
-from jdist.parameter_server.strategy import is_parameter_server_strategy
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
 
 class Trainer:
     """Trains a model with an optimizer, a per-example loss and metrics, under a strategy.
 
     Args:
       model: a `flax.linen.Module` (variables made on the first batch, or pass
-        `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState` (e.g. `TrainState.from_nnx(module, tx)`; then
-        leave `optimizer` out), a function `apply_fn(params, x)` with `params=`, or a Keras 3
-        model (JAX backend; optimizer, loss, metrics and weighted_metrics default to its
-        `compile(...)`'s, and trained values are written back into it: see `jdist.keras_model`).
+        `params=`: the "params" collection or `model.init`'s whole output), a `jdist.TrainState`
+        (e.g. `TrainState.from_nnx(module, tx)`; then leave `optimizer` out), a function
+        `apply_fn(params, x)` with `params=`, or a Keras 3 model (JAX backend; optimizer, loss,
+        metrics and weighted_metrics default to its `compile(...)`'s, and trained values are
+        written back into it: see `jdist.keras_model`).
       optimizer: an `optax.GradientTransformation`, a Keras optimizer name ("adam", "sgd",
         "rmsprop", "adamw", ...: `jdist.optimizers`, Keras's defaults and maths) or a Keras optimizer.
       loss: `loss(y_true, y_pred) -> (batch,)` per-example losses, a Keras loss name ("mse",
@@ -85,7 +92,7 @@ class Trainer:
     def __init__(self, model: Any, optimizer: optax.GradientTransformation | str | None = None,
                  loss: str | Callable[[Any, Any], Any] | None = None,
                  metrics: Sequence[Any] | None = None, *, weighted_metrics: Sequence[Any] | None = None,
-                 params: Any = None, strategy: Any = None,
+                 params: Any = None, strategy: Strategy | None = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -111,14 +118,14 @@ class Trainer:
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
-        self._remote = is_parameter_server_strategy(self.strategy)
-        if isinstance(model, RemoteTrainState):  # made under a ParameterServerStrategy's scope
+        if _is_state_handle(model):  # made in the scope of a strategy that keeps it elsewhere (parameter servers)
             if optimizer is not None:
                 raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
-            if not self._remote:
-                raise ValueError("This state lives on parameter servers: train it under its ParameterServerStrategy.")
+            if not self.strategy.keeps_remotely(model):
+                raise ValueError(f"{model!r} lives outside this process, kept by the strategy whose scope made it: "
+                                 f"train it under that strategy, not {self.strategy!r}.")
             self._model = FunctionModel(model.apply_fn)
-            self._state = model
+            self._state = self.strategy.place_state(model)
         elif isinstance(model, TrainState):
             if optimizer is not None:
                 raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
@@ -151,6 +158,9 @@ class Trainer:
                                   policy=self.policy, accumulation_steps=self.accumulation_steps, seed=seed)
         self._compiled: dict[Any, Callable] = {}
         self._remote_steps: RemoteTrainSteps | None = None
+        self._input = TrainerInput(self.strategy, steps_per_execution=steps_per_execution,
+                                   accumulation_steps=self.accumulation_steps, seed=seed,
+                                   check=lambda batches, first_step: self._checks.batches(self, batches, first_step))
         self.history: History | None = None
         self.stop_training = False
         self.epoch = 0
@@ -167,16 +177,14 @@ class Trainer:
 
     @state.setter
     def state(self, new_state: Any) -> None:
-        """Replaces the state (e.g. restored weights), placed per the strategy's layout."""
+        """Replaces the state (e.g. restored weights), placed where the strategy keeps it."""
         self._state = self._place(new_state)
         self.step = int(jax.device_get(self._state.step))
 
     def state_on_host(self) -> Any:
         """A host (numpy) copy of the training state; `trainer.state = copy` puts it back. With
         several processes every process must call it (a sharded leaf is gathered)."""
-        if isinstance(self.state, RemoteTrainState):
-            return self.strategy.gather_train_state(self.state)
-        return _to_host(self.state)  # across processes: gathers what this one does not hold
+        return self.strategy.host_copy(self.state)
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """Writes the weights (parameters and other model collections) to the checkpoint directory
@@ -188,11 +196,7 @@ class Trainer:
         self._write(path, trainer_io.STATE)
 
     def _write(self, path: str | os.PathLike, what: str) -> None:
-        manager = CheckpointManager(path, async_save=False)
-        try:
-            trainer_io.save(self, manager, what)
-        finally:
-            manager.close()
+        trainer_io.write(self, path, what)
 
     def load_weights(self, path: str | os.PathLike) -> None:
         """Loads the weights of the newest checkpoint in `path` (written by `save_weights`, `save`
@@ -217,9 +221,7 @@ class Trainer:
 
     def _place(self, state: Any) -> Any:
         """Where the strategy keeps the state, in buffers of its own (the train step donates them)."""
-        if self._remote:
-            return self._place_remote(state)
-        return self.strategy.place(state)
+        return self.strategy.place_state(state, into=self._state)
 
     def _create_state(self, params: Any, model_state: Any) -> TrainerState:
         tx = self._optimizer
@@ -229,21 +231,6 @@ class Trainer:
         host = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
                             opt_state=tx.init(params), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
         return self._place(host)
-
-    def _place_remote(self, state: Any) -> Any:
-        """Under a ParameterServerStrategy: the state goes to (or is restored onto) the servers."""
-        if isinstance(state, RemoteTrainState):
-            return state
-        if isinstance(self._state, RemoteTrainState):
-            self.strategy.restore(self._state, state)
-            return self._state
-        if getattr(state, "model_state", None) is not None:
-            raise ValueError(
-                "Under ParameterServerStrategy the Trainer keeps parameters and optimizer state only; this "
-                "model also has mutable collections (e.g. batch statistics), which asynchronous workers "
-                "cannot share. Use a model without them, or a synchronous strategy.")
-        return self.strategy.create_train_state(TrainState, apply_fn=state.apply_fn, params=state.params,
-                                                tx=state.tx)
 
     def _ensure_state(self, first: batching.HostBatch) -> None:
         if self._state is None:
@@ -303,156 +290,28 @@ class Trainer:
         values = jax.device_get(self._reader()(states))
         return {name: float(values[name]) for name in self.metrics_names}
 
-    # ------------------------------------------------------------------ input
-    def _padded_size(self, batch_size: int) -> int:
-        return batching.round_up(batch_size, self.strategy.num_replicas_in_sync * self.accumulation_steps)
-
-    def _to_device(self, batch: Any, stacked: bool) -> tuple:
-        """`(x, y, mask, weight)` on the devices, split over the data axis (dim 1 when `stacked`)."""
-        if isinstance(batch, batching.DeviceBatch):
-            return batch.arrays()
-        axis = self.strategy.data_axis
-        sharding = NamedSharding(self.strategy.mesh, P(None, axis) if stacked else P(axis))
-        tree = batch.arrays()
-        if jax.process_count() == 1:
-            return jax.device_put(tree, sharding)
-        # Every process holds the same global batch; each places only its own shards.
-        return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i]), tree)
-
-    def _stacked(self, block: list, k: int) -> tuple:
-        """A `(k, batch, ...)` block of `block`'s batches on the devices (in one transfer from the host)."""
-        if isinstance(block[0], batching.DeviceBatch):
-            sharding = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis))
-            return batching.stack_device_block(block, k, sharding).arrays()
-        return self._to_device(batching.stack_block(block, k), stacked=True)
-
-    def _block_args(self, block: list, k: int) -> tuple:
-        """A stacked `(k, batch, ...)` block, and which of its k steps hold data."""
-        active = np.arange(k) < len(block)
-        return self._stacked(block, k), jax.device_put(active, NamedSharding(self.strategy.mesh, P()))
-
-    def _input(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, shuffle: bool = False,
-               epoch: int = 0, need_y: bool, persistent: dict | None = None,
-               sample_weight: Any = None, class_weight: Any = None) -> tuple[Iterable, int | None, int | None]:
-        """(padded batches, steps if known, padded batch size) for one pass over the input."""
-        if _is_arrays(x):
-            if need_y and y is None:
-                raise ValueError("fit() and evaluate() on arrays need targets: pass y=.")
-            n = batching.leading_size(x, "x")
-            for name, value in (("y", y), ("sample_weight", sample_weight)):
-                if value is not None and batching.leading_size(value, name) != n:
-                    raise ValueError(f"x has {n} examples but {name} has {batching.leading_size(value, name)}; "
-                                     "they must match.")
-            batch_size = 32 if batch_size is None else batch_size
-            if batch_size < 1:
-                raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-            available = math.ceil(n / batch_size)
-            if steps is not None and steps > available:
-                raise ValueError(f"steps={steps} but the arrays hold only {available} batches of {batch_size}.")
-            order = np.random.default_rng((self.seed, epoch)).permutation(n) if shuffle else None
-            padded = self._padded_size(batch_size)
-            return (batching.array_batches(x, y, batch_size, padded, order=order, max_steps=steps,
-                                           weight=sample_weight), steps or available, padded)
-        if sample_weight is not None:
-            raise ValueError("sample_weight goes with arrays; an iterable of batches carries its weights itself: "
-                             "yield (x, y, sample_weight) batches.")
-        if isinstance(x, (DistributedDataset, DistributedIterator)):
-            if class_weight is not None:
-                raise ValueError("class_weight is not supported with a distributed dataset: make the weights "
-                                 "part of its elements, (x, y, sample_weight).")
-            return self._distributed_input(x, y, batch_size, steps, need_y=need_y, persistent=persistent)
-        if y is not None:
-            raise ValueError("y must be None when x is an iterable of (x, y) batches.")
-        if not isinstance(x, Iterable):
-            raise TypeError(f"x must be arrays (numpy / jax, or a pytree of them) or an iterable of batches, got {x!r}.")
-        one_shot = iter(x) is x
-        if persistent is not None and one_shot:
-            source = persistent.setdefault("iterator", x)
-        else:
-            source = iter(x)
-        source = iter(source)
-        try:
-            first = next(source)
-        except StopIteration:
-            raise ValueError(
-                "The input ran out of data. Pass a re-iterable (a list, or an object whose __iter__ starts "
-                "over) for several epochs, or an endless iterator with steps_per_epoch."
-            ) from None
-        padded = self._padded_size(batch_size or batching.first_batch_size(first))
-
-        def items():
-            yield first
-            yield from source
-
-        stream = items()
-        if class_weight is not None:
-            stream = batching.with_class_weights(stream, class_weight)
-        if steps is not None:
-            stream = (item for _, item in zip(range(steps), stream))
-        known = steps if steps is not None else _length(x) if not one_shot else None
-        return batching.iterable_batches(stream, padded, need_y=need_y), known, padded
-
-    def _distributed_input(self, dataset: Any, y: Any, batch_size: int | None, steps: int | None, *,
-                           need_y: bool, persistent: dict | None) -> tuple[Iterable, int | None, None]:
-        """Batches of `strategy.experimental_distribute_dataset(...)`: already padded, masked and placed."""
-        owner = dataset._dataset._strategy if isinstance(dataset, DistributedIterator) else dataset._strategy
-        if owner is not self.strategy:
-            raise ValueError(f"This distributed dataset was made by {owner!r}, but the Trainer trains under "
-                             f"{self.strategy!r}: distribute it with the Trainer's strategy.")
-        if self._remote:
-            raise ValueError("Under ParameterServerStrategy, fit() takes arrays or an iterable of (x, y) batches: "
-                             "the coordinator sends each batch to the worker that runs its step.")
-        if y is not None or batch_size is not None:
-            raise ValueError("A distributed dataset yields (x, y) batches of its own size: leave y and batch_size "
-                             "out.")
-        if isinstance(dataset, DistributedIterator) and persistent is not None:
-            dataset = persistent.setdefault("iterator", dataset)  # one-shot: continues across epochs
-        source = iter(dataset)
-        sharding = self.strategy.data_sharding()
-
-        def batches():
-            for i, element in enumerate(source):
-                if steps is not None and i >= steps:
-                    return
-                batch = batching.from_distributed(element, sharding)
-                if need_y and batch.y is None:
-                    raise ValueError("fit() and evaluate() need (x, y) elements; got an element without targets.")
-                yield batch
-
-        known = steps
-        if known is None and isinstance(dataset, DistributedDataset):
-            try:
-                known = len(dataset)
-            except TypeError:  # a stream of unknown length
-                known = None
-        return batches(), known, None
-
     # ------------------------------------------------------------------ loops
-    def _run_epoch(self, kind: str, batches: Iterable, states: dict, callbacks: CallbackList | None,
+    def _run_epoch(self, kind: str, data: Any, states: dict, callbacks: CallbackList | None,
                    hook: str, first_index: int = 0) -> Any:
-        """Runs train or eval executions over `batches`; returns the final metric states."""
-        if kind == "train" and self._remote:
-            return self._run_remote_epoch(batches, callbacks, hook, first_index)
-        k = self.steps_per_execution
-        # Strategies whose step is several programs (central storage) run a block's steps one by one.
-        k_fused = k if kind != "train" or self.strategy.single_program_step else 1
+        """Runs train or eval executions over a pass's blocks; returns the final metric states.
+        `first_index`: batches of this pass already done (left out)."""
+        blocks = data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None)
+        if self._input.scheduled_remotely(kind):
+            return self._run_remote_epoch(blocks, callbacks, hook, first_index)
         limiter = dispatch.InFlightLimiter(self._max_in_flight)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
         view = None
-        checked = self._checks.batches(self, batches, self.step if kind == "train" else None)
-        for block in batching.group(checked, k):
-            self._ensure_state(block[0])
-            execute = self._executor(kind, k_fused)
-            if kind != "train" and view is None:
+        for block in blocks:
+            self._ensure_state(block.first)
+            execute = self._executor(kind, self._input.steps_per_call(kind))
+            if kind != TRAIN and view is None:
                 view = self.strategy.compute_view(self._state)
-            pieces = [block] if k_fused == k else [[b] for b in block]
-            for piece in pieces:
-                args = (self._to_device(piece[0], stacked=False),) if k_fused == 1 else self._block_args(piece, k)
+            for args, steps in block.executions:
                 try:
-                    if kind == "train":
+                    if kind == TRAIN:
                         self._state, states = execute(self._state, states, *args)
-                        self.step += len(piece)
+                        self.step += steps
                     else:
                         states = execute(view, states, *args)
                 except RuntimeError as error:
@@ -460,7 +319,7 @@ class Trainer:
                         raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
                     raise
                 limiter.push(dispatch.dispatched(states))
-            index += len(block)
+            index += len(block.batches)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
         limiter.drain()
@@ -468,10 +327,10 @@ class Trainer:
             raise ValueError("The input yielded no batches.")
         return states
 
-    def _run_remote_epoch(self, batches: Iterable, callbacks: CallbackList | None, hook: str,
+    def _run_remote_epoch(self, blocks: Iterable, callbacks: CallbackList | None, hook: str,
                           first_index: int) -> RemoteEpoch:
         """Schedules each block of `steps_per_execution` steps on a worker, without waiting for it."""
-        coordinator = ClusterCoordinator(self.strategy)
+        coordinator = self.strategy.cluster_coordinator()
         if self._remote_steps is None:
             self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
                                                   seed=self.seed, accumulation_steps=self.accumulation_steps)
@@ -479,11 +338,11 @@ class Trainer:
                             max_pending=self._max_in_flight * self.strategy.num_workers)
         wants_logs = callbacks is not None and callbacks.wants(hook)
         index = first_index - 1
-        for block in batching.group(self._checks.batches(self, batches, self.step), self.steps_per_execution):
-            self._ensure_state(block[0])
-            epoch.schedule(self._state, block)
-            index += len(block)
-            self.step += len(block)
+        for block in blocks:
+            self._ensure_state(block.first)
+            epoch.schedule(self._state, block.batches)
+            index += len(block.batches)
+            self.step += len(block.batches)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda: epoch.logs(self.metrics_names)))
         epoch.join()
@@ -527,23 +386,22 @@ class Trainer:
         persistent: dict = {}
         logs: dict[str, float] = {}
         with self.strategy.scope():
-            if self._state is None and _is_arrays(x):
+            if self._state is None and is_arrays(x):
                 # Make the variables before on_train_begin, so a callback can restore into them.
-                sample, _, _ = self._input(x, y, batch_size, 1, need_y=True, sample_weight=sample_weight)
-                self._ensure_state(next(iter(sample)))
+                self._ensure_state(self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=1,
+                                                         sample_weight=sample_weight).first_batch())
             cbs.call("on_train_begin", None)
             for epoch in range(self.epoch, epochs):
                 self.epoch = epoch
-                batches, steps, _ = self._input(x, y, batch_size, steps_per_epoch, shuffle=shuffle, epoch=epoch,
-                                                need_y=True, persistent=persistent, sample_weight=sample_weight,
-                                                class_weight=class_weight)
+                data = self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=steps_per_epoch,
+                                             shuffle=shuffle, epoch=epoch, persistent=persistent,
+                                             sample_weight=sample_weight, class_weight=class_weight)
                 for cb in cbs.callbacks:
-                    cb.params["steps"] = steps
+                    cb.params["steps"] = data.steps
                 cbs.call("on_epoch_begin", epoch, None)
+                # Steps of this epoch done before an interruption (set by BackupAndRestore) are skipped.
                 skip, self.resume_step = self.resume_step, 0
-                if skip:  # steps of this epoch done before an interruption (set by BackupAndRestore)
-                    batches = itertools.islice(batches, skip, None)
-                states = self._run_epoch("train", batches, self._fresh_states(), cbs, "on_train_batch_end",
+                states = self._run_epoch(TRAIN, data, self._fresh_states(), cbs, "on_train_batch_end",
                                          first_index=skip)
                 logs = self._read_logs(states)
                 if validation_data is not None and _validates_after(epoch, validation_freq):
@@ -569,13 +427,13 @@ class Trainer:
         if class_weight is not None and sample_weight is not None:
             raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
         if validation_split:
-            if not _is_arrays(x):
+            if not is_arrays(x):
                 raise ValueError("`validation_split` is only supported for arrays; with an iterable or a "
                                  "dataset, pass validation_data= instead.")
             if validation_data is None:  # validation_data takes precedence, as in Keras
                 (x, y, sample_weight), validation_data = batching.train_validation_split(
                     (x, y, sample_weight), validation_split)
-        if class_weight is not None and _is_arrays(x):
+        if class_weight is not None and is_arrays(x):
             if y is None:
                 raise ValueError("class_weight needs targets: pass y=.")
             sample_weight = batching.class_weights_for(y, class_weight)
@@ -586,12 +444,12 @@ class Trainer:
 
     def _evaluate(self, data: Any, batch_size: int | None, steps: int | None, cbs: CallbackList | None) -> dict:
         weight = None
-        if isinstance(data, tuple) and len(data) in (2, 3) and _is_arrays(data[0]):
+        if isinstance(data, tuple) and len(data) in (2, 3) and is_arrays(data[0]):
             x, y, weight = batching.split_item(data)
         else:  # an iterable of (x, y) batches or a distributed dataset: its own batch size
             x, y, batch_size = data, None, None
-        batches, _, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=weight)
-        states = self._run_epoch("eval", batches, self._fresh_states(), cbs, "on_test_batch_end")
+        data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps, sample_weight=weight)
+        states = self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end")
         return self._read_logs(states)
 
     def evaluate(self, x: Any, y: Any = None, *, batch_size: int | None = None, steps: int | None = None,
@@ -605,11 +463,12 @@ class Trainer:
         input_checks.check_call("evaluate", x, y, sample_weight, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
         with self.strategy.scope():
-            batches, known, _ = self._input(x, y, batch_size, steps, need_y=True, sample_weight=sample_weight)
+            data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps,
+                                         sample_weight=sample_weight)
             for cb in cbs.callbacks:
-                cb.params["steps"] = known
+                cb.params["steps"] = data.steps
             cbs.call("on_test_begin", None)
-            states = self._run_epoch("eval", batches, self._fresh_states(), cbs, "on_test_batch_end")
+            states = self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end")
             logs = self._read_logs(states)
             cbs.call("on_test_end", logs)
         if return_dict:
@@ -625,32 +484,32 @@ class Trainer:
         outputs: list = []
         k = self.steps_per_execution
         with self.strategy.scope():
-            batches, known, _ = self._input(x, None, batch_size, steps, need_y=False)
+            data = self._input.pass_over(x, kind=PREDICT, batch_size=batch_size, steps=steps)
             for cb in cbs.callbacks:
-                cb.params["steps"] = known
+                cb.params["steps"] = data.steps
             cbs.call("on_predict_begin", None)
             limiter = dispatch.InFlightLimiter(self._max_in_flight)
             pending: list = []
             index = -1
             view = None
-            for block in batching.group(self._checks.batches(self, batches, None), k):
-                self._ensure_state(block[0])
+            for block in data.blocks():
+                self._ensure_state(block.first)
                 if view is None:
                     view = self.strategy.compute_view(self._state)
-                device_batch = self._to_device(block[0], stacked=False) if k == 1 else self._stacked(block, k)
-                out = self._executor("predict", k)(view, device_batch)
-                pending.append((out, [b.mask for b in block], k > 1))
+                ((args, _),) = block.executions  # predict runs a block in one call
+                out = self._executor(PREDICT, k)(view, *args)
+                pending.append((out, [b.mask for b in block.batches], k > 1))
                 limiter.push(dispatch.dispatched(out))
-                index += len(block)
+                index += len(block.batches)
                 cbs.call("on_predict_batch_end", index, None)
             limiter.drain()
             for out, masks, stacked in pending:
-                host = _to_host(out)
+                host = to_host(out)
                 for i, mask in enumerate(masks):
                     # Padding rows: at the end (host batches, the same global mask on every process),
                     # or at the end of each replica's rows (a distributed dataset's global device mask).
-                    real = np.asarray(_to_host(mask)) > 0
-                    outputs.append(jax.tree.map(lambda a, i=i, r=real: a[i][r] if stacked else a[r], host))
+                    real = np.asarray(to_host(mask)) > 0
+                    outputs.append(jax.tree.map(lambda a, i=i, r=real, s=stacked: a[i][r] if s else a[r], host))
             cbs.call("on_predict_end", None)
         if not outputs:
             raise ValueError("The input yielded no batches.")
@@ -679,31 +538,8 @@ def _validates_after(epoch: int, freq: int | Sequence[int]) -> bool:
     return (epoch + 1) % freq == 0 if isinstance(freq, int) else (epoch + 1) in freq
 
 
-def _length(x: Any) -> int | None:
-    try:
-        return len(x)
-    except TypeError:
-        return None
-
-
-def _is_arrays(x: Any) -> bool:
-    """Arrays, or a dict / tuple pytree of arrays (not a generic iterable of batches)."""
-    if isinstance(x, (np.ndarray, jax.Array)):
-        return True
-    if isinstance(x, Mapping):
-        return all(isinstance(v, (np.ndarray, jax.Array)) for v in jax.tree.leaves(x)) and bool(x)
-    return False
-
-
-def _to_host(tree: Any) -> Any:
-    """Numpy copies of `tree`'s arrays, whole on every process (every process must call this)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        def fetch(leaf: Any) -> Any:
-            if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-                return multihost_utils.process_allgather(leaf, tiled=True)
-            return jax.device_get(leaf)
-
-        return jax.tree.map(fetch, tree)
-    return jax.device_get(tree)
+def _is_state_handle(model: Any) -> bool:
+    """A train state made in the scope of a strategy that keeps it outside this process (on
+    parameter servers): an `apply_fn` and an optimizer, but no arrays here."""
+    return (not isinstance(model, TrainState) and hasattr(model, "apply_gradients") and hasattr(model, "apply_fn")
+            and hasattr(model, "tx") and not jax.tree.leaves(model))

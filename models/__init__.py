@@ -7,12 +7,13 @@ from .cnn import CNN
 from .losses import classification_loss, lm_loss
 from .mlp import MLP
 from .pooling import max_pool_2x2
-from .transformer import MEGATRON_RULES, TransformerConfig, TransformerLM
+from .transformer import MEGATRON_RULES, StackedTransformerLM, TransformerConfig, TransformerLM
 
 __all__ = [
     "CNN",
     "MLP",
     "MEGATRON_RULES",
+    "StackedTransformerLM",
     "TransformerConfig",
     "TransformerLM",
     "classification_loss",

@@ -16,7 +16,8 @@ from jax.sharding import PartitionSpec as P
 
 from .losses import lm_loss
 
-__all__ = ["TransformerConfig", "TransformerLM", "MEGATRON_RULES", "lm_loss"]
+__all__ = ["TransformerConfig", "TransformerLM", "StackedTransformerLM", "MEGATRON_RULES", "lm_loss",
+           "stack_params", "unstack_params"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,3 +144,63 @@ MEGATRON_RULES: list[tuple[str, P]] = [
     (r"(?:.*/)?lm_head/kernel", P(None, "model")),
     (r"(?:.*/)?lm_head/bias", P("model")),
 ]
+
+
+# ------------------------------------------------------------ stacked blocks
+def _init_stack(config: TransformerConfig) -> Any:
+    """Initialiser of `num_layers` DecoderBlocks' parameters stacked on a leading layer axis."""
+
+    def init(rng: jax.Array, x: jax.Array) -> Any:
+        keys = jax.random.split(rng, config.num_layers)
+        # One compiled program, not one dispatch per operation when called eagerly.
+        return jax.jit(jax.vmap(lambda k, x: DecoderBlock(config).init(k, x)["params"], in_axes=(0, None)))(keys, x)
+
+    return init
+
+
+class StackedTransformerLM(nn.Module):
+    """`TransformerLM` with its decoder blocks as one stack of identical layers.
+
+    The blocks' parameters are one tree `blocks` whose leaves have a leading
+    `num_layers` dimension, applied by `jdist.pipeline.apply_blocks`: a scan over the
+    layers, or pipelined over a strategy's `stage` axis. Same computation as
+    `TransformerLM`; `stack_params`/`unstack_params` convert between the two.
+    """
+
+    config: TransformerConfig
+
+    @nn.compact
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        from jdist.pipeline import apply_blocks, sequential
+
+        cfg = self.config
+        seq = tokens.shape[-1]
+        if seq > cfg.max_len:
+            raise ValueError(f"sequence length {seq} exceeds max_len={cfg.max_len}")
+        embed = nn.Embed(cfg.vocab_size, cfg.d_model, dtype=cfg.dtype, name="embed")
+        pos_embed = nn.Embed(cfg.max_len, cfg.d_model, dtype=cfg.dtype, name="pos_embed")
+        x = embed(tokens) + pos_embed(jnp.arange(seq))
+        blocks = self.param("blocks", _init_stack(cfg), x)
+        block = lambda p, h: DecoderBlock(cfg).apply({"params": p}, h)  # noqa: E731
+        x = (sequential if self.is_initializing() else apply_blocks)(block, blocks, x)
+        x = nn.LayerNorm(dtype=cfg.dtype, name="ln_final")(x)
+        return nn.Dense(cfg.vocab_size, dtype=cfg.dtype, name="lm_head")(x)
+
+
+def stack_params(params: Any, num_layers: int) -> Any:
+    """`TransformerLM` parameters (`block_0` ... `block_{L-1}`) as `StackedTransformerLM`'s (`blocks`)."""
+    inner = params["params"] if "params" in params else params
+    rest = {k: v for k, v in inner.items() if not k.startswith("block_")}
+    blocks = jax.tree.map(lambda *xs: jnp.stack(xs), *[inner[f"block_{i}"] for i in range(num_layers)])
+    out = {**rest, "blocks": blocks}
+    return {"params": out} if "params" in params else out
+
+
+def unstack_params(params: Any) -> Any:
+    """`StackedTransformerLM` parameters as `TransformerLM`'s."""
+    inner = params["params"] if "params" in params else params
+    num_layers = jax.tree.leaves(inner["blocks"])[0].shape[0]
+    out = {k: v for k, v in inner.items() if k != "blocks"}
+    for i in range(num_layers):
+        out[f"block_{i}"] = jax.tree.map(lambda x, i=i: x[i], inner["blocks"])
+    return {"params": out} if "params" in params else out

@@ -1,70 +1,96 @@
-"""Training throughput of jdist side by side with a hand-written JAX baseline and Keras 3.
+"""Training throughput of jdist side by side with a hand-written JAX program, Keras 3 and TensorFlow.
 
-    python scripts/benchmark.py                       # MLP + CNN, 8 simulated CPU devices
-    python scripts/benchmark.py --models cnn --windows 7 --out runs/bench
+    python scripts/benchmark.py                                   # MLP, CNN, Transformer; 8 simulated CPU devices
+    python scripts/benchmark.py --tf --tf-python ~/tf-env/bin/python   # also TF 2.x MirroredStrategy, same run
+    python scripts/benchmark.py --models cnn --tf --growth --peak --markdown runs/bench/table.md
 
 For each model and each strategy, the same program (model, loss, Adam, global batch,
 host-to-device transfer of every batch) runs as:
 - jdist: `TrainState.create` + `make_train_step` + `strategy.distribute_batch`;
 - baseline: `jax.jit` with `NamedSharding` in/out shardings and donated state, written by hand;
-- keras: Keras 3 (JAX backend) with `keras.distribution.DataParallel` on the same devices
-  (needs the `bench` extra: `pip install -e ".[bench]"`).
-Throughput is examples/s, the median of several timed windows after compilation (min and
-max reported). Inside the timed windows device-to-host transfers are disallowed
-(`jax.transfer_guard_device_to_host`), so any host round-trip inside a step fails loudly,
-and every XLA compilation is counted: after warm-up there must be none, also for a short,
-padded last batch. Writes JSON + PNG and prints a table of ratios: `jd/base` is the ratio of
-the medians, `paired` the median over rounds of each jdist window's rate over its neighbouring
-baseline window's (rounds alternate the order), which cancels drift in the machine's load.
+- keras: Keras 3 (JAX backend) `fit` with `keras.distribution.DataParallel` on the same devices
+  (needs the `bench` extra: `pip install -e ".[bench]"`);
+- tf / tf_fit (`--tf`): TensorFlow's `tf.function(strategy.run(step_fn))` with `compute_average_loss`, and
+  Keras `fit`, under `tf.distribute.MirroredStrategy` over as many logical CPUs (MLP and CNN only). Each runs
+  in its own long-lived process (`scripts/tf_bench_worker.py`, in the Python given by `--tf-python`, or
+  `$JDIST_TF_PYTHON`; `pip install -e ".[bench-tf]"` puts TensorFlow in this environment instead).
+All variants of one model run in interleaved windows (A, B, C, then C, B, A, ...), each window sized to take
+about `--window-seconds`. Throughput is examples/s, the median of the windows (min and max reported); a ratio
+`paired` is the median over rounds of one variant's window rate over the other's in the same round, which
+cancels drift in the machine's load, the only ratio that means something on a shared machine.
+Inside the timed windows device-to-host transfers are disallowed (`jax.transfer_guard_device_to_host`), so
+any host round-trip inside a step fails loudly, and every XLA compilation is counted: after warm-up there
+must be none, also for a short, padded last batch.
+`--growth` times the CNN (jdist vs the TF program) at 1, 2, 4, 8 devices and at 2x and 4x the width on 8;
+`--peak` measures one device's f32 GEMM rate, and every row reports its FLOP/s (XLA's cost analysis of the
+one-device step x steps/s) as a fraction of it. Writes JSON + PNGs and prints the table.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-# Figures recorded for TensorFlow 2.21 MirroredStrategy over 8 logical CPUs on a 2-core
-# machine of the same kind (examples/s); TensorFlow is not a dependency, so it is not re-run here.
-TF_REFERENCE = {"mlp": 4600.0, "cnn": 3700.0}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_common import (PROGRAMS, Program, Worker, WorkerError, interleave_order, make_batches,  # noqa: E402
+                          paired_ratio, program as make_program, summarize)
+
+WORKER = Path(__file__).resolve().parent / "tf_bench_worker.py"
+
+
+def default_tf_python() -> str | None:
+    """$JDIST_TF_PYTHON, else this interpreter when it can import TensorFlow, else a scratch
+    environment at /work/tfvenv when there is one."""
+    if os.environ.get("JDIST_TF_PYTHON"):
+        return os.environ["JDIST_TF_PYTHON"]
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow"):
+        return sys.executable
+    scratch = Path("/work/tfvenv/bin/python")
+    return str(scratch) if scratch.exists() else None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="mlp,cnn,transformer")
+    parser.add_argument("--models", default="mlp,cnn,transformer", help="comma list; empty for none")
     parser.add_argument("--strategies", default="mirrored,one_device",
                         help="comma list of mirrored, one_device, zero1 (Mirrored + sharded optimizer state)")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--windows", type=int, default=5)
-    parser.add_argument("--steps-per-window", type=int, default=24)
+    parser.add_argument("--window-seconds", type=float, default=1.0,
+                        help="each variant's window is sized to take about this long (at least one step)")
+    parser.add_argument("--max-steps-per-window", type=int, default=64)
     parser.add_argument("--max-in-flight", type=int, default=4)
+    parser.add_argument("--fit-steps", type=int, default=8,
+                        help="steps per window (one fit call) of the Keras 3 and TF fit variants")
     parser.add_argument("--no-keras", action="store_true")
+    parser.add_argument("--tf", action="store_true", help="also run TensorFlow's programs (see --tf-python)")
+    parser.add_argument("--tf-python", default=None,
+                        help="Python with tensorflow installed (default: $JDIST_TF_PYTHON, else this one)")
+    parser.add_argument("--growth", action="store_true",
+                        help="the CNN at 1, 2, 4, 8 devices and 1x, 2x, 4x width: jdist vs the TF program")
+    parser.add_argument("--growth-windows", type=int, default=3)
+    parser.add_argument("--peak", action="store_true", help="measure the one-device f32 GEMM peak")
     parser.add_argument("--weight-update-min-bytes", type=int, default=None,
                         help="jdist.layout.WEIGHT_UPDATE_MIN_BYTES for this run: the smallest leaf whose update "
                              "(and, under zero1, stored optimizer state) is split over the replicas (default 1 MiB)")
+    parser.add_argument("--markdown", default=None, help="also write the table as markdown to this file")
     parser.add_argument("--out", default="runs/benchmark")
-    return parser.parse_args(argv)
-
-
-@dataclass(frozen=True)
-class Program:
-    name: str
-    global_batch: int
-    input_shape: tuple
-    num_classes: int = 10
-
-
-PROGRAMS = {
-    "mlp": Program("mlp", 256, (784,)),
-    "cnn": Program("cnn", 128, (28, 28, 1)),
-    # A small decoder-only LM: examples are sequences of 64 byte tokens.
-    "transformer": Program("transformer", 32, (64,), num_classes=256),
-}
+    args = parser.parse_args(argv)
+    if args.tf:
+        args.tf_python = args.tf_python or default_tf_python()
+        if not args.tf_python:
+            parser.error("--tf needs TensorFlow: pass --tf-python /path/to/python (an environment with "
+                         "tensorflow), set $JDIST_TF_PYTHON, or pip install -e '.[bench-tf]'")
+    if args.growth and not args.tf:
+        parser.error("--growth compares jdist with TensorFlow: add --tf")
+    return args
 
 
 def flax_model(program: Program):
@@ -72,34 +98,25 @@ def flax_model(program: Program):
 
     if program.name == "transformer":
         return models.TransformerLM(models.TransformerConfig(max_len=program.input_shape[0]))
-    return models.MLP(features=(1024, 1024)) if program.name == "mlp" else models.CNN()
+    if program.name == "small_mlp":
+        return models.MLP(features=(64,), num_classes=program.num_classes)
+    if program.name == "mlp":
+        return models.MLP(features=program.mlp_features)
+    return models.CNN(features=program.cnn_features)
 
 
 def keras_model(program: Program):
     import keras
 
-    if program.name == "mlp":
-        layers = [keras.Input(program.input_shape), keras.layers.Dense(1024, activation="relu"),
-                  keras.layers.Dense(1024, activation="relu"), keras.layers.Dense(10)]
+    if program.name in ("mlp", "small_mlp"):
+        widths = (64,) if program.name == "small_mlp" else program.mlp_features
+        layers = [keras.layers.Dense(w, activation="relu") for w in widths] + [keras.layers.Dense(10)]
     else:
-        layers = [keras.Input(program.input_shape), keras.layers.Conv2D(32, 3, activation="relu"),
-                  keras.layers.MaxPooling2D(2), keras.layers.Conv2D(64, 3, activation="relu"),
-                  keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)]
-    return keras.Sequential(layers)
-
-
-def make_batches(program: Program, count: int, seed: int = 0):
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    if program.name == "transformer":
-        tokens = rng.integers(0, program.num_classes, (count, program.global_batch, program.input_shape[0] + 1))
-        return [(t[:, :-1].astype(np.int32), t[:, 1:].astype(np.int32)) for t in tokens]
-    return [
-        (rng.standard_normal((program.global_batch,) + program.input_shape, dtype=np.float32),
-         rng.integers(0, program.num_classes, program.global_batch).astype(np.int32))
-        for _ in range(count)
-    ]
+        conv1, conv2, dense = program.cnn_features
+        layers = [keras.layers.Conv2D(conv1, 3, activation="relu"), keras.layers.MaxPooling2D(2),
+                  keras.layers.Conv2D(conv2, 3, activation="relu"), keras.layers.Flatten(),
+                  keras.layers.Dense(dense, activation="relu"), keras.layers.Dense(10)]
+    return keras.Sequential([keras.Input(program.input_shape)] + layers)
 
 
 class CompileCounter:
@@ -116,78 +133,129 @@ class CompileCounter:
             self.count += 1
 
 
-def interleaved_windows(variants: dict, args, counter: CompileCounter) -> dict:
-    """Times each variant's windows in turn (A, B, C, C, B, A, ...) so machine noise hits all alike.
+class Variant:
+    """One way of running a program: `run(steps)` runs that many steps, blocks, returns the seconds."""
 
-    A variant is `(run_window, examples_per_window)`; `run_window()` runs one window and blocks.
+    def __init__(self, run: Callable[[int], float], examples_per_step: int, *, step_multiple: int = 1,
+                 max_steps: int | None = None, fixed_steps: int | None = None,
+                 close: Callable[[], None] | None = None):
+        self.run = run
+        # `fit` variants pay a cost per call (data adapter, iterator): they all get the same steps per window,
+        # so each pays it equally often, instead of a window sized by time.
+        self.fixed_steps = fixed_steps
+        self.examples_per_step = examples_per_step
+        self.step_multiple = step_multiple  # e.g. steps_per_execution: windows hold whole executions
+        self.max_steps = max_steps
+        self.close = close or (lambda: None)
+        self.steps = step_multiple
+
+
+def window_steps(seconds_per_step: float, target_seconds: float, multiple: int, cap: int) -> int:
+    """Steps that take about `target_seconds`, a multiple of `multiple`, at least one multiple, at most `cap`."""
+    steps = int(round(target_seconds / max(seconds_per_step, 1e-9) / multiple)) * multiple
+    return max(multiple, min(steps, max(multiple, cap // multiple * multiple)))
+
+
+def interleaved_windows(variants: dict, *, windows: int, target_seconds: float, max_steps: int,
+                        counter: "CompileCounter | None" = None, guard: bool = True) -> dict:
+    """Times each variant's windows in turn (A, B, C, then C, B, A, ...) so machine noise hits all alike.
+
+    Returns examples/s per window per variant, the steps per window, and the XLA compilations in this
+    process during the timed windows (there must be none). A variant that fails keeps its error instead.
+    `guard`: device-to-host transfers inside the timed windows raise.
     """
+    import contextlib
+
     import jax
 
-    for run_window, _ in variants.values():  # warm-up: compile and settle
-        run_window()
-    compiles_before = counter.count
-    rates = {name: [] for name in variants}
-    order = list(variants.items())
-    with jax.transfer_guard_device_to_host("disallow"):
-        for round_index in range(args.windows):
-            # Alternate the order (A, B, ... then ..., B, A): no variant always runs first.
-            for name, (run_window, examples) in (order if round_index % 2 == 0 else order[::-1]):
-                start = time.perf_counter()
-                run_window()
-                rates[name].append(examples / (time.perf_counter() - start))
-    return {"rates": rates, "compiles_after_warmup": counter.count - compiles_before}
+    errors = {}
+    for name, variant in variants.items():  # warm-up (compile, settle), then size the window
+        try:
+            variant.run(variant.step_multiple)
+            if variant.fixed_steps:
+                variant.steps = variant.fixed_steps
+                continue
+            probe = variant.step_multiple * (2 if variant.step_multiple == 1 else 1)
+            seconds = variant.run(probe) / probe
+            cap = min(max_steps, variant.max_steps or max_steps)
+            variant.steps = window_steps(seconds, target_seconds, variant.step_multiple, cap)
+        except WorkerError as error:
+            errors[name] = str(error).splitlines()[0]
+    live = [name for name in variants if name not in errors]
+    compiles_before = counter.count if counter else 0
+    rates = {name: [] for name in live}
+    with jax.transfer_guard_device_to_host("disallow") if guard else contextlib.nullcontext():
+        for round_index in range(windows):
+            for name in interleave_order(live, round_index):
+                variant = variants[name]
+                if name in errors:
+                    continue
+                try:
+                    seconds = variant.run(variant.steps)
+                except WorkerError as error:
+                    errors[name] = str(error).splitlines()[0]
+                    continue
+                rates[name].append(variant.steps * variant.examples_per_step / seconds)
+    return {"rates": {k: v for k, v in rates.items() if k not in errors},
+            "steps": {name: variants[name].steps for name in live if name not in errors},
+            "errors": errors,
+            "compiles_after_warmup": (counter.count - compiles_before) if counter else 0}
 
 
-def step_window(step: Callable[[int], object], args) -> Callable[[], None]:
-    """One window of `steps_per_window` steps with at most `max_in_flight` dispatched ahead."""
+def timed_steps(step: Callable[[int], object], max_in_flight: int) -> Callable[[int], float]:
+    """`run(n)`: n steps with at most `max_in_flight` dispatched ahead; blocks, returns the seconds."""
     import jax
 
-    def run_window():
+    def run(steps: int) -> float:
+        start = time.perf_counter()
         pending = []
-        for i in range(args.steps_per_window):
+        for i in range(steps):
             pending.append(step(i))
-            if len(pending) > args.max_in_flight:
+            if len(pending) > max_in_flight:
                 jax.block_until_ready(pending.pop(0))
         jax.block_until_ready(pending)
+        return time.perf_counter() - start
 
-    return run_window
+    return run
 
 
-def make_strategy(name: str):
-    """mirrored, one_device, or zero1 (Mirrored with the optimizer state stored sharded)."""
+def make_strategy(name: str, devices: int | None = None):
+    """mirrored, one_device, or zero1 (Mirrored with the optimizer state stored sharded), on the first
+    `devices` devices (all by default)."""
     import jax
 
     import jdist
 
+    chosen = jax.devices()[:devices] if devices else None
     if name == "mirrored":
-        return jdist.MirroredStrategy()
+        return jdist.MirroredStrategy(devices=chosen)
     if name == "zero1":
-        return jdist.MirroredStrategy(shard_optimizer_state=True)
+        return jdist.MirroredStrategy(devices=chosen, shard_optimizer_state=True)
     if name == "one_device":
         return jdist.OneDeviceStrategy(jax.devices()[0])
     raise SystemExit(f"unknown strategy {name!r}: use mirrored, zero1 or one_device")
 
 
-def summarize(rates: list[float]) -> dict:
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
-
-
 def loss_and_grad_program(program: Program):
+    import jax
     import jax.numpy as jnp
     import optax
 
     from jdist import models
 
     model = flax_model(program)
-    if program.name == "transformer":
-        params = model.init(__import__("jax").random.key(0), jnp.zeros((1,) + program.input_shape, jnp.int32))
-        return model, params, optax.adam(1e-3), models.lm_loss
-    params = model.init(__import__("jax").random.key(0), jnp.zeros((1,) + program.input_shape))
-    return model, params, optax.adam(1e-3), models.classification_loss
+    dtype = jnp.int32 if program.name == "transformer" else jnp.float32
+    params = model.init(jax.random.key(0), jnp.zeros((1,) + program.input_shape, dtype))
+    loss = models.lm_loss if program.name == "transformer" else models.classification_loss
+    return model, params, optax.adam(1e-3), loss
 
 
 def jdist_variant(strategy, program: Program, batches, args):
-    """jdist's step; every batch carries its mask, as distributed datasets' batches do."""
+    """jdist's step; every batch carries its mask, as distributed datasets' batches do.
+
+    Returns the variant, a check that a short padded batch reuses the compiled step, and the FLOPs of
+    one step: XLA's cost analysis of the compiled program (each device's) times the replicas."""
+    import jax
     import numpy as np
 
     import jdist
@@ -208,14 +276,19 @@ def jdist_variant(strategy, program: Program, batches, args):
         """A short last batch, padded and masked, must reuse the compiled step."""
         before = counter.count
         mask = (np.arange(program.global_batch) < program.global_batch // 3).astype(np.float32)
-        jax_sums = step(0, mask)
-        __import__("jax").block_until_ready(jax_sums)
+        jax.block_until_ready(step(0, mask))
         return counter.count - before
 
-    return step, short_batch_compiles
+    def flops() -> float:
+        x, y = batches[0]
+        lowered = step_fn.lower(holder["state"], {"x": x, "y": y, "mask": full})
+        per_device = float(lowered.compile().cost_analysis().get("flops", float("nan")))
+        return per_device * strategy.num_replicas_in_sync
+
+    return Variant(timed_steps(step, args.max_in_flight), program.global_batch), short_batch_compiles, flops
 
 
-def baseline_variant(devices, program: Program, batches, args):
+def baseline_variant(devices, program: Program, batches, args) -> Variant:
     import jax
     import numpy as np
     import optax
@@ -245,11 +318,11 @@ def baseline_variant(devices, program: Program, batches, args):
             holder["params"], holder["opt"], jax.device_put(x, sharded), jax.device_put(y, sharded))
         return value
 
-    return step
+    return Variant(timed_steps(step, args.max_in_flight), program.global_batch)
 
 
-def keras_variant(program: Program, batches):
-    """Keras 3 `fit` over the same batches, one epoch per window."""
+def keras_variant(program: Program, batches, max_steps: int, fit_steps: int) -> Variant:
+    """Keras 3 `fit` over the same batches, one epoch of the window's steps per window."""
     import keras
     import numpy as np
 
@@ -257,40 +330,255 @@ def keras_variant(program: Program, batches):
     model = keras_model(program)
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
-    x = np.concatenate([b[0] for b in batches])
-    y = np.concatenate([b[1] for b in batches])
+    reps = -(-max_steps // len(batches))
+    x = np.concatenate([b[0] for b in batches] * reps)
+    y = np.concatenate([b[1] for b in batches] * reps)
+    gb = program.global_batch
 
-    def run_window():
-        model.fit(x, y, batch_size=program.global_batch, epochs=1, verbose=0, shuffle=False)
+    def run(steps: int) -> float:
+        start = time.perf_counter()
+        model.fit(x[: steps * gb], y[: steps * gb], batch_size=gb, epochs=1, verbose=0, shuffle=False)
+        return time.perf_counter() - start
 
-    return run_window, len(x)
+    return Variant(run, gb, max_steps=max_steps, fixed_steps=fit_steps)
 
 
-def write_chart(results: dict, path: Path) -> None:
+def tf_variant(tf_python: str, program: Program, *, variant: str = "program", devices: int = 8,
+               steps_per_execution: int = 1, fit_steps: int | None = None) -> Callable[[], Variant]:
+    """Starts `scripts/tf_bench_worker.py` now; the returned callable waits for it to be ready."""
+    command = [tf_python, str(WORKER), "--model", program.name, "--width", str(program.width),
+               "--variant", variant, "--devices", str(devices), "--steps-per-execution", str(steps_per_execution)]
+    pending = Worker(command, wait=False)
+
+    def ready() -> Variant:
+        pending.wait_ready()
+        return Variant(pending.run, program.global_batch, step_multiple=steps_per_execution,
+                       max_steps=pending.info.get("max_steps"), close=pending.close,
+                       fixed_steps=fit_steps if variant == "fit" else None)
+
+    return ready
+
+
+def peak_gemm_flops(size: int = 2048, repeats: int = 5) -> float:
+    """FLOP/s of a `size` x `size` f32 matmul on one device (best of `repeats`): this machine's ceiling."""
+    import jax
+    import jax.numpy as jnp
+
+    device = jax.devices()[0]
+    a = jax.device_put(jnp.ones((size, size), jnp.float32), device)
+    matmul = jax.jit(lambda a, b: a @ b)
+    jax.block_until_ready(matmul(a, a))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(matmul(a, a))
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size ** 3 / best
+
+
+def paired_columns(rates: dict, row: str, model: str, strategy_name: str) -> dict:
+    """The row's paired ratios: jdist over the hand-written program, Keras 3, the TF program and TF fit."""
+    jd = rates.get(f"{row}/jdist")
+    others = {"baseline": f"{row}/baseline"}
+    if strategy_name == "mirrored":
+        others.update(keras=f"{model}/mirrored/keras", tf=f"{model}/mirrored/tf", tf_fit=f"{model}/mirrored/tf_fit")
+    return {name: paired_ratio(jd, rates[key]) for name, key in others.items() if jd and key in rates}
+
+
+def run_model(name: str, args, counter: CompileCounter) -> dict:
+    """Every variant of one program in one set of interleaved windows, with its checks."""
+    import jax
+
+    program = make_program(name)
+    batches = make_batches(program, 8)
+    starting = {}
+    if args.tf and name in ("mlp", "cnn") and "mirrored" in args.strategies.split(","):
+        # TF's processes start (import, build, trace, warm up) while the JAX variants compile.
+        starting[f"{name}/mirrored/tf"] = tf_variant(args.tf_python, program, devices=args.devices)
+        starting[f"{name}/mirrored/tf_fit"] = tf_variant(args.tf_python, program, variant="fit",
+                                                         devices=args.devices, fit_steps=args.fit_steps)
+    variants, short_checks, flops = {}, {}, {}
+    for strategy_name in args.strategies.split(","):
+        strategy = make_strategy(strategy_name)
+        variant, short_checks[strategy_name], flops[strategy_name] = jdist_variant(strategy, program, batches, args)
+        variants[f"{name}/{strategy_name}/jdist"] = variant
+        variants[f"{name}/{strategy_name}/baseline"] = baseline_variant(
+            list(strategy.worker_devices), program, batches, args)
+    if not args.no_keras and name != "transformer":  # no Keras twin of the Transformer here
+        try:
+            variants[f"{name}/mirrored/keras"] = keras_variant(program, batches, args.max_steps_per_window,
+                                                                    args.fit_steps)
+        except ImportError:
+            print("keras is not installed: pip install -e '.[bench]' to compare with Keras 3", flush=True)
+    errors = {}
+    for key, ready in starting.items():
+        try:
+            variants[key] = ready()
+        except WorkerError as error:
+            errors[key] = str(error).splitlines()[0]
+            print(f"[{name}] {key} did not start: {error}", flush=True)
+    print(f"[{name}] timing {len(variants)} variants x {args.windows} windows "
+          f"(global batch {program.global_batch}, {args.devices} devices)", flush=True)
+    try:
+        timing = interleaved_windows(variants, windows=args.windows, target_seconds=args.window_seconds,
+                                     max_steps=args.max_steps_per_window, counter=counter)
+    finally:
+        for variant in variants.values():
+            variant.close()
+    if "keras" in str(list(variants)):
+        import keras
+
+        keras.distribution.set_distribution(None)
+    errors.update(timing["errors"])
+    rates = timing["rates"]
+    rows = {}
+    for strategy_name, short_check in short_checks.items():
+        row = f"{name}/{strategy_name}"
+        step_flops = flops[strategy_name]()
+        jd = rates.get(f"{row}/jdist")
+        rows[row] = {
+            "variants": {key.rsplit("/", 1)[1]: summarize(r) for key, r in rates.items()
+                         if key.startswith(row + "/") or (strategy_name == "mirrored" and
+                                                          key.startswith(f"{name}/mirrored/"))},
+            "paired": paired_columns(rates, row, name, strategy_name),
+            "errors": {key.rsplit("/", 1)[1]: message for key, message in errors.items()
+                       if key.startswith(row + "/")},
+            "steps_per_window": {key.rsplit("/", 1)[1]: steps for key, steps in timing["steps"].items()
+                                 if key.startswith(row + "/")},
+            "flops_per_step": step_flops,
+            "compiles_in_timed_windows": timing["compiles_after_warmup"],
+            "compiles_for_short_batch": short_check(counter),
+        }
+        if jd and strategy_name == "zero1" and f"{name}/mirrored/jdist" in rates:
+            rows[row]["paired"]["mirrored"] = paired_ratio(jd, rates[f"{name}/mirrored/jdist"])
+    return {"rows": rows, "rates": rates}
+
+
+def growth(args, counter: CompileCounter) -> list[dict]:
+    """The CNN under jdist and the TF program at 1, 2, 4, 8 devices (width 1) and widths 2, 4 (8 devices)."""
+    configs = [(n, 1) for n in (1, 2, 4, 8) if n <= args.devices] + [(args.devices, w) for w in (2, 4)]
+    # All TF processes start at once and each idles on its stdin until its turn; nothing is timed until
+    # every one is ready, so no window shares the machine with another process's start-up.
+    starting = [tf_variant(args.tf_python, make_program("cnn", width), devices=devices) for devices, width in configs]
+    workers = []
+    for ready in starting:
+        try:
+            workers.append(ready())
+        except WorkerError as error:
+            workers.append(error)
+    results = []
+    for (devices, width), worker in zip(configs, workers):
+        program = make_program("cnn", width)
+        batches = make_batches(program, 8)
+        strategy = make_strategy("mirrored", devices)
+        jd, _, flops = jdist_variant(strategy, program, batches, args)
+        variants = {"jdist": jd}
+        entry = {"devices": devices, "width": width, "label": program.label}
+        if isinstance(worker, WorkerError):
+            entry["error"] = str(worker).splitlines()[0]
+        else:
+            variants["tf"] = worker
+        timing = interleaved_windows(variants, windows=args.growth_windows, target_seconds=args.window_seconds,
+                                     max_steps=args.max_steps_per_window, counter=counter)
+        for variant in variants.values():
+            variant.close()
+        entry.update({key: summarize(r) for key, r in timing["rates"].items()})
+        if "tf" in timing["rates"]:
+            entry["paired"] = paired_ratio(timing["rates"]["jdist"], timing["rates"]["tf"])
+        entry["errors"] = timing["errors"]
+        entry["flops_per_step"] = flops()
+        entry["compiles_in_timed_windows"] = timing["compiles_after_warmup"]
+        print(f"[growth] cnn width {width} on {devices} device(s): jdist {entry['jdist']['median']:.0f} ex/s"
+              + (f", TF {entry['tf']['median']:.0f}, paired {entry['paired']['median']:.2f}" if "tf" in entry else ""),
+              flush=True)
+        results.append(entry)
+    return results
+
+
+def fmt(value: float | None, digits: int = 0) -> str:
+    if value is None or value != value:
+        return ""
+    return f"{value:,.{digits}f}"
+
+
+def table_lines(rows: dict, peak: float | None) -> list[str]:
+    """The markdown table: examples/s median (min-max) per variant, paired ratios, fraction of peak."""
+    lines = ["| program / strategy | jdist ex/s (min-max) | hand-written | Keras 3 | TF program | TF fit "
+             "| jdist / hand-written | jdist / Keras 3 | jdist / TF program | jdist / TF fit | jdist FLOP/s "
+             "| of peak | recompiles |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row, info in rows.items():
+        v, p, errors = info["variants"], info["paired"], info["errors"]
+
+        def rate(name):
+            if name in v:
+                return fmt(v[name]["median"])
+            return "failed" if name in errors else ""
+
+        jd = v.get("jdist")
+        jd_text = f"{fmt(jd['median'])} ({fmt(jd['min'])}-{fmt(jd['max'])})" if jd else "failed"
+        achieved = (info["flops_per_step"] * jd["median"] / PROGRAMS[row.split("/")[0]].global_batch
+                    if jd and info["flops_per_step"] == info["flops_per_step"] else None)
+        recompiles = info["compiles_in_timed_windows"] + info["compiles_for_short_batch"]
+        ratio = lambda name: fmt(p[name]["median"], 2) if name in p else ""  # noqa: E731
+        lines.append(
+            f"| {row} | {jd_text} | {rate('baseline')} | {rate('keras')} | {rate('tf')} | {rate('tf_fit')} "
+            f"| {ratio('baseline')} | {ratio('keras')} | {ratio('tf')} | {ratio('tf_fit')} "
+            f"| {fmt(achieved / 1e9, 1) + ' G' if achieved else ''} "
+            f"| {fmt(100 * achieved / peak, 1) + '%' if achieved and peak else ''} | {recompiles} |")
+    return lines
+
+
+def growth_lines(entries: list[dict]) -> list[str]:
+    lines = ["| CNN width | devices | jdist ex/s | TF program ex/s | jdist / TF (paired) | GFLOP per step |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for e in entries:
+        lines.append(f"| {e['width']}x | {e['devices']} | {fmt(e.get('jdist', {}).get('median'))} "
+                     f"| {fmt(e.get('tf', {}).get('median')) or 'failed'} "
+                     f"| {fmt(e.get('paired', {}).get('median'), 2)} | {fmt(e['flops_per_step'] / 1e9, 2)} |")
+    return lines
+
+
+def write_growth_chart(entries: list[dict], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels, medians, errors = [], [], []
-    for key, value in results.items():
-        if key.endswith("paired_ratio"):
-            continue
-        labels.append(key)
-        medians.append(value["median"])
-        errors.append([value["median"] - value["min"], value["max"] - value["median"]])
-    fig, ax = plt.subplots(figsize=(max(6, len(labels) * 0.9), 4))
-    ax.bar(range(len(labels)), medians, yerr=list(zip(*errors)), capsize=3)
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
-    ax.set_ylabel("examples / s (median, min-max)")
-    ax.set_title("jdist vs hand-written JAX vs Keras 3")
+    fig, (by_devices, by_width) = plt.subplots(1, 2, figsize=(10, 4))
+    for key, label in (("jdist", "jdist"), ("tf", "TF 2.21 Mirrored")):
+        dev = [e for e in entries if e["width"] == 1 and key in e]
+        by_devices.plot([e["devices"] for e in dev], [e[key]["median"] for e in dev], "o-", label=label)
+        wid = [e for e in entries if e["devices"] == max(x["devices"] for x in entries) and key in e]
+        # Cost per example relative to width 1: how each framework's step grows with the work.
+        base = next((e[key]["median"] for e in wid if e["width"] == 1), None)
+        if base:
+            by_width.plot([e["width"] for e in wid], [base / e[key]["median"] for e in wid], "o-", label=label)
+    widths = sorted({e["width"] for e in entries})
+    work = {e["width"]: e["flops_per_step"] for e in entries if e["devices"] == max(x["devices"] for x in entries)}
+    if 1 in work:
+        by_width.plot(widths, [work[w] / work[1] for w in widths], "k--", label="FLOPs per step")
+    by_devices.set_xscale("log", base=2)
+    by_devices.set_xlabel("devices (all share the machine's cores)")
+    by_devices.set_ylabel("examples / s (median)")
+    by_devices.set_title("seed CNN, global batch 128")
+    by_devices.legend()
+    by_width.set_xscale("log", base=2)
+    by_width.set_yscale("log", base=2)
+    by_width.set_xlabel("model width (x seed)")
+    by_width.set_ylabel("time per example / width 1")
+    by_width.set_title("CNN on 8 devices: cost vs width")
+    by_width.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={args.devices}")
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_force_host_platform_device_count={args.devices}").strip()
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import jax
 
@@ -301,73 +589,36 @@ def main(argv=None) -> int:
     counter = CompileCounter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results, extra = {}, {}
-    for name in args.models.split(","):
-        program = PROGRAMS[name]
-        batches = make_batches(program, 8)
-        examples = args.steps_per_window * program.global_batch
-        variants, short_checks = {}, {}
-        for strategy_name in args.strategies.split(","):
-            strategy = make_strategy(strategy_name)
-            step, short_check = jdist_variant(strategy, program, batches, args)
-            variants[f"{name}/{strategy_name}/jdist"] = (step_window(step, args), examples)
-            base = baseline_variant(list(strategy.worker_devices), program, batches, args)
-            variants[f"{name}/{strategy_name}/baseline"] = (step_window(base, args), examples)
-            short_checks[strategy_name] = short_check
-        if not args.no_keras and name != "transformer":  # no Keras twin of the Transformer here
-            try:
-                variants[f"{name}/mirrored/keras"] = keras_variant(program, batches)
-            except ImportError:
-                print("keras is not installed: pip install -e '.[bench]' to compare with Keras 3", flush=True)
-        print(f"[{name}] timing {len(variants)} variants x {args.windows} windows "
-              f"(global batch {program.global_batch}, {args.devices} devices)", flush=True)
-        timing = interleaved_windows(variants, args, counter)
-        for key, rates in timing["rates"].items():
-            results[key] = summarize(rates)
-        for strategy_name in short_checks:
-            # Each round's jdist window over its neighbouring baseline window: drift between rounds cancels.
-            key = f"{name}/{strategy_name}"
-            paired = [a / b for a, b in zip(timing["rates"][f"{key}/jdist"], timing["rates"][f"{key}/baseline"])]
-            results[f"{key}/paired_ratio"] = summarize(paired)
-        if {"mirrored", "zero1"} <= set(short_checks):  # ZeRO-1 over plain Mirrored, window by window
-            rates = timing["rates"]
-            paired = [a / b for a, b in zip(rates[f"{name}/zero1/jdist"], rates[f"{name}/mirrored/jdist"])]
-            results[f"{name}/zero1_over_mirrored/paired_ratio"] = summarize(paired)
-        for strategy_name, short_check in short_checks.items():
-            extra[f"{name}/{strategy_name}"] = {
-                "compiles_in_timed_windows": timing["compiles_after_warmup"],
-                "compiles_for_short_batch": short_check(counter),
-            }
-        if not args.no_keras and f"{name}/mirrored/keras" in variants:
-            import keras
-
-            keras.distribution.set_distribution(None)
-
-    print()
-    header = (f"{'program':<22}{'jdist ex/s':>12}{'baseline':>12}{'keras':>10}{'jd/base':>9}{'paired':>8}"
-              f"{'jd/keras':>10}{'jd/TF':>8}{'recompiles':>11}")
-    print(header)
-    print("-" * len(header))
-    for key, info in extra.items():
-        name, strategy_name = key.split("/")
-        jd = results[f"{key}/jdist"]["median"]
-        base = results[f"{key}/baseline"]["median"]
-        keras_result = results.get(f"{name}/mirrored/keras") if strategy_name == "mirrored" else None
-        kr = keras_result["median"] if keras_result else float("nan")
-        tf = TF_REFERENCE.get(name) if strategy_name == "mirrored" else None
-        recompiles = info["compiles_in_timed_windows"] + info["compiles_for_short_batch"]
-        paired = results[f"{key}/paired_ratio"]["median"]
-        print(f"{key:<22}{jd:>12.0f}{base:>12.0f}{kr:>10.0f}{jd / base:>9.3f}{paired:>8.3f}{jd / kr:>10.3f}"
-              f"{(jd / tf) if tf else float('nan'):>8.2f}{recompiles:>11d}")
-    for key, value in results.items():
-        if "zero1_over_mirrored" in key:
-            print(f"{key.split('/')[0]}: zero1 / mirrored jdist throughput, paired windows: {value['median']:.3f} "
-                  f"(min {value['min']:.3f}, max {value['max']:.3f})")
-    report = {"results": results, "checks": extra, "tf_reference": TF_REFERENCE,
-              "devices": args.devices, "backend": jax.default_backend(), "jax": jax.__version__}
+    load_before = os.getloadavg()
+    started = time.time()
+    peak = peak_gemm_flops() if args.peak else None
+    if peak:
+        print(f"one-device f32 GEMM peak: {peak / 1e9:.1f} GFLOP/s", flush=True)
+    rows = {}
+    for name in filter(None, args.models.split(",")):
+        rows.update(run_model(name, args, counter)["rows"])
+    entries = growth(args, counter) if args.growth else []
+    report = {"rows": rows, "growth": entries, "peak_flops": peak, "devices": args.devices,
+              "load_average_before": load_before, "load_average_after": os.getloadavg(),
+              "wall_seconds": time.time() - started, "backend": jax.default_backend(), "jax": jax.__version__,
+              "argv": sys.argv[1:] if argv is None else list(argv)}
+    lines = table_lines(rows, peak)
+    if entries:
+        lines += [""] + growth_lines(entries)
+        write_growth_chart(entries, out / "growth.png")
+    zero1 = [f"{row}: zero1 / mirrored jdist, paired: {info['paired']['mirrored']['median']:.3f}"
+             for row, info in rows.items() if "mirrored" in info["paired"]]
+    lines += [""] + zero1 if zero1 else []
+    lines += ["", f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
+              f"{', '.join(f'{x:.2f}' for x in report['load_average_after'])}; wall {report['wall_seconds']:.0f} s"]
+    for row, info in rows.items():
+        for variant, message in info["errors"].items():
+            lines.append(f"{row}/{variant} failed: {message}")
+    print("\n" + "\n".join(lines))
     (out / "benchmark.json").write_text(json.dumps(report, indent=2))
-    write_chart(results, out / "benchmark.png")
-    print(f"\nwrote {out / 'benchmark.json'} and {out / 'benchmark.png'}")
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
+    print(f"\nwrote {out / 'benchmark.json'}" + (f" and {out / 'growth.png'}" if entries else ""))
     return 0
 
 

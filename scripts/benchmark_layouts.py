@@ -3,6 +3,7 @@ and jdist's step time against a hand-written `jax.jit` + `NamedSharding` program
 
     python scripts/benchmark_layouts.py                # 8 simulated CPU devices
     python scripts/benchmark_layouts.py --devices 0    # the machine's real devices
+    python scripts/benchmark_layouts.py --pipeline     # pipeline stages: step time and bubble
 
 For each layout three programs compute the same thing (mean token
 cross-entropy, AdamW, donated state) with the same parameter shardings:
@@ -39,6 +40,11 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--model-parallelism", type=int, default=4, help="model axis size of DPxMP")
     parser.add_argument("--fsdp-min-size-bytes", type=int, default=16 << 10)
     parser.add_argument("--modes", default="DP,MP,DPxMP,FSDP")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="instead: pipeline (data x stage) for --stages x --microbatches vs tensor parallelism")
+    parser.add_argument("--stages", default="2,4")
+    parser.add_argument("--microbatches", default="4,8,16")
+    parser.add_argument("--schedule", default="gpipe", choices=["gpipe", "circular"])
     return parser.parse_args()
 
 
@@ -292,5 +298,95 @@ def main() -> None:
           "analysis within 0.1%.")
 
 
+# --------------------------------------------------------------- pipeline
+def _window(fn, args, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / steps
+
+
+def _step_time(strategy, model, params, batches_np) -> float:
+    tx = optax.adamw(1e-3)
+    with strategy.scope():
+        state = jdist.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+    step = jdist.make_train_step(lambda p, b: lm_loss(model.apply(p, b["inputs"]), b["targets"]), strategy)
+    variant = Variant(step, state, [strategy.distribute_batch(b) for b in batches_np])
+    variant.window()  # compile and warm up
+    return statistics.median(variant.window() for _ in range(ARGS.windows))
+
+
+def _blocks_times(strategy, config, stacked, x) -> tuple[float, float, float]:
+    """Forward + backward of the pipelined blocks alone: with the schedule's `V*M + S - 1` ticks,
+    and cut to `V*M` (no fill and drain, the same work per tick). Their gap is the bubble:
+    (median time, median time without fill/drain, median over paired windows of 1 - the ratio)."""
+    from jdist.models.transformer import DecoderBlock
+    from jdist.pipeline import _pipelined
+
+    pipe, mesh = strategy.pipeline, strategy.mesh
+    stages = mesh.shape["stage"]
+    block = lambda p, h: DecoderBlock(config).apply({"params": p}, h)  # noqa: E731
+    stacked = strategy.place(stacked)
+    x = jax.device_put(x, strategy.data_sharding())
+
+    def make(ticks):
+        def loss(p, h):
+            return jnp.sum(_pipelined(block, p, h, pipe, mesh, "data", "stage", stages, ticks=ticks))
+        return jax.jit(jax.grad(loss, argnums=(0, 1)))
+
+    full, no_fill = make(None), make(pipe.chunks * pipe.num_microbatches)
+    args = (stacked, x)
+    jax.block_until_ready((full(*args), no_fill(*args)))  # compile and warm up
+    pairs = []
+    for w in range(ARGS.windows):  # alternating windows: drift and other load hit both alike
+        first, second = (full, no_fill) if w % 2 == 0 else (no_fill, full)
+        a, b = _window(first, args, ARGS.steps), _window(second, args, ARGS.steps)
+        pairs.append((a, b) if w % 2 == 0 else (b, a))
+    return (statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs),
+            statistics.median(1 - p[1] / p[0] for p in pairs))
+
+
+def pipeline_main() -> None:
+    from jdist.models import StackedTransformerLM
+    from jdist.models.transformer import stack_params
+
+    config = TransformerConfig(vocab_size=256, d_model=ARGS.d_model, num_heads=ARGS.num_heads,
+                               num_layers=ARGS.num_layers, d_ff=ARGS.d_ff, max_len=ARGS.seq_len)
+    listed = TransformerLM(config)
+    params = listed.init(jax.random.key(0), jnp.zeros((1, ARGS.seq_len), jnp.int32))
+    stacked_model = StackedTransformerLM(config)
+    stacked = stack_params(params, config.num_layers)
+    rng = np.random.default_rng(0)
+    batches_np = [{"inputs": rng.integers(0, 256, (ARGS.batch_size, ARGS.seq_len)).astype(np.int32),
+                   "targets": rng.integers(0, 256, (ARGS.batch_size, ARGS.seq_len)).astype(np.int32)}
+                  for _ in range(ARGS.steps)]
+    x = jnp.asarray(rng.normal(size=(ARGS.batch_size, ARGS.seq_len, ARGS.d_model)), jnp.float32)
+    n = jax.device_count()
+    print(f"jax {jax.__version__}, {n} x {jax.devices()[0].platform} devices; TransformerLM "
+          f"d_model={ARGS.d_model} heads={ARGS.num_heads} layers={ARGS.num_layers} d_ff={ARGS.d_ff}, "
+          f"batch {ARGS.batch_size} x {ARGS.seq_len}, AdamW; {ARGS.schedule} schedule; medians of "
+          f"{ARGS.windows} windows of {ARGS.steps} steps", flush=True)
+    megatron = jdist.Layout(MEGATRON_RULES, default=P())
+    print("\n| layout | mesh | M | train step | blocks fwd+bwd | same without fill/drain | measured bubble | "
+          "theory (S-1)/(V*M+S-1) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in (int(v) for v in ARGS.stages.split(",")):
+        for m in (int(v) for v in ARGS.microbatches.split(",")):
+            strategy = jdist.Strategy(mesh_shape={"data": n // s, "stage": s},
+                                      pipeline=jdist.Pipeline(num_microbatches=m, schedule=ARGS.schedule))
+            step = _step_time(strategy, stacked_model, stacked, batches_np)
+            full, no_fill, bubble = _blocks_times(strategy, config, stacked["params"]["blocks"], x)
+            print(f"| pipeline | data={n // s} x stage={s} | {m} | {step * 1e3:.1f} ms | {full * 1e3:.1f} ms | "
+                  f"{no_fill * 1e3:.1f} ms | {bubble:.1%} | {strategy.pipeline.bubble(s):.1%} |",
+                  flush=True)
+        tp = jdist.ModelParallelStrategy(megatron, model=s)
+        step = _step_time(tp, listed, params, batches_np)
+        print(f"| tensor parallel | data={n // s} x model={s} | - | {step * 1e3:.1f} ms | - | - | - | - |", flush=True)
+    print("\nMeasured bubble: median over alternating windows of 1 - (blocks' fwd+bwd with the loop cut to "
+          "V*M ticks) / (with its V*M+S-1 ticks): the share of the pipelined blocks' time spent filling and "
+          "draining the pipeline. Train step: the whole step (embedding, head, loss, AdamW) under make_train_step.")
+
+
 if __name__ == "__main__":
-    main()
+    pipeline_main() if ARGS.pipeline else main()

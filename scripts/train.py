@@ -19,8 +19,9 @@ import time
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strategy", default="mirrored",
-                        choices=["mirrored", "one_device", "default", "fsdp", "model", "mixed"],
-                        help="model/mixed (tensor parallel, data x model) need --model transformer")
+                        choices=["mirrored", "one_device", "default", "fsdp", "model", "mixed", "pipeline"],
+                        help="model/mixed (tensor parallel, data x model) and pipeline (layers over stages) "
+                             "need --model transformer")
     parser.add_argument("--model", default="cnn", choices=["cnn", "mlp", "transformer"],
                         help="transformer: a language model on text shipped with Python (its flags below)")
     parser.add_argument("--dataset", default="digits", help="digits | synthetic | a path to MNIST IDX files or mnist.npz")
@@ -75,7 +76,7 @@ def make_strategy(name: str):
         return jdist.MirroredStrategy()
     if name == "fsdp":
         return jdist.FSDPStrategy()
-    if name in ("model", "mixed"):
+    if name in ("model", "mixed", "pipeline"):
         raise SystemExit(f"--strategy {name} splits the Transformer's layers: use it with --model transformer.")
     if name == "one_device":
         return jdist.OneDeviceStrategy("cpu:0" if not _has_accelerator() else _first_accelerator())

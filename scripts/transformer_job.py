@@ -5,7 +5,10 @@
 Strategies (`--strategy`): `mirrored` (data parallel), `model` (tensor parallel
 over every device), `mixed` (data x model, `--model-parallelism` devices per
 replica), `fsdp` (parameters and optimizer state sharded over the replicas),
-`one_device`, `default`. The model and tensor-parallel modes use `MEGATRON_RULES`.
+`one_device`, `default`, `pipeline` (the layers split over `--pipeline-stages`
+stages, data parallel over the rest, `--microbatches` micro-batches per replica
+batch; the model is then `StackedTransformerLM`, the same network with its blocks
+stacked). The model and tensor-parallel modes use `MEGATRON_RULES`.
 
 `scripts/train.py --model transformer` calls `add_arguments` and `run` from here.
 """
@@ -23,14 +26,18 @@ from jax.sharding import PartitionSpec as P
 
 import jdist
 from jdist.datasets import load_text_lm
-from jdist.models import MEGATRON_RULES, TransformerConfig, TransformerLM, lm_loss
+from jdist.models import MEGATRON_RULES, StackedTransformerLM, TransformerConfig, TransformerLM, lm_loss
 
-STRATEGIES = ("mirrored", "model", "mixed", "fsdp", "one_device", "default")
+STRATEGIES = ("mirrored", "model", "mixed", "fsdp", "one_device", "default", "pipeline")
 
 
-def make_strategy(name: str, model_parallelism: int = 4, fsdp_min_size_bytes: int = 1 << 20) -> jdist.Strategy:
+def make_strategy(name: str, model_parallelism: int = 4, fsdp_min_size_bytes: int = 1 << 20,
+                  pipeline: jdist.Pipeline | None = None, stages: int = 2) -> jdist.Strategy:
     """The strategy called `name` over all local devices."""
     megatron = jdist.Layout(MEGATRON_RULES, default=P())  # norms and row-parallel biases replicated
+    if name == "pipeline":
+        return jdist.Strategy(mesh_shape={"data": -1, "stage": stages},
+                              pipeline=pipeline or jdist.Pipeline(num_microbatches=4))
     if name == "mirrored":
         return jdist.MirroredStrategy()
     if name == "model":
@@ -62,6 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="devices per replica for --strategy mixed")
     group.add_argument("--fsdp-min-size-bytes", type=int, default=64 << 10,
                        help="smaller arrays stay replicated under --strategy fsdp")
+    group.add_argument("--pipeline-stages", type=int, default=2, help="stage axis size for --strategy pipeline")
+    group.add_argument("--microbatches", type=int, default=4,
+                       help="micro-batches per replica batch for --strategy pipeline")
+    group.add_argument("--schedule", default="gpipe", choices=["gpipe", "circular"],
+                       help="pipeline schedule for --strategy pipeline")
 
 
 @dataclasses.dataclass
@@ -88,7 +100,7 @@ def train_transformer(strategy: jdist.Strategy, args: argparse.Namespace,
     """Trains for `args.steps` steps under `strategy`, printing progress; returns the losses."""
     config = TransformerConfig(vocab_size=256, d_model=args.d_model, num_heads=args.num_heads,
                                num_layers=args.num_layers, d_ff=args.d_ff, max_len=args.seq_len)
-    model = TransformerLM(config)
+    model = StackedTransformerLM(config) if strategy.pipeline is not None else TransformerLM(config)
     train_x, train_y = load_text_lm(seq_len=args.seq_len, split="train")
     test_x, test_y = load_text_lm(seq_len=args.seq_len, split="test")
     print_fn(f"corpus: {len(train_x)} train / {len(test_x)} test windows of {args.seq_len} bytes; {strategy}")
@@ -139,7 +151,10 @@ def train_transformer(strategy: jdist.Strategy, args: argparse.Namespace,
 
 def run(args: argparse.Namespace, print_fn: Callable[[str], None] = print) -> TrainResult:
     """Builds the strategy named by `args.strategy` and trains."""
-    strategy = make_strategy(args.strategy, args.model_parallelism, args.fsdp_min_size_bytes)
+    pipeline = jdist.Pipeline(num_microbatches=getattr(args, "microbatches", 4),
+                              schedule=getattr(args, "schedule", "gpipe"))
+    strategy = make_strategy(args.strategy, args.model_parallelism, args.fsdp_min_size_bytes,
+                             pipeline, getattr(args, "pipeline_stages", 2))
     return train_transformer(strategy, args, print_fn)
 
 

@@ -1,4 +1,5 @@
-"""Test setup: 8 simulated CPU devices, configured before JAX starts."""
+"""Test setup: 8 simulated CPU devices, configured before JAX starts, and the `every_strategy`
+fixture: one test run under each preset strategy."""
 import os
 
 os.environ["XLA_FLAGS"] = (
@@ -7,5 +8,43 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+
+if jax.default_backend() == "cpu" and jax.device_count() != 8:
+    # Every multi-replica test assumes 8 devices; without them they would test less, silently.
+    raise RuntimeError(
+        f"The tests need 8 simulated CPU devices but JAX has {jax.device_count()}: JAX was initialised "
+        "before tests/conftest.py set XLA_FLAGS / jax_num_cpu_devices (import nothing that starts JAX "
+        "before the tests, e.g. in a pytest plugin)."
+    )
+
+
+def _data_x_model():
+    from jax.sharding import PartitionSpec as P
+
+    import jdist
+
+    # Kernels of layers named dense* split on their output axis over "model" (4-way), the rest replicated.
+    layout = jdist.Layout([(r"dense[^/]*/kernel", P(None, "model"))], default=P())
+    return jdist.Strategy(mesh_shape={"data": 2, "model": 4}, layout=layout)
+
+
+def _presets() -> dict:
+    import jdist
+
+    return {
+        "one_device": lambda: jdist.OneDeviceStrategy("cpu:0"),
+        "mirrored": lambda: jdist.MirroredStrategy(),
+        "data2_model4": _data_x_model,
+        "fsdp": lambda: jdist.FSDPStrategy(min_size_bytes=0),  # every leaf split, however small
+        "central_storage": lambda: jdist.CentralStorageStrategy(),
+    }
+
+
+@pytest.fixture(params=["one_device", "mirrored", "data2_model4", "fsdp", "central_storage"])
+def every_strategy(request):
+    """Each preset strategy in turn: one device, mirrored (8), a data x model layout (2 x 4),
+    FSDP (8, every leaf split) and central storage (parameters in host memory)."""
+    return _presets()[request.param]()

@@ -116,6 +116,24 @@ def test_mirrored_matches_one_device(kind, monkeypatch):
     _assert_same(reference, _global_view(strategy, model, params, batches))
 
 
+def test_every_preset_matches_one_device(every_strategy):
+    """The global-view step of the MLP under each preset (mirrored, data x model, FSDP, central
+    storage, one device) gives the single-device losses and weights."""
+    model, params, batches = _setup("mlp")
+    reference = _single_device_mlp(model, params, batches)
+    _assert_same(reference, _global_view(every_strategy, model, params, batches))
+
+
+_MLP_REFERENCE: dict = {}
+
+
+def _single_device_mlp(model, params, batches):
+    """The one-device MLP run, computed once for every preset that compares with it."""
+    if "mlp" not in _MLP_REFERENCE:
+        _MLP_REFERENCE["mlp"] = _single_device(model, params, batches)
+    return _MLP_REFERENCE["mlp"]
+
+
 def test_one_device_strategy_matches_plain_jax():
     model, params, batches = _setup("mlp")
     reference = _single_device(model, params, batches)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from jdist.callbacks.base import Callback, Logs
 
 

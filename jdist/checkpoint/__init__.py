@@ -4,9 +4,9 @@
     manager.save(step, state, iterator=it)
     state = manager.restore(target=state_like, iterator=it)
 """
+from jdist.checkpoint.backup import Backup, backup_and_restore
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.manager import CheckpointManager, Restored
-from jdist.checkpoint.backup import Backup, backup_and_restore
 
 __all__ = [
     "Backup",

@@ -24,11 +24,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import jax
 
 from jdist.checkpoint.manager import CheckpointManager, barrier
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 def check_save_freq(save_freq: Any) -> None:
@@ -76,7 +79,7 @@ class Backup:
         """Steps already done in the current epoch (non-zero only right after resuming mid-epoch)."""
         return self.step - self._epoch_start_step
 
-    def restore(self, state: Any, *, strategy: Any = None) -> Any:
+    def restore(self, state: Any, *, strategy: Strategy | None = None) -> Any:
         """The newest intact backup restored into `state`'s structure, or `state` when there is none."""
         if self.manager.latest_step() is None:
             return state
@@ -139,7 +142,7 @@ def backup_and_restore(
     iterator: Any = None,
     save_freq: str | int = "epoch",
     delete_checkpoint: bool = True,
-    strategy: Any = None,
+    strategy: Strategy | None = None,
     max_to_keep: int = 2,
     async_save: bool = True,
 ) -> Iterator["Backup"]:

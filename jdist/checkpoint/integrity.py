@@ -133,7 +133,7 @@ def _replicated_on(leaf: jax.Array) -> Any:
     return NamedSharding(Mesh(np.array(devices), ("devices",)), P())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _checksum_fn(out_sharding: Any, use_dot: bool):
     return jax.jit(functools.partial(_checksum_jax, use_dot=use_dot), out_shardings=out_sharding)
 
@@ -181,7 +181,7 @@ def checksums_of(values: Sequence[Any], kinds: Sequence[str]) -> list[Any]:
     pending: list[Any] = [None] * len(values)
     for i, item in zip(device_index, device_checksums([values[i] for i in device_index])):
         pending[i] = item
-    for i, (v, k) in enumerate(zip(values, kinds)):
+    for i, v in enumerate(values):
         if i not in device_index and not isinstance(v, jax.Array) and supports_checksum(np.asarray(v).dtype):
             pending[i] = checksum_numpy(v)
     return pending

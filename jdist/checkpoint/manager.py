@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -46,7 +46,9 @@ from jdist.checkpoint.handlers import (
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
 from jdist.layout import abstract_tree
-from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 logger = logging.getLogger("jdist.checkpoint")
 
@@ -54,13 +56,10 @@ FORMAT_VERSION = 1
 CORRUPTED_PREFIX = "corrupted-step-"
 
 
-def _gathered_if_remote(state: Any) -> Any:
-    """Values on parameter servers as one host pytree (a `TrainState` for a train state); else `state`."""
-    if isinstance(state, RemoteTrainState):
-        return state.gather_train_state()
-    if isinstance(state, RemoteParameters):
-        return state.gather()
-    return state
+def _keeper(tree: Any, strategy: Strategy | None) -> Strategy:
+    """The strategy whose hooks save and restore `tree` (`checkpoint_view`, `restore_into`): the
+    one given, else the one that placed values kept outside this process, else the current one."""
+    return strategy or getattr(tree, "placed_by", None) or context.get_strategy()
 
 
 class Restored(NamedTuple):
@@ -186,7 +185,7 @@ class CheckpointManager:
         step = int(step)
         if not force and not self._manager.should_save(step):
             return False
-        state = _gathered_if_remote(state)
+        state = _keeper(state, None).checkpoint_view(state)  # a host copy of values kept elsewhere
         paths, leaves, _ = tree.flatten(state)
         specs = [tree.leaf_spec(leaf, path) for path, leaf in zip(paths, leaves)]
         stored = [tree.to_storable(leaf, spec.kind) for leaf, spec in zip(leaves, specs)]
@@ -234,7 +233,7 @@ class CheckpointManager:
         target: Any = None,
         *,
         iterator: Any = None,
-        strategy: Any = None,
+        strategy: Strategy | None = None,
     ) -> Any:
         """Restores a checkpoint into the structure of `target`, laid out by the current strategy.
 
@@ -258,7 +257,7 @@ class CheckpointManager:
         target: Any = None,
         *,
         iterator: Any = None,
-        strategy: Any = None,
+        strategy: Strategy | None = None,
     ) -> Restored:
         """`restore`, also returning which step was restored and its saved metadata."""
         if target is None:
@@ -266,14 +265,11 @@ class CheckpointManager:
                 "restore() needs `target=`: a state of the same model (arrays or jax.ShapeDtypeStruct, "
                 "e.g. from jax.eval_shape) that gives the structure, shapes and dtypes to restore into."
             )
-        if isinstance(target, RemoteParameters):  # on parameter servers: restore on the host, push back
-            restored = self.restore_with_info(step, _gathered_if_remote(target), iterator=iterator,
-                                              strategy=strategy)
-            if isinstance(target, RemoteTrainState):
-                target.restore(restored.state)
-            else:
-                target.assign(restored.state)
-            return restored._replace(state=target)
+        keeper = _keeper(target, strategy)
+        view = keeper.checkpoint_view(target)
+        if view is not target:  # kept outside this process: restored on the host, then pushed back
+            restored = self.restore_with_info(step, view, iterator=iterator, strategy=strategy)
+            return restored._replace(state=keeper.restore_into(target, restored.state))
         self.wait_until_finished()
         self._manager.reload()
         steps = self.all_steps()
@@ -299,7 +295,7 @@ class CheckpointManager:
             None, f"no intact checkpoint in {self._directory}:\n  " + "\n  ".join(problems)
         )
 
-    def _restore_step(self, step: int, target: Any, iterator: Any, strategy: Any) -> Restored:
+    def _restore_step(self, step: int, target: Any, iterator: Any, strategy: Strategy | None) -> Restored:
         problem = None
         try:
             restored = self._try_restore_step(step, target, iterator, strategy)
@@ -310,7 +306,7 @@ class CheckpointManager:
             raise CheckpointCorruptedError(step, problem)
         return restored
 
-    def _try_restore_step(self, step: int, target: Any, iterator: Any, strategy: Any) -> Restored:
+    def _try_restore_step(self, step: int, target: Any, iterator: Any, strategy: Strategy | None) -> Restored:
         manifest = self._read_manifest(step)
         saved = [LeafSpec.from_json(d) for d in manifest["leaves"]]
         paths, target_leaves, treedef = tree.flatten(target)
@@ -349,7 +345,8 @@ class CheckpointManager:
             got = integrity.fetch_checksums(integrity.checksums_of(as_saved, [s.kind for s in expected]))
             bad = integrity.checksum_problems(ordered, want, got)
             if bad:
-                raise CheckpointCorruptedError(step, "restored values differ from what was saved: " + "; ".join(bad[:5]))
+                raise CheckpointCorruptedError(
+                    step, "restored values differ from what was saved: " + "; ".join(bad[:5]))
 
         leaves = [tree.from_stored(v, spec, leaf) for v, spec, leaf in zip(values, expected, target_leaves)]
         if iterator is not None:
@@ -473,7 +470,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
 
 
-def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Any) -> list:
+def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Strategy | None) -> list:
     """Each target leaf's sharding: the strategy's layout, or the leaf's own outside any scope."""
     explicit = strategy is not None or context.has_strategy()
     strategy = strategy if strategy is not None else context.get_strategy()

@@ -43,7 +43,8 @@ class RuntimeSettings:
     initialization_timeout: int
 
 
-def runtime_settings(options: CommunicationOptions | None, initialization_timeout: float | None = None) -> RuntimeSettings:
+def runtime_settings(options: CommunicationOptions | None,
+                     initialization_timeout: float | None = None) -> RuntimeSettings:
     """`timeout_seconds` (else $JDIST_FAILURE_TIMEOUT, else 60 s) bounds how long a worker waits on a dead peer.
 
     jdist's watchdog acts at that bound. JAX's own heartbeat check is the

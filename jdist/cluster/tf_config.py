@@ -43,7 +43,8 @@ def load_tf_config(environ: Any = None) -> dict:
 def _task(config: dict) -> dict:
     task = config.get("task", {})
     if not isinstance(task, dict):
-        raise ValueError(f"TF_CONFIG's 'task' must be an object like {{\"type\": \"worker\", \"index\": 0}}, got {task!r}.")
+        raise ValueError(f"TF_CONFIG's 'task' must be an object like {{\"type\": \"worker\", \"index\": 0}}, "
+                         f"got {task!r}.")
     return task
 
 

@@ -6,6 +6,10 @@ from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainSta
 from jdist.parameter_server.strategy import ParameterServerStrategy
 from jdist.parameter_server.worker_context import get_current_worker_index
 
+# The strategy hands out its coordinator (`Strategy.cluster_coordinator`) without importing the
+# coordinator's module, which imports the strategy's.
+ParameterServerStrategy.coordinator_class = ClusterCoordinator
+
 __all__ = [
     "CancelledError",
     "ClusterCoordinator",

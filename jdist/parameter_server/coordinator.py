@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import jax
 
@@ -29,6 +29,9 @@ from jdist.parameter_server.processes import start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
 from jdist.parameter_server.worker_context import WorkerResource
 from jdist.parameter_server.worker_process import WorkerProcess
+
+if TYPE_CHECKING:
+    from jdist.parameter_server.strategy import ParameterServerStrategy
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 300.0
@@ -237,13 +240,13 @@ class _Worker:
 class ClusterCoordinator:
     """`jdist.ClusterCoordinator(strategy)`: one per `ParameterServerStrategy`; starts its workers."""
 
-    def __new__(cls, strategy: Any):
+    def __new__(cls, strategy: ParameterServerStrategy):
         existing = getattr(strategy, "_cluster_coordinator", None)
         if existing is not None:
             return existing
         return super().__new__(cls)
 
-    def __init__(self, strategy: Any):
+    def __init__(self, strategy: ParameterServerStrategy):
         if getattr(self, "_initialized", False):
             return
         if not is_parameter_server_strategy(strategy):

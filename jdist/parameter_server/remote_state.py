@@ -48,11 +48,19 @@ class RemoteParameters:
         self._servers = tuple(servers)
         self._timeout_s = timeout_s
         self._pulled_versions: list | None = None
+        self._placed_by: Callable[[], Any] | None = None  # a weak reference to the strategy
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_pulled_versions"] = None  # a copy starts without a pull of its own
+        state["_placed_by"] = None  # on a worker, the worker's own strategy runs the steps
         return state
+
+    @property
+    def placed_by(self) -> Any:
+        """The strategy that placed these values (None in another process): its hooks save and
+        restore them (`jdist.checkpoint.CheckpointManager` asks)."""
+        return None if self._placed_by is None else self._placed_by()
 
     # A handle is a pytree node without leaves whose identity is its store, so
     # copies of one handle (one per scheduled call on a worker) share compiled steps.

@@ -14,6 +14,7 @@ import logging
 import sys
 import uuid
 import warnings
+import weakref
 from typing import Any, Callable
 
 import jax
@@ -195,8 +196,11 @@ class ParameterServerStrategy(RemoteStepsStrategy):
                      [(store_id, layout.local_tree(leaves, k), tx) for k in range(self.num_ps)],
                      self._plan.timeout_s)
         if with_optimizer:
-            return RemoteTrainState(store_id, layout, self._servers, self._plan.timeout_s, apply_fn, tx)
-        return RemoteParameters(store_id, layout, self._servers, self._plan.timeout_s)
+            handle = RemoteTrainState(store_id, layout, self._servers, self._plan.timeout_s, apply_fn, tx)
+        else:
+            handle = RemoteParameters(store_id, layout, self._servers, self._plan.timeout_s)
+        handle._placed_by = weakref.ref(self)
+        return handle
 
     def place(self, tree: Any) -> RemoteParameters:
         """Stores `tree` on the parameter servers, round robin by leaf (and shard); returns its handle."""
@@ -215,6 +219,58 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     @property
     def single_program_step(self) -> bool:
         return False
+
+    # ------------------------------------------------ hooks: where a state lives
+    def place_state(self, state: Any, into: Any = None) -> Any:
+        """A train state goes to the servers; a host copy given back (`into` on the servers)
+        is pushed into the storage it came from."""
+        if isinstance(state, RemoteTrainState):
+            return state
+        if isinstance(into, RemoteTrainState):
+            self.restore(into, state)
+            return into
+        if getattr(state, "model_state", None) is not None:
+            raise ValueError(
+                "Under ParameterServerStrategy the Trainer keeps parameters and optimizer state only; this "
+                "model also has mutable collections (e.g. batch statistics), which asynchronous workers "
+                "cannot share. Use a model without them, or a synchronous strategy.")
+        from jdist.train_state import TrainState
+
+        return self.create_train_state(TrainState, apply_fn=state.apply_fn, params=state.params, tx=state.tx)
+
+    def keeps_remotely(self, value: Any) -> bool:
+        return isinstance(value, RemoteParameters)
+
+    def host_copy(self, tree: Any) -> Any:
+        """Values on the servers gathered to the host (a train state as a `jdist.TrainState`)."""
+        if isinstance(tree, RemoteTrainState):
+            return self.gather_train_state(tree)
+        if isinstance(tree, RemoteParameters):
+            return self.gather_parameters(tree)
+        return super().host_copy(tree)
+
+    def checkpoint_view(self, tree: Any) -> Any:
+        """A checkpoint holds a host copy of what lives on the servers."""
+        if isinstance(tree, RemoteParameters):
+            return self.host_copy(tree)
+        return tree
+
+    def restore_into(self, target: Any, restored: Any) -> Any:
+        """Restored values are pushed back to the servers that hold `target`."""
+        if isinstance(target, RemoteParameters):
+            self.restore(target, restored)
+            return target
+        return restored
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        return True
+
+    # `jdist.parameter_server` sets this to `ClusterCoordinator` (whose module imports this one).
+    coordinator_class: Any = None
+
+    def cluster_coordinator(self) -> Any:
+        return self.coordinator_class(self)
 
     def compute_view(self, tree: Any) -> Any:
         """The current parameters, pulled to the coordinator's devices (a train state becomes a

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 _CURRENT: dict[str, Any] = {}
 
 
-def set_current_worker(index: int, strategy: Any) -> None:
+def set_current_worker(index: int, strategy: Strategy) -> None:
     """Called once by a worker process when it starts."""
     _CURRENT["index"] = index
     _CURRENT["strategy"] = strategy

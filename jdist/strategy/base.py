@@ -20,16 +20,31 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jdist import context, dispatch, keras_distribution, keras_run
 from jdist.devices import DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
-from jdist.layout import (Layout, LayoutLike, ShardingCache, as_layout, shard_optimizer_state, split_over_data,
-                          split_shardings_over_data)
+from jdist.layout import (
+    Layout,
+    LayoutLike,
+    ShardingCache,
+    as_layout,
+    shard_optimizer_state,
+    split_over_data,
+    split_shardings_over_data,
+)
 from jdist.logical_devices import logical_axes, replicate_on, split_on
-from jdist.process_local import check_divisible, process_batch_slice
+from jdist.process_local import check_divisible, process_batch_slice, to_host
 from jdist.reduce_op import ReduceOp
 from jdist.replica_context import ReplicaContext
 from jdist.replica_taint import per_replica_outputs
 from jdist.row_alignment import OTHER, aligned_outputs
-from jdist.values import (PerReplica, is_mirrored, local_components, local_row_counts, mark_mirrored, mark_split,
-                          split_mark, stack_on_devices)
+from jdist.values import (
+    PerReplica,
+    is_mirrored,
+    local_components,
+    local_row_counts,
+    mark_mirrored,
+    mark_split,
+    split_mark,
+    stack_on_devices,
+)
 
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
 
@@ -91,12 +106,17 @@ class Strategy:
         devices: Sequence[DeviceLike] | None = None,
         data_axis: str = "data",
         shard_optimizer_state: bool = False,
+        pipeline: Any = None,
     ):
         self._shard_optimizer_state = bool(shard_optimizer_state)
         self._devices = resolve_devices(devices)
         self._mesh = build_mesh(self._devices, mesh_shape, data_axis)
         self._data_axis = data_axis
         self._layout = as_layout(layout)
+        self._pipeline = pipeline
+        if pipeline is not None:  # stacked blocks split over the stage axis (jdist.pipeline)
+            pipeline.check_mesh(self._mesh)
+            self._layout = pipeline.layout(self._layout)
         if self._layout is not None:
             self._layout.check_mesh(self._mesh)
         self._run_cache: dict[Any, tuple] = {}
@@ -114,6 +134,11 @@ class Strategy:
     def layout(self) -> Layout | None:
         """The partition rules parameters follow (None: all replicated)."""
         return self._layout
+
+    @property
+    def pipeline(self) -> Any:
+        """The `jdist.Pipeline` splitting the model's stacked blocks over stages, or None."""
+        return self._pipeline
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -188,7 +213,10 @@ class Strategy:
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
             def opt_state_spec(s):
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
-        return layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
+        if self._pipeline is not None:
+            text += "\n" + self._pipeline.summary(layout, self._mesh, tree)
+        return text
 
     # ---------------------------------------------------------- logical devices
     def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
@@ -280,6 +308,48 @@ class Strategy:
             out_shardings=(state_shardings, self.replicated_sharding() if out_sharding is None else out_sharding),
             donate_argnums=(0,) if donate else (),
         )
+
+    # ------------------------------------------------- hooks: where a state lives
+    # The Trainer, its checkpoint I/O and `jdist.checkpoint.CheckpointManager` go through these
+    # hooks and never ask which strategy they hold. The defaults keep a state on this process's
+    # mesh; the parameter-server strategy overrides them to keep it on its servers.
+    def place_state(self, state: Any, into: Any = None) -> Any:
+        """Puts a whole train state (host or device values) where this strategy keeps it, in
+        buffers of its own (the hook behind `Trainer.state = ...`). `into`: the state it
+        replaces, for strategies that restore into storage they already hold."""
+        return self.place(state)
+
+    def keeps_remotely(self, value: Any) -> bool:
+        """Whether `value` is a handle to values this strategy keeps outside this process (a
+        Trainer then trains such a train state where it is)."""
+        return False
+
+    def host_copy(self, tree: Any) -> Any:
+        """A numpy copy of `tree` (a train state, parameters), whole on every process; with
+        several processes every process must call it. `place_state(copy)` puts it back."""
+        return to_host(tree)
+
+    def checkpoint_view(self, tree: Any) -> Any:
+        """What a checkpoint of `tree` holds: `tree` itself here (each process writes its own
+        shards); a host copy where the values live outside this process."""
+        return tree
+
+    def restore_into(self, target: Any, restored: Any) -> Any:
+        """`target` holding `restored` (values read from a checkpoint in the structure of
+        `checkpoint_view(target)`, already laid out by this strategy): `restored` itself here;
+        strategies that keep values elsewhere push them there and return `target`."""
+        return restored
+
+    @property
+    def should_use_with_coordinator(self) -> bool:
+        """Whether training steps are scheduled on remote workers through a coordinator (TF's
+        `_should_use_with_coordinator`) rather than run from this process."""
+        return False
+
+    def cluster_coordinator(self) -> Any:
+        """The coordinator that schedules this strategy's steps on its workers (made on first
+        use); only for strategies with `should_use_with_coordinator`."""
+        raise NotImplementedError(f"{self!r} runs its steps from this process: it has no cluster coordinator.")
 
     def local_batch_slice(self, global_batch_size: int) -> slice:
         """The rows of each global batch that this process loads and passes to `distribute_batch`.
@@ -384,7 +454,7 @@ class Strategy:
         """Kind of an argument leaf: "stacked" (a PerReplica), "batch" (split along dim 0),
         "replicated" (broadcast) or "static" (not an array)."""
         if isinstance(leaf, PerReplica):
-            leaf.stacked  # raises a clear error for ragged values
+            leaf.stacked  # noqa: B018 (raises a clear error for ragged values)
             return "stacked"
         if isinstance(leaf, jax.Array):
             return "batch" if self._is_split_batch(leaf) else "replicated"

@@ -100,7 +100,8 @@ class TPUStrategy(Strategy):
         tensor = jax.numpy.asarray(tensor)
         dims = [int(d) for d in partition_dimensions]
         if len(dims) != tensor.ndim:
-            raise ValueError(f"partition_dimensions {dims} needs one entry per dimension of a rank-{tensor.ndim} tensor.")
+            raise ValueError(f"partition_dimensions {dims} needs one entry per dimension of a "
+                             f"rank-{tensor.ndim} tensor.")
         if math.prod(dims) != self._logical:
             raise ValueError(
                 f"partition_dimensions {dims} multiply to {math.prod(dims)}, but each replica has "

@@ -1,0 +1,117 @@
+"""The benchmarks' machinery: paired ratios, window sizing, interleaving, and the worker protocol that drives
+TensorFlow's side (exercised with a stand-in worker that speaks the same protocol, so no TensorFlow is needed)."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_common  # noqa: E402
+import benchmark  # noqa: E402
+
+FAKE = str(Path(__file__).resolve().parent / "fake_bench_worker.py")
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios():
+    a, b = [100.0, 50.0, 200.0], [50.0, 50.0, 50.0]
+    assert bench_common.paired_ratios(a, b) == [2.0, 1.0, 4.0]
+    assert bench_common.paired_ratio(a, b) == {"median": 2.0, "min": 1.0, "max": 4.0}
+    # Not the ratio of medians: load drift between rounds cancels within each pair.
+    assert bench_common.paired_ratio([10.0, 20.0, 40.0], [5.0, 20.0, 40.0])["median"] == 1.0
+    with pytest.raises(ValueError, match="same, nonzero number of windows"):
+        bench_common.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_interleave_order_alternates():
+    assert bench_common.interleave_order("abc", 0) == ["a", "b", "c"]
+    assert bench_common.interleave_order("abc", 1) == ["c", "b", "a"]
+
+
+def test_window_steps_targets_seconds_and_respects_multiple_and_cap():
+    assert benchmark.window_steps(0.01, 1.0, 1, 64) == 64  # capped
+    assert benchmark.window_steps(0.1, 1.0, 1, 64) == 10
+    assert benchmark.window_steps(0.1, 1.0, 8, 64) == 8
+    assert benchmark.window_steps(5.0, 1.0, 8, 64) == 8  # at least one execution
+    assert benchmark.window_steps(0.001, 1.0, 8, 60) == 56  # a multiple of k under the cap
+
+
+def fake_variant(seconds_per_step, examples=10, log=None, name=None):
+    def run(steps):
+        if log is not None:
+            log.append(name)
+        return steps * seconds_per_step
+
+    return benchmark.Variant(run, examples)
+
+
+def test_interleaved_windows_rates_order_and_paired_columns():
+    log = []
+    variants = {"m/mirrored/jdist": fake_variant(0.01, log=log, name="j"),
+                "m/mirrored/baseline": fake_variant(0.02, log=log, name="b"),
+                "m/mirrored/tf": fake_variant(0.04, log=log, name="t")}
+    timing = benchmark.interleaved_windows(variants, windows=3, target_seconds=0.1, max_steps=64)
+    assert log[6:] == ["j", "b", "t", "t", "b", "j", "j", "b", "t"]  # after 2 warm-up/sizing calls each
+    assert timing["steps"] == {"m/mirrored/jdist": 10, "m/mirrored/baseline": 5, "m/mirrored/tf": 2}
+    assert timing["rates"]["m/mirrored/jdist"] == pytest.approx([1000.0] * 3)
+    assert timing["rates"]["m/mirrored/tf"] == pytest.approx([250.0] * 3)
+    columns = benchmark.paired_columns(timing["rates"], "m/mirrored", "m", "mirrored")
+    assert columns["baseline"]["median"] == pytest.approx(2.0)
+    assert columns["tf"]["median"] == pytest.approx(4.0)
+    assert "keras" not in columns and "tf_fit" not in columns
+
+
+def test_worker_protocol_with_a_stand_in_worker():
+    worker = bench_common.Worker([sys.executable, FAKE, "--model", "cnn", "--width", "2", "--variant", "fit",
+                                  "--devices", "4", "--steps-per-execution", "8", "--seconds-per-step", "0.5",
+                                  "--fail-at", "2"], start_timeout=60)
+    try:
+        assert worker.info == {"variant": "fit", "devices": 4, "model": "cnn", "width": 2, "k": 8}
+        assert worker.run(8, timeout=60) == pytest.approx(4.0)
+        with pytest.raises(bench_common.WorkerError, match="placeholder tensor second line"):
+            worker.run(8, timeout=60)  # the worker reports the failure on one line and stays up
+        assert worker.run(16, timeout=60) == pytest.approx(8.0)
+    finally:
+        worker.close()
+    assert worker.process.returncode == 0
+
+
+def test_worker_that_dies_at_start_raises_with_its_stderr():
+    with pytest.raises(bench_common.WorkerError, match="(?s)did not start.*cannot build the model"):
+        bench_common.Worker([sys.executable, FAKE, "--crash-at-start"], start_timeout=60)
+
+
+def test_tf_variant_drives_the_worker_and_a_failed_variant_is_reported(monkeypatch):
+    """benchmark.tf_variant's command line parses as tf_bench_worker's; a failing window drops the variant
+    with its message instead of a silent gap."""
+    monkeypatch.setattr(benchmark, "WORKER", Path(FAKE))
+    program = bench_common.program("mlp")
+    good = benchmark.tf_variant(sys.executable, program, devices=2)()
+    failing = benchmark.tf_variant(sys.executable, program, variant="fit", devices=2, steps_per_execution=4)
+    failing = failing()
+    failing.run = lambda steps, run=failing.run: run(steps) if steps != 4 else (_ for _ in ()).throw(
+        bench_common.WorkerError("worker failed: You must feed a value for placeholder tensor"))
+    try:
+        timing = benchmark.interleaved_windows({"tf": good, "tf_fit": failing}, windows=2, target_seconds=0.1,
+                                               max_steps=64)
+    finally:
+        good.close()
+        failing.close()
+    assert timing["rates"]["tf"] == pytest.approx([program.global_batch / 0.01] * 2)
+    assert "tf_fit" not in timing["rates"]
+    assert "placeholder tensor" in timing["errors"]["tf_fit"]
+
+
+def test_table_reports_paired_ratios_and_fraction_of_peak():
+    rows = {"cnn/mirrored": {
+        "variants": {"jdist": {"median": 1280.0, "min": 1200.0, "max": 1300.0}, "tf": {"median": 640.0}},
+        "paired": {"tf": {"median": 1.9}}, "errors": {"tf_fit": "crashed"},
+        "flops_per_step": 1e9, "compiles_in_timed_windows": 0, "compiles_for_short_batch": 0}}
+    line = benchmark.table_lines(rows, peak=20e9)[2]
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    assert cells[1] == "1,280 (1,200-1,300)"
+    assert cells[4] == "640" and cells[5] == "failed"
+    assert cells[8] == "1.90"  # the paired ratio, not 1280 / 640
+    assert cells[10] == "10.0 G" and cells[11] == "50.0%"  # 10 steps/s x 1 GFLOP of a 20 GFLOP/s peak
