@@ -237,12 +237,50 @@ def _aggregate(variable: Any, old: Any, new: Any, context: Any) -> Any:
     return new
 
 
+def _threaded_scope(variables: list, values: list) -> Any:
+    """A Keras `StatelessScope` over the threaded variables that refuses any other Keras variable.
+
+    A variable `run` did not find would otherwise be read as its current value, baked into the
+    compiled step as a constant (stale on every later call), and an assignment to it dropped."""
+    keras = _keras()
+    known = {id(v) for v in variables}
+
+    def unknown(variable: Any, what: str) -> ValueError:
+        return ValueError(
+            f"strategy.run's function {what} the Keras variable {getattr(variable, 'path', variable)!r}, which "
+            "belongs to no Keras model, optimizer or metric that run found in the function's globals, closures, "
+            "the functions it calls or (for a method) its instance's attributes. Its value would be compiled in "
+            "as a constant and its updates lost. Refer to the object that owns it directly from the function "
+            "(a global, a closure variable or self.<name>), not through another object or container.")
+
+    class ThreadedScope(keras.StatelessScope):
+        def get_current_value(self, variable):
+            if id(variable) not in known:
+                raise unknown(variable, "reads")
+            return super().get_current_value(variable)
+
+        def add_update(self, update):
+            if id(update[0]) not in known:
+                raise unknown(update[0], "assigns")
+            return super().add_update(update)
+
+    return ThreadedScope(state_mapping=list(zip(variables, values)))
+
+
+def guard() -> Any:
+    """Around a compiled `run` whose function uses no Keras object `run` found: any Keras variable read
+    there (an object reached some other way) is an error naming the fix, not a silent constant."""
+    if "keras" not in sys.modules:
+        return contextlib.nullcontext()
+    return _threaded_scope([], [])
+
+
 def _stateful_fn(fn: Callable, objects: list, variables: list, context: Any) -> Callable:
     keras = _keras()
 
     def replica_fn(values, args, kwargs):
         frame = Frame(fn, args, kwargs, variables, values)
-        with keras.StatelessScope(state_mapping=list(zip(variables, values))) as scope:
+        with _threaded_scope(variables, values) as scope:
             _FRAMES.append(frame)
             try:
                 with _patched(objects, keras, context):
@@ -259,9 +297,8 @@ def _stateful_fn(fn: Callable, objects: list, variables: list, context: Any) -> 
 
 def replay(frame: Frame, tape_index: int, overrides: Mapping[int, Any]) -> Any:
     """Runs the frame's function again up to its `tape_index`-th tape's `gradient` call; returns its target."""
-    keras = _keras()
     sub = Frame(frame.fn, frame.args, frame.kwargs, frame.variables, frame.values, tape_index, overrides)
-    with keras.StatelessScope(state_mapping=list(zip(frame.variables, frame.values))):
+    with _threaded_scope(frame.variables, frame.values):
         _FRAMES.append(sub)
         try:
             frame.fn(*frame.args, **frame.kwargs)

@@ -164,3 +164,21 @@ def test_checkpoint_restores_into_a_new_model_without_strategy(tmp_path):
     with pytest.raises(ValueError, match="different model"):
         jdist.train.Checkpoint(model=keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])).restore(prefix)
     assert jdist.train.latest_checkpoint(str(tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize("found", [True, False], ids=["beside_found_objects", "no_object_found"])
+def test_a_model_reached_through_another_object_is_refused_not_compiled_in(found):
+    """A model run cannot find (held by a plain object) would be read as a compiled-in constant: an error."""
+    import types
+
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        hidden, seen = _model(), _model()
+    holder = types.SimpleNamespace(model=hidden)
+    x = strategy.distribute_batch(np.ones((8, 3), np.float32))
+
+    def forward(x):
+        return holder.model(x) + (seen(x) if found else 0)
+
+    with pytest.raises(ValueError, match="Refer to the object that owns it directly"):
+        strategy.run(forward, args=(x,))

@@ -420,7 +420,7 @@ class Strategy:
         if objects:
             return keras_run.run(self, fn, args, kwargs, objects, context)
         args, kwargs = place_host_batches(self, (tuple(args), kwargs))
-        with self.scope():
+        with self.scope(), keras_run.guard():
             return self._run_compiled(fn, args, kwargs)
 
     def _run_compiled(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
