@@ -1,7 +1,8 @@
 """TensorFlow's "Custom training with tf.distribute.Strategy" tutorial, ported to jdist.
 
 The tutorial's code between the two `# ---` markers below, changed only where
-docs/porting.md says (count them: `scripts/count_port_changes.py --reference`): the same Keras
+docs/porting.md says (count them: `scripts/count_port_changes.py --reference`), with the
+tutorial's `tf.` names: `import jdist.tf_compat as tf` binds them to jdist's. The same Keras
 model (Keras 3 on the JAX backend), loss, metrics, optimizer, GradientTape step,
 checkpoint and loop. The data are scikit-learn's bundled digits upsampled to 28x28
 (nothing is downloaded) instead of Fashion-MNIST.
@@ -19,9 +20,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
-import keras  # noqa: E402
-
-import jdist  # noqa: E402
+import jdist.tf_compat as tf  # noqa: E402
 from jdist.datasets import load_digits  # noqa: E402
 
 
@@ -33,7 +32,7 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
     test_images, test_labels = test_images[:test_examples], test_labels[:test_examples]
 
     # --- the tutorial
-    strategy = jdist.MirroredStrategy()
+    strategy = tf.distribute.MirroredStrategy()
     print('Number of devices: {}'.format(strategy.num_replicas_in_sync))
 
     BUFFER_SIZE = buffer_size or len(train_images)  # test hook: 1 keeps the order
@@ -43,29 +42,29 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
 
     EPOCHS = epochs  # test hook
 
-    train_dataset = jdist.data.Dataset.from_tensor_slices((train_images, train_labels)).shuffle(BUFFER_SIZE).batch(GLOBAL_BATCH_SIZE)
-    test_dataset = jdist.data.Dataset.from_tensor_slices((test_images, test_labels)).batch(GLOBAL_BATCH_SIZE)
+    train_dataset = tf.data.Dataset.from_tensor_slices((train_images, train_labels)).shuffle(BUFFER_SIZE).batch(GLOBAL_BATCH_SIZE)
+    test_dataset = tf.data.Dataset.from_tensor_slices((test_images, test_labels)).batch(GLOBAL_BATCH_SIZE)
 
     train_dist_dataset = strategy.experimental_distribute_dataset(train_dataset)
     test_dist_dataset = strategy.experimental_distribute_dataset(test_dataset)
 
     def create_model():
-        regularizer = keras.regularizers.L2(1e-5)
-        model = keras.Sequential([
-            keras.Input((28, 28, 1)),
-            keras.layers.Conv2D(32, 3,
+        regularizer = tf.keras.regularizers.L2(1e-5)
+        model = tf.keras.Sequential([
+            tf.keras.Input((28, 28, 1)),
+            tf.keras.layers.Conv2D(32, 3,
                                 activation='relu',
                                 kernel_regularizer=regularizer),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(64, 3,
+            tf.keras.layers.MaxPooling2D(),
+            tf.keras.layers.Conv2D(64, 3,
                                 activation='relu',
                                 kernel_regularizer=regularizer),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(64,
+            tf.keras.layers.MaxPooling2D(),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(64,
                                activation='relu',
                                kernel_regularizer=regularizer),
-            keras.layers.Dense(10, kernel_regularizer=regularizer)
+            tf.keras.layers.Dense(10, kernel_regularizer=regularizer)
         ])
 
         return model
@@ -76,23 +75,23 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
 
     with strategy.scope():
         # Set reduction to `NONE` so you can do the reduction yourself.
-        loss_object = keras.losses.SparseCategoricalCrossentropy(
+        loss_object = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True,
             reduction=None)
 
         def compute_loss(labels, predictions, model_losses):
             per_example_loss = loss_object(labels, predictions)
-            loss = jdist.compute_average_loss(per_example_loss)
+            loss = tf.nn.compute_average_loss(per_example_loss)
             if model_losses:
-                loss += jdist.scale_regularization_loss(sum(model_losses))
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
             return loss
 
     with strategy.scope():
-        test_loss = keras.metrics.Mean(name='test_loss')
+        test_loss = tf.keras.metrics.Mean(name='test_loss')
 
-        train_accuracy = keras.metrics.SparseCategoricalAccuracy(
+        train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(
             name='train_accuracy')
-        test_accuracy = keras.metrics.SparseCategoricalAccuracy(
+        test_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(
             name='test_accuracy')
 
     # A model, an optimizer, and a checkpoint must be created under `strategy.scope`.
@@ -101,15 +100,15 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
         if initial_weights is not None:  # test hook
             model.set_weights(initial_weights)
 
-        optimizer = keras.optimizers.Adam(learning_rate=0.001)
+        optimizer = tf.keras.optimizers.Adam(learning_rate=0.001)
         optimizer.build(model.trainable_variables)
 
-        checkpoint = jdist.train.Checkpoint(optimizer=optimizer, model=model)
+        checkpoint = tf.train.Checkpoint(optimizer=optimizer, model=model)
 
     def train_step(inputs):
         images, labels = inputs
 
-        with jdist.GradientTape() as tape:
+        with tf.GradientTape() as tape:
             predictions = model(images, training=True)
             loss = compute_loss(labels, predictions, model.losses)
 
@@ -130,13 +129,13 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
 
     # `run` replicates the provided computation and runs it
     # with the distributed input.
-    @jdist.function
+    @tf.function
     def distributed_train_step(dataset_inputs):
         per_replica_losses = strategy.run(train_step, args=(dataset_inputs,))
-        return strategy.reduce(jdist.ReduceOp.SUM, per_replica_losses,
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses,
                                axis=None)
 
-    @jdist.function
+    @tf.function
     def distributed_test_step(dataset_inputs):
         return strategy.run(test_step, args=(dataset_inputs,))
 
@@ -166,21 +165,21 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
         train_accuracy.reset_state()
         test_accuracy.reset_state()
 
-    eval_accuracy = keras.metrics.SparseCategoricalAccuracy(
+    eval_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(
         name='eval_accuracy')
 
     new_model = create_model()
-    new_optimizer = keras.optimizers.Adam()
+    new_optimizer = tf.keras.optimizers.Adam()
 
-    test_dataset = jdist.data.Dataset.from_tensor_slices((test_images, test_labels)).batch(GLOBAL_BATCH_SIZE)
+    test_dataset = tf.data.Dataset.from_tensor_slices((test_images, test_labels)).batch(GLOBAL_BATCH_SIZE)
 
-    @jdist.function
+    @tf.function
     def eval_step(images, labels):
         predictions = new_model(images, training=False)
         eval_accuracy(labels, predictions)
 
-    checkpoint = jdist.train.Checkpoint(optimizer=new_optimizer, model=new_model)
-    checkpoint.restore(jdist.train.latest_checkpoint(checkpoint_dir))
+    checkpoint = tf.train.Checkpoint(optimizer=new_optimizer, model=new_model)
+    checkpoint.restore(tf.train.latest_checkpoint(checkpoint_dir))
 
     for images, labels in test_dataset:
         eval_step(images, labels)

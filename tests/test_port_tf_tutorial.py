@@ -2,7 +2,7 @@
 
 The TF values below were observed by running the port's own tutorial section (the lines
 between its `# ---` markers) with TensorFlow 2.21 (tensorflow-cpu, Keras 3.15.1) under
-MirroredStrategy on 8 logical CPU devices, its `jdist` names bound to TF's
+MirroredStrategy on 8 logical CPU devices, its `tf` bound to TensorFlow itself
 (scripts/tf_reference/tutorial_tf.py), on the same data and from the same initial weights:
 
     python -c "from jdist.datasets import load_digits; import numpy as np; \

@@ -9,16 +9,14 @@ imported by the tests; TensorFlow is not a jdist dependency):
         --epochs 2 --build-optimizer --train-examples 1432 --test-examples 357
 
 The lines between the port's `# --- the tutorial` markers are read from
-scripts/port_tf_tutorial.py and executed unchanged, with the names they use bound to
-TensorFlow's: `jdist` is `TF` below (`tf.distribute.MirroredStrategy`, `ReduceOp`,
-`tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, and `tf.nn`'s `compute_average_loss`
-and `scale_regularization_loss`), `keras` is Keras 3 on the TensorFlow backend. So the same
-lines run under both frameworks. The port's test hooks get: `buffer_size` (default 1: TF's
+scripts/port_tf_tutorial.py and executed unchanged, with `tf` bound to TensorFlow itself where
+the port binds it to `jdist.tf_compat` (so `tf.keras` is Keras 3 on the TensorFlow backend): the
+same lines run under both frameworks. The port's test hooks get: `buffer_size` (default 1: TF's
 shuffle with a one-element buffer keeps the order), `epochs`, and `initial_weights`, the
 arrays `initial_weights()` below makes from a numpy seed (the test makes the same ones).
 The data are the digits from the npz file, not Fashion-MNIST.
 
-Every port line runs under TF 2.21 unchanged; none needed a binding beyond the names above.
+Every port line runs under TF 2.21 unchanged.
 `optimizer.build(model.trainable_variables)` is one of the port's lines, so `--build-optimizer`
 is always in effect (the flag is accepted so that recorded commands run as written). Without
 that line TF 2.21 fails the first step under MirroredStrategy with 2 or more logical devices
@@ -30,7 +28,6 @@ import argparse
 import os
 import tempfile
 import textwrap
-import types
 from pathlib import Path
 
 import numpy as np
@@ -52,20 +49,11 @@ parser.add_argument("--build-optimizer", action="store_true",
 parser.add_argument("--save-weights", default=None, help="write the final weights to this .npz")
 args = parser.parse_args()
 
-os.environ["KERAS_BACKEND"] = "tensorflow"
-import keras  # noqa: E402
+os.environ["KERAS_BACKEND"] = "tensorflow"  # tf.keras is Keras 3 on TensorFlow
 import tensorflow as tf  # noqa: E402
 
 cpu, = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.devices)
-
-# The names the port takes from jdist, bound to TensorFlow's.
-TF = types.SimpleNamespace(
-    MirroredStrategy=tf.distribute.MirroredStrategy, ReduceOp=tf.distribute.ReduceOp,
-    function=tf.function, GradientTape=tf.GradientTape, data=tf.data, train=tf.train,
-    compute_average_loss=tf.nn.compute_average_loss,
-    scale_regularization_loss=tf.nn.scale_regularization_loss)
-
 
 def initial_weights(shapes, seed=0):
     """Glorot-uniform kernels and zero biases from a numpy seed (the test makes the same arrays)."""
@@ -97,7 +85,7 @@ train_images, train_labels = data["arr_0"][:args.train_examples], data["arr_1"][
 test_images, test_labels = data["arr_2"][:args.test_examples], data["arr_3"][:args.test_examples]
 SHAPES = [(3, 3, 1, 32), (32,), (3, 3, 32, 64), (64,), (1600, 64), (64,), (64, 10), (10,)]
 
-namespace = {"jdist": TF, "keras": keras, "os": os,
+namespace = {"tf": tf, "os": os,
              "train_images": train_images, "train_labels": train_labels,
              "test_images": test_images, "test_labels": test_labels,
              "buffer_size": args.buffer_size, "epochs": args.epochs, "initial_weights": initial_weights(SHAPES)}

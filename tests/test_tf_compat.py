@@ -1,0 +1,66 @@
+"""jdist.tf_compat: TensorFlow's names bound to jdist's objects, and a clear error for the rest."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jdist
+import jdist.tf_compat as tf
+
+
+def test_names_are_jdist_objects():
+    assert tf.distribute.MirroredStrategy is jdist.MirroredStrategy
+    assert tf.distribute.OneDeviceStrategy is jdist.OneDeviceStrategy
+    assert tf.distribute.MultiWorkerMirroredStrategy is jdist.MultiWorkerMirroredStrategy
+    assert tf.distribute.TPUStrategy is jdist.TPUStrategy
+    assert tf.distribute.ParameterServerStrategy is jdist.ParameterServerStrategy
+    assert tf.distribute.experimental.CentralStorageStrategy is jdist.CentralStorageStrategy
+    assert tf.distribute.experimental.coordinator.ClusterCoordinator is jdist.ClusterCoordinator
+    assert tf.distribute.ReduceOp is jdist.ReduceOp
+    assert tf.distribute.get_strategy is jdist.get_strategy
+    assert tf.distribute.get_replica_context is jdist.get_replica_context
+    assert tf.distribute.InputContext is jdist.InputContext
+    assert tf.nn.compute_average_loss is jdist.compute_average_loss
+    assert tf.nn.scale_regularization_loss is jdist.scale_regularization_loss
+    assert tf.GradientTape is jdist.GradientTape
+    assert tf.function is jdist.function
+    assert tf.data is jdist.data
+    assert tf.train is jdist.train and tf.train.Checkpoint is jdist.train.Checkpoint
+
+
+def test_keras_is_keras3_on_jax():
+    import keras
+
+    assert tf.keras is keras and keras.backend.backend() == "jax"
+
+
+def test_add_n_adds_in_order_and_checks_its_input():
+    a, b = np.float32(0.1), np.float32(0.7)
+    assert float(tf.add_n([a, b, a])) == float((a + b) + a)
+    np.testing.assert_array_equal(tf.add_n([np.ones(3), 2 * np.ones(3)]), 3 * np.ones(3))
+    with pytest.raises(ValueError, match="at least one"):
+        tf.add_n([])
+    with pytest.raises(ValueError, match="same shape"):
+        tf.add_n([np.ones(3), np.ones(2)])
+
+
+@pytest.mark.parametrize("get, name", [
+    (lambda: tf.Variable, "tf.Variable"),
+    (lambda: tf.distribute.NcclAllReduce, "tf.distribute.NcclAllReduce"),
+    (lambda: tf.distribute.experimental.rpc, "tf.distribute.experimental.rpc"),
+    (lambda: tf.nn.relu, "tf.nn.relu"),
+])
+def test_unknown_name_is_an_error_naming_it(get, name):
+    with pytest.raises(AttributeError, match=rf"jdist does not provide `{name}`.*docs/tf_mapping.md"):
+        get()
+
+
+def test_keras_without_the_jax_backend_is_an_error_naming_the_fix():
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    code = ("import sys\nimport jdist.tf_compat as tf\ntry:\n    tf.keras\nexcept RuntimeError as e:\n"
+            "    print(e)\nprint('keras imported:', 'keras' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "KERAS_BACKEND=jax" in out.stdout, out.stdout + out.stderr
+    assert "backend is unset" in out.stdout and "keras imported: False" in out.stdout
