@@ -6,7 +6,19 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
-from jdist import callbacks, cluster, losses, metrics, mixed_precision, optimizers, partitioners, pipeline, tpu
+from jdist import (
+    callbacks,
+    cluster,
+    data,
+    losses,
+    metrics,
+    mixed_precision,
+    optimizers,
+    partitioners,
+    pipeline,
+    tpu,
+    train,
+)
 from jdist.accumulation import accumulate_gradients, split_microbatches
 from jdist.advisor import Recommendation, recommend_strategy
 from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
@@ -22,6 +34,7 @@ from jdist.context import (
 from jdist.devices import resolve_device, resolve_devices
 from jdist.dispatch import InFlightLimiter
 from jdist.distributed_batch import DistributedBatch
+from jdist.gradient_tape import GradientTape
 from jdist.input import DistributedDataset, DistributedIterator
 from jdist.input_checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
 from jdist.input_errors import InputError, NonFiniteInputError
@@ -61,11 +74,9 @@ from jdist.strategy import (
     TPUStrategy,
     ValueContext,
 )
+from jdist.tf_function import function
 from jdist.train_state import TrainState
 from jdist.trainer import Trainer
-from jdist import data, train
-from jdist.gradient_tape import GradientTape
-from jdist.tf_function import function
 from jdist.values import PerReplica
 
 __version__ = "0.1.0"
