@@ -3,11 +3,13 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-import pytest
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
 
-import jdist
-import jdist.tf_compat as tf
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist  # noqa: E402
+import jdist.tf_compat as tf  # noqa: E402
 
 
 def test_names_are_jdist_objects():
