@@ -98,9 +98,11 @@ def assert_blocks_split(params, stages):
             assert {s.data.shape[0] for s in leaf.addressable_shards} == {TINY.num_layers // stages}, path
 
 
-# Both schedules on stage=4 and on data x stage x model; data x stage (x FSDP) through Trainer.fit below.
+# Both schedules on stage=4 and on data x stage x model, GPipe on data x stage; data x stage x FSDP with the
+# circular schedule through Trainer.fit below.
 @pytest.mark.parametrize("mesh,schedule", [
-    ("stage4", "gpipe"), ("data2_stage2_model2", "gpipe"), ("data2_stage2_model2", "circular"),
+    ("stage4", "gpipe"), ("stage4", "circular"), ("data2_stage4", "gpipe"),
+    ("data2_stage2_model2", "gpipe"), ("data2_stage2_model2", "circular"),
 ])
 def test_make_train_step_trains_like_one_device(lm, mesh, schedule):
     strategy = pipeline_strategy(mesh, schedule)
