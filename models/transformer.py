@@ -96,6 +96,24 @@ class DecoderBlock(nn.Module):
         return x + MlpBlock(cfg, name="mlp")(h)
 
 
+def _embed(cfg: TransformerConfig, tokens: jax.Array) -> jax.Array:
+    """Token plus position embeddings; called inside a model's compact `__call__`, so the
+    `embed`/`pos_embed` parameters belong to that model (`TransformerLM` and `StackedTransformerLM` alike)."""
+    seq = tokens.shape[-1]
+    if seq > cfg.max_len:
+        raise ValueError(f"sequence length {seq} exceeds max_len={cfg.max_len}")
+    embed = nn.Embed(cfg.vocab_size, cfg.d_model, dtype=cfg.dtype, name="embed")
+    pos_embed = nn.Embed(cfg.max_len, cfg.d_model, dtype=cfg.dtype, name="pos_embed")
+    return embed(tokens) + pos_embed(jnp.arange(seq))
+
+
+def _head(cfg: TransformerConfig, x: jax.Array) -> jax.Array:
+    """Final LayerNorm and the vocabulary projection, untied from `embed` so the two can be
+    sharded independently."""
+    x = nn.LayerNorm(dtype=cfg.dtype, name="ln_final")(x)
+    return nn.Dense(cfg.vocab_size, dtype=cfg.dtype, name="lm_head")(x)
+
+
 class TransformerLM(nn.Module):
     """Maps int tokens ``(batch, seq)`` to next-token logits ``(batch, seq, vocab)``.
 
@@ -107,17 +125,10 @@ class TransformerLM(nn.Module):
     @nn.compact
     def __call__(self, tokens: jax.Array) -> jax.Array:
         cfg = self.config
-        seq = tokens.shape[-1]
-        if seq > cfg.max_len:
-            raise ValueError(f"sequence length {seq} exceeds max_len={cfg.max_len}")
-        embed = nn.Embed(cfg.vocab_size, cfg.d_model, dtype=cfg.dtype, name="embed")
-        pos_embed = nn.Embed(cfg.max_len, cfg.d_model, dtype=cfg.dtype, name="pos_embed")
-        x = embed(tokens) + pos_embed(jnp.arange(seq))
+        x = _embed(cfg, tokens)
         for i in range(cfg.num_layers):
             x = DecoderBlock(cfg, name=f"block_{i}")(x)
-        x = nn.LayerNorm(dtype=cfg.dtype, name="ln_final")(x)
-        # Untied from ``embed`` so the two can be sharded independently.
-        return nn.Dense(cfg.vocab_size, dtype=cfg.dtype, name="lm_head")(x)
+        return _head(cfg, x)
 
 
 # Tensor-parallel layout over a mesh axis named "model", as (regex, spec)
@@ -174,17 +185,11 @@ class StackedTransformerLM(nn.Module):
         from jdist.pipeline import apply_blocks, sequential
 
         cfg = self.config
-        seq = tokens.shape[-1]
-        if seq > cfg.max_len:
-            raise ValueError(f"sequence length {seq} exceeds max_len={cfg.max_len}")
-        embed = nn.Embed(cfg.vocab_size, cfg.d_model, dtype=cfg.dtype, name="embed")
-        pos_embed = nn.Embed(cfg.max_len, cfg.d_model, dtype=cfg.dtype, name="pos_embed")
-        x = embed(tokens) + pos_embed(jnp.arange(seq))
+        x = _embed(cfg, tokens)
         blocks = self.param("blocks", _init_stack(cfg), x)
         block = lambda p, h: DecoderBlock(cfg).apply({"params": p}, h)  # noqa: E731
         x = (sequential if self.is_initializing() else apply_blocks)(block, blocks, x)
-        x = nn.LayerNorm(dtype=cfg.dtype, name="ln_final")(x)
-        return nn.Dense(cfg.vocab_size, dtype=cfg.dtype, name="lm_head")(x)
+        return _head(cfg, x)
 
 
 def stack_params(params: Any, num_layers: int) -> Any:
