@@ -55,6 +55,15 @@ PROGRAMS = {
 }
 
 
+def simulate_cpu_devices(count: int) -> None:
+    """Asks XLA for `count` simulated CPU devices unless XLA_FLAGS already says how many (before JAX
+    initialises its backends), and Keras for its JAX backend."""
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_force_host_platform_device_count={count}").strip()
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+
+
 def program(name: str, width: int = 1) -> Program:
     base = PROGRAMS[name]
     return Program(base.name, base.global_batch, base.input_shape, base.num_classes, width)

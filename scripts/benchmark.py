@@ -38,7 +38,7 @@ from typing import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_common import (PROGRAMS, Program, Worker, WorkerError, interleave_order, make_batches,  # noqa: E402
-                          paired_ratio, program as make_program, summarize)
+                          paired_ratio, program as make_program, simulate_cpu_devices, summarize)
 
 WORKER = Path(__file__).resolve().parent / "tf_bench_worker.py"
 
@@ -576,10 +576,7 @@ def write_growth_chart(entries: list[dict], path: Path) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                                   + f" --xla_force_host_platform_device_count={args.devices}").strip()
-    os.environ.setdefault("KERAS_BACKEND", "jax")
+    simulate_cpu_devices(args.devices)
     import jax
 
     import jdist

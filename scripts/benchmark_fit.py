@@ -25,7 +25,14 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchmark  # noqa: E402
-from bench_common import WorkerError, make_batches, paired_ratio, program as make_program, summarize  # noqa: E402
+from bench_common import (  # noqa: E402
+    WorkerError,
+    make_batches,
+    paired_ratio,
+    program as make_program,
+    simulate_cpu_devices,
+    summarize,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -139,10 +146,7 @@ def scan_loop(program, x, y, k: int) -> benchmark.Variant:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                                   + f" --xla_force_host_platform_device_count={args.devices}").strip()
-    os.environ.setdefault("KERAS_BACKEND", "jax")
+    simulate_cpu_devices(args.devices)
     program = make_program("small_mlp")
     bad = [k for k in args.ks if args.steps % k]
     if bad:
