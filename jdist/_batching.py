@@ -31,6 +31,9 @@ class HostBatch:
     y: Any
     mask: np.ndarray
     weight: np.ndarray | None = None
+    # `(block, i)` when this batch is row i of a stacked `(k, batch, ...)` block taken from the
+    # arrays in one gather: `stack_block` then hands that block over instead of copying again.
+    row_of: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def arrays(self) -> tuple:
         return self.x, self.y, self.mask, self.weight
@@ -113,16 +116,49 @@ def pad_rows(batch: HostBatch, size: int) -> HostBatch:
 
 
 def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: np.ndarray | None = None,
-                  max_steps: int | None = None, weight: Any = None) -> Iterator[HostBatch]:
-    """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`."""
+                  max_steps: int | None = None, weight: Any = None, steps_per_block: int = 1) -> Iterator[HostBatch]:
+    """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`.
+
+    Runs of up to `steps_per_block` full batches (no padding) are taken in one gather (a view
+    of the arrays when not shuffled) as a stacked block whose rows are the batches, so a block
+    reaches the devices without a copy per batch and another to stack them."""
     n = leading_size(x, "x")
-    order = np.arange(n) if order is None else order
     steps = math.ceil(n / batch_size) if max_steps is None else max_steps
-    for step in range(steps):
-        idx = order[step * batch_size:(step + 1) * batch_size]
+    # Weights that are not one per example take the per-batch path, which names the problem.
+    full = n // batch_size if padded_size == batch_size and (weight is None or np.ndim(weight) == 1) else 0
+    index = np.arange(n) if order is None else order
+    step = 0
+    while step < steps:
+        count = min(steps_per_block, steps - step, full - step)
+        if count > 0:
+            yield from _full_batches(x, y, weight, order, step * batch_size, count, batch_size)
+            step += count
+            continue
+        idx = index[step * batch_size:(step + 1) * batch_size]
         pick = lambda a, idx=idx: np.asarray(a)[idx]  # noqa: E731
         yield pad_batch(jax.tree.map(pick, x), jax.tree.map(pick, y), padded_size,
                         None if weight is None else pick(weight))
+        step += 1
+
+
+def _full_batches(x: Any, y: Any, weight: Any, order: np.ndarray | None, start: int, count: int,
+                  batch_size: int) -> Iterator[HostBatch]:
+    """`count` full batches from row `start` (of `order`), as rows of one `(count, batch, ...)` block.
+
+    The block is a copy of its own, never a view of the caller's arrays: on CPU, `device_put` of
+    an aligned host array may alias it instead of copying."""
+    end = start + count * batch_size
+
+    def take(a):
+        part = np.asarray(a)[start:end].copy() if order is None else np.asarray(a)[order[start:end]]
+        return part.reshape((count, batch_size) + part.shape[1:])
+
+    block = HostBatch(jax.tree.map(take, x), jax.tree.map(take, y), np.ones((count, batch_size), np.float32),
+                      None if weight is None else np.asarray(take(weight), np.float32))
+    for i in range(count):
+        row = lambda a, i=i: a[i]  # noqa: E731
+        yield HostBatch(jax.tree.map(row, block.x), jax.tree.map(row, block.y), block.mask[i],
+                        None if block.weight is None else block.weight[i], row_of=(block, i))
 
 
 def split_item(item: Any) -> tuple[Any, Any, Any]:
@@ -164,7 +200,11 @@ def group(batches: Iterator[HostBatch], k: int) -> Iterator[list[HostBatch]]:
 
 def stack_block(block: list[HostBatch], k: int) -> HostBatch:
     """`(k, batch, ...)` arrays for one execution; missing steps repeat the last batch, fully masked."""
-    filler = dataclasses.replace(block[-1], mask=np.zeros_like(block[-1].mask))
+    whole = block[0].row_of[0] if block[0].row_of is not None else None
+    if (whole is not None and len(block) == k == len(whole.mask)
+            and all(b.row_of is not None and b.row_of[0] is whole and b.row_of[1] == i for i, b in enumerate(block))):
+        return whole  # the batches are the rows of one block taken together: no copy
+    filler = dataclasses.replace(block[-1], mask=np.zeros_like(block[-1].mask), row_of=None)
     steps = block + [filler] * (k - len(block))
     stack = lambda *leaves: np.stack(leaves)  # noqa: E731
     return HostBatch(*[jax.tree.map(stack, *parts) for parts in zip(*[b.arrays() for b in steps])])

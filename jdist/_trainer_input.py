@@ -81,6 +81,7 @@ class TrainerInput:
         self.accumulation_steps = accumulation_steps
         self.seed = seed
         self.check = check
+        self._constants: dict = {}  # device arrays every pass reuses: step flags, masks without padding
 
     def steps_per_call(self, kind: str) -> int:
         """Steps one compiled call runs: `steps_per_execution`, or 1 for training under a
@@ -137,7 +138,8 @@ class TrainerInput:
         order = np.random.default_rng((self.seed, epoch)).permutation(n) if shuffle else None
         padded = self.padded_size(batch_size)
         return (batching.array_batches(x, y, batch_size, padded, order=order, max_steps=steps,
-                                       weight=sample_weight), steps or available)
+                                       weight=sample_weight, steps_per_block=self.steps_per_execution),
+                steps or available)
 
     def _iterable_batches(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, need_y: bool,
                           persistent: dict | None, class_weight: Any) -> tuple[Iterator, int | None]:
@@ -212,20 +214,31 @@ class TrainerInput:
         stacked = self._stacked(block, k)
         if kind == PREDICT:
             return [((stacked,), len(block))]
-        active = jax.device_put(np.arange(k) < len(block), NamedSharding(self.strategy.mesh, P()))
-        return [((stacked, active), len(block))]
+        return [((stacked, self._active(k, len(block))), len(block))]
+
+    def _active(self, k: int, steps: int) -> jax.Array:
+        """The replicated flags of which of a block's k steps hold data (made once per count)."""
+        key = ("active", k, steps)
+        if key not in self._constants:
+            self._constants[key] = jax.device_put(np.arange(k) < steps, NamedSharding(self.strategy.mesh, P()))
+        return self._constants[key]
 
     def _to_device(self, batch: Any, stacked: bool) -> tuple:
-        """`(x, y, mask, weight)` on the devices, split over the data axis (dim 1 when `stacked`)."""
+        """`(x, y, mask, weight)` on the devices, split over the data axis (dim 1 when `stacked`).
+        A mask without padding is the same every block: it is placed once and reused (the steps
+        never donate their batch)."""
         if isinstance(batch, batching.DeviceBatch):
             return batch.arrays()
         sharding = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis) if stacked
                                  else P(self.strategy.data_axis))
-        tree = batch.arrays()
-        if jax.process_count() == 1:
-            return jax.device_put(tree, sharding)
-        # Every process holds the same global batch; each places only its own shards.
-        return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i]), tree)
+        x, y, mask, weight = batch.arrays()
+        if not (mask == 1).all():
+            return _place((x, y, mask, weight), sharding)
+        key = ("mask", mask.shape, mask.dtype, sharding)
+        if key not in self._constants:
+            self._constants[key] = _place(np.ones(mask.shape, mask.dtype), sharding)
+        x, y, weight = _place((x, y, weight), sharding)
+        return x, y, self._constants[key], weight
 
     def _stacked(self, block: list, k: int) -> tuple:
         """A `(k, batch, ...)` block on the devices (in one transfer from the host); missing steps
@@ -237,6 +250,14 @@ class TrainerInput:
 
 
 # ------------------------------------------------------------------ helpers
+def _place(tree: Any, sharding: NamedSharding) -> Any:
+    """Host arrays on the devices in `sharding`, in one transfer."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    # Every process holds the same global batch; each places only its own shards.
+    return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i]), tree)
+
+
 def is_arrays(x: Any) -> bool:
     """Arrays, or a dict / tuple pytree of arrays (not a generic iterable of batches)."""
     if isinstance(x, (np.ndarray, jax.Array)):

@@ -62,8 +62,13 @@ class StepBuilder:
 
     # ------------------------------------------------------------ metric state
     def init_metric_states(self) -> dict:
-        """Fresh per-replica states, `(replicas, ...)` leaves sharded over the data axis."""
-        return jax.device_put(self._stacked_inits(), NamedSharding(self.mesh, P(self.data_axis)))
+        """Fresh per-replica states, `(replicas, ...)` leaves sharded over the data axis: one
+        compiled program per pass instead of an eager op and a transfer per leaf."""
+        return self._metric_initializer()
+
+    @functools.cached_property
+    def _metric_initializer(self) -> Callable[[], dict]:
+        return jax.jit(self._stacked_inits, out_shardings=NamedSharding(self.mesh, P(self.data_axis)))
 
     def fresh_metric_states(self) -> dict:
         """Fresh per-replica states made inside a compiled step (`(replicas, ...)` leaves)."""

@@ -175,16 +175,33 @@ class TrainerChecks:
 
     def batches(self, trainer: Any, batches: Iterable, first_step: int | None) -> Iterator:
         """`batches` checked one by one before they are grouped and placed; `first_step`: the
-        training step of the first (None outside training)."""
+        training step of the first (None outside training).
+
+        Batches that are the rows of one stacked block (`HostBatch.row_of`, arrays cut k batches
+        at a time) share their signature: the first row is checked as any batch, and the label
+        check runs once over the whole block; the other rows are checked one by one only when
+        that finds a problem, so the error names the same batch, raised at the same point."""
+        block_checked = None
         for i, batch in enumerate(batches):
             if isinstance(batch, DeviceBatch):
                 yield batch  # a distributed dataset's batch: checked where it left the host
                 continue
             where = f"batch {i} of this pass" + ("" if first_step is None else f", training step {first_step + i}")
-            self.check(trainer, batch, where)
+            row_of = getattr(batch, "row_of", None)
+            if row_of is not None and row_of[1] > 0 and row_of[0] is block_checked:
+                if _NUMERICS[0]:
+                    self._check_numerics(batch, where)
+                yield batch
+                continue
+            output = self.check(trainer, batch, where)
+            block_checked = None
+            first_of_block = row_of is not None and row_of[1] == 0 and len(row_of[0].mask) > 1
+            if first_of_block and self._labels_fit(row_of[0], output):
+                block_checked = row_of[0]
             yield batch
 
-    def check(self, trainer: Any, batch: Any, where: str) -> None:
+    def check(self, trainer: Any, batch: Any, where: str) -> Any:
+        """Checks one batch; returns the model's (abstract) output for it, or None."""
         x_leaves, x_def = jax.tree.flatten(batch.x, is_leaf=lambda v: v is None)
         y_leaves, y_def = jax.tree.flatten(batch.y, is_leaf=lambda v: v is None)
         key = (x_def, _signature(x_leaves), y_def, _signature(y_leaves))
@@ -194,8 +211,24 @@ class TrainerChecks:
         if self._label_check is not None and output is not None and isinstance(batch.y, np.ndarray):
             self._label_check(batch.y, batch.y.shape[:1] + output.shape[1:], f"labels y ({where})")
         if _NUMERICS[0]:
-            check_finite(batch.x, "x", where)
-            check_finite(batch.y, "y", where)
+            self._check_numerics(batch, where)
+        return output
+
+    def _labels_fit(self, block: Any, output: Any) -> bool:
+        """Whether the label check passes on every row of a stacked `(k, batch, ...)` block at once."""
+        if self._label_check is None or output is None or not isinstance(block.y, np.ndarray):
+            return True  # nothing is checked per row either
+        rows = block.y.reshape((-1,) + block.y.shape[2:])
+        try:
+            self._label_check(rows, rows.shape[:1] + output.shape[1:], "labels y")
+        except InputError:
+            return False
+        return True
+
+    @staticmethod
+    def _check_numerics(batch: Any, where: str) -> None:
+        check_finite(batch.x, "x", where)
+        check_finite(batch.y, "y", where)
 
     def _first_of_signature(self, trainer: Any, batch: Any, x_def: Any, x_leaves: list) -> Any:
         check_leaves(batch.x, "x")
