@@ -62,13 +62,16 @@ class StepBuilder:
 
     # ------------------------------------------------------------ metric state
     def init_metric_states(self) -> dict:
-        """Fresh per-replica states, `(replicas, ...)` leaves sharded over the data axis: one
-        compiled program per pass instead of an eager op and a transfer per leaf."""
-        return self._metric_initializer()
+        """Fresh per-replica states, `(replicas, ...)` leaves sharded over the data axis.
+
+        Made once (one compiled program) and handed to every pass: the steps take metric states
+        as inputs without donating them, so the same arrays start each pass with no program,
+        transfer or eager op per pass."""
+        return self._initial_metric_states
 
     @functools.cached_property
-    def _metric_initializer(self) -> Callable[[], dict]:
-        return jax.jit(self._stacked_inits, out_shardings=NamedSharding(self.mesh, P(self.data_axis)))
+    def _initial_metric_states(self) -> dict:
+        return jax.jit(self._stacked_inits, out_shardings=NamedSharding(self.mesh, P(self.data_axis)))()
 
     def fresh_metric_states(self) -> dict:
         """Fresh per-replica states made inside a compiled step (`(replicas, ...)` leaves)."""

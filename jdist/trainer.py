@@ -293,7 +293,8 @@ class Trainer:
     # ------------------------------------------------------------------ loops
     def _run_epoch(self, kind: str, data: Any, states: dict, callbacks: CallbackList | None,
                    hook: str, first_index: int = 0) -> Any:
-        """Runs train or eval executions over a pass's blocks; returns the final metric states.
+        """Runs train or eval executions over a pass's blocks; returns the final metric states
+        (the last executions may still run: read them with `_read_logs` next).
         `first_index`: batches of this pass already done (left out)."""
         blocks = data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None)
         if self._input.scheduled_remotely(kind):
@@ -322,7 +323,9 @@ class Trainer:
             index += len(block.batches)
             if wants_logs:
                 callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
-        limiter.drain()
+        # No drain: every caller reads the logs next (`_read_logs`), whose program queues behind the
+        # last execution and whose fetch waits for all of them: one wait per pass instead of two.
+        # At most `max_in_flight` executions and that read are in flight meanwhile.
         if index < 0:
             raise ValueError("The input yielded no batches.")
         return states
