@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context, dispatch, keras_distribution, keras_run
-from jdist.devices import DeviceLike, resolve_devices
-from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
+from jdist.input.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
+from jdist.input.process_local import check_divisible, process_batch_slice, to_host
+from jdist.interop import keras_distribution, keras_run
 from jdist.layout import (
     Layout,
     LayoutLike,
@@ -29,13 +29,14 @@ from jdist.layout import (
     split_over_data,
     split_shardings_over_data,
 )
-from jdist.logical_devices import logical_axes, replicate_on, split_on
-from jdist.process_local import check_divisible, process_batch_slice, to_host
-from jdist.reduce_op import ReduceOp
-from jdist.replica_context import ReplicaContext
-from jdist.replica_taint import per_replica_outputs
-from jdist.row_alignment import OTHER, aligned_outputs
-from jdist.values import (
+from jdist.strategy import context, dispatch
+from jdist.strategy.devices import DeviceLike, resolve_devices
+from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
+from jdist.strategy.reduce_op import ReduceOp
+from jdist.strategy.replica_context import ReplicaContext
+from jdist.strategy.replica_taint import per_replica_outputs
+from jdist.strategy.row_alignment import OTHER, aligned_outputs
+from jdist.strategy.values import (
     PerReplica,
     is_mirrored,
     local_components,
@@ -206,7 +207,7 @@ class Strategy:
 
             print(strategy.summary(state))
         """
-        from jdist.summary import layout_summary
+        from jdist.diagnostics.summary import layout_summary
 
         layout = self._layout if self._layout is not None else Layout(default=P())
         opt_state_spec = None
@@ -361,7 +362,7 @@ class Strategy:
     def distribute_batch(self, batch: Any) -> Any:
         """Places a global batch (a pytree of arrays) split over the replicas along dim 0.
 
-        The arrays are per-replica values (`run` splits them, see `jdist.values`) and
+        The arrays are per-replica values (`run` splits them, see `jdist.strategy.values`) and
         stay plain `jax.Array`s for jitted steps."""
         sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
         if any(s == () for s in sizes):
@@ -377,8 +378,8 @@ class Strategy:
         return mark_split(jax.device_put(batch, self.data_sharding()))
 
     def memory_report(self) -> Any:
-        """Memory in use on each of this strategy's devices (a `jdist.memory.MemoryReport`; print it)."""
-        from jdist.memory import memory_report
+        """Memory in use on each of this strategy's devices (a `jdist.diagnostics.memory.MemoryReport`; print it)."""
+        from jdist.diagnostics.memory import memory_report
 
         return memory_report(self.worker_devices)
 
@@ -409,7 +410,7 @@ class Strategy:
         broadcast, whatever its sharding. Results that provably agree on every
         replica (e.g. after `all_reduce`) come back as plain replicated arrays; the
         rest as `PerReplica`, carrying the batch's mask when they have one row per
-        example (see `jdist.values`).
+        example (see `jdist.strategy.values`).
         """
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
@@ -731,19 +732,19 @@ class Strategy:
 
     # -------------------------------------------------------------------- input
     def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
-        """Splits a dataset of global batches over the replicas (see `jdist.input`).
+        """Splits a dataset of global batches over the replicas (see `jdist.input.dataset`).
 
         Iterating gives `jdist.DistributedBatch`es on the mesh: TF's per-replica split,
         padded to equal shards, with a mask of the real examples.
         """
-        from jdist.input import distribute_dataset
+        from jdist.input.dataset import distribute_dataset
 
         return distribute_dataset(self, dataset, options)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable, options: Any = None) -> Any:
         """Calls `dataset_fn(jdist.InputContext)` once per input pipeline; its per-replica batches
-        are handed to this process's replicas in turn (see `jdist.input`)."""
-        from jdist.input import distribute_datasets_from_function
+        are handed to this process's replicas in turn (see `jdist.input.dataset`)."""
+        from jdist.input.dataset import distribute_datasets_from_function
 
         return distribute_datasets_from_function(self, dataset_fn, options)
 
@@ -766,7 +767,7 @@ class Strategy:
 # ------------------------------------------------------------------- helpers
 def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
     """The mask of a result of `run` row-aligned with the split inputs `rows_of` (see
-    `jdist.row_alignment`): theirs when they share one; None when not aligned."""
+    `jdist.strategy.row_alignment`): theirs when they share one; None when not aligned."""
     if not isinstance(rows_of, frozenset):
         return None
     found = {id(m): m for m in (masks[i] for i in rows_of) if m is not None}
