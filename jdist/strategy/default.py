@@ -44,7 +44,7 @@ class DefaultStrategy(Strategy):
             return fn(*args, **kwargs)
 
     def experimental_distribute_values_from_function(self, value_fn):
-        from jdist.strategy.base import ValueContext
+        from jdist.strategy.cross_replica import ValueContext
 
         return value_fn(ValueContext(0, 1))
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jdist.strategy.base import Strategy, ValueContext
+from jdist.strategy.base import Strategy
+from jdist.strategy.cross_replica import ValueContext
 from jdist.strategy.devices import DeviceLike
 
 
