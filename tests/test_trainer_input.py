@@ -12,8 +12,8 @@ import optax
 import pytest
 
 import jdist
-from jdist import _batching as batching
-from jdist.input_errors import InputError
+from jdist.trainer import _batching as batching
+from jdist.input.errors import InputError
 from jdist.models import MLP
 
 
