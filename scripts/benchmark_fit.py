@@ -37,7 +37,6 @@ from bench_common import (  # noqa: E402
     summarize,
 )
 
-
 # Executions a loop may dispatch ahead of the host: jdist.Trainer's default `max_in_flight`, kept by the
 # hand-written loop too (unbounded, 32 programs with an all-reduce queued on 2 cores near XLA:CPU's abort).
 MAX_IN_FLIGHT = 4

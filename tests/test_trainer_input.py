@@ -12,9 +12,9 @@ import optax
 import pytest
 
 import jdist
-from jdist.trainer import _batching as batching
 from jdist.input.errors import InputError
 from jdist.models import MLP
+from jdist.trainer import _batching as batching
 
 
 def _batch_by_batch(x, y, weight, batch_size, padded, order, steps):
