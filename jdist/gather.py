@@ -41,8 +41,8 @@ def _gathered_dim(split: Any, stored: Any, shape: tuple, axis: str) -> int | Non
 
 def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> Any:
     """`tree` (laid out as `split`) laid out as `stored`, where the two differ only by the data `axis`
-    on one dimension, with one all-gather per dtype bucket. Other leaves are only constrained to
-    `stored` (XLA moves them as it would anyway)."""
+    on one dimension, with one all-gather per dtype bucket. Other leaves are returned as they are
+    (the step's output shardings place them)."""
     leaves, treedef = jax.tree.flatten(tree)
     split_leaves = treedef.flatten_up_to(split)
     stored_leaves = treedef.flatten_up_to(stored)
@@ -52,7 +52,6 @@ def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> An
     for i, (leaf, s, t) in enumerate(zip(leaves, split_leaves, stored_leaves)):
         dim = _gathered_dim(s, t, jnp.shape(leaf), axis)
         if dim is None:
-            out[i] = jax.lax.with_sharding_constraint(leaf, t) if isinstance(t, NamedSharding) else leaf
             continue
         dtype = jnp.result_type(leaf)
         per_replica = leaf.size * dtype.itemsize // int(mesh.shape[axis])

@@ -14,8 +14,11 @@ host-to-device transfer of every batch) runs as:
   Keras `fit`, under `tf.distribute.MirroredStrategy` over as many logical CPUs (MLP and CNN only). Each runs
   in its own long-lived process (`scripts/tf_bench_worker.py`, in the Python given by `--tf-python`, or
   `$JDIST_TF_PYTHON`; `pip install -e ".[bench-tf]"` puts TensorFlow in this environment instead).
+Strategies: mirrored, one_device, and zero1 (Mirrored with the optimizer state stored split, built with
+`--zero1-min-bytes`), which is paired with the Mirrored row's hand-written step.
 All variants of one model run in interleaved windows (A, B, C, then C, B, A, ...), each window sized to take
-about `--window-seconds`. Throughput is examples/s, the median of the windows (min and max reported); a ratio
+about `--window-seconds`; the variants timed by the step all get the same steps per window (the median of
+their sizes), so paired windows do the same work. Throughput is examples/s, the median of the windows (min and max reported); a ratio
 `paired` is the median over rounds of one variant's window rate over the other's in the same round, which
 cancels drift in the machine's load, the only ratio that means something on a shared machine.
 Inside the timed windows device-to-host transfers are disallowed (`jax.transfer_guard_device_to_host`), so
