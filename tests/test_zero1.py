@@ -18,9 +18,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jdist
-from jdist import hlo
 from jdist.checkpoint import CheckpointManager
-from jdist.summary import format_bytes
+from jdist.diagnostics import hlo
+from jdist.diagnostics.summary import format_bytes
 
 IN, HIDDEN, CLASSES, BATCH, LR = 12, 32, 6, 32, 0.01
 # Where each Adam moment lives under ZeRO-1 on 8 replicas (12 % 8 != 0, so dense/kernel splits dim 1).
@@ -95,7 +95,7 @@ SPLIT_ELEMENTS = sum(int(np.prod(shape)) for shape in SPLIT_SHAPES)
 
 
 def assert_gathers_parameters_only(hlo_text: str) -> None:
-    """One all-gather (the split kernels' new values packed together, `jdist.gather`); none of the
+    """One all-gather (the split kernels' new values packed together, `jdist.training.gather`); none of the
     moments, which are as large."""
     gathered = gathered_shapes(hlo_text)
     assert gathered == {(8, SPLIT_ELEMENTS // 8): 1}, gathered
@@ -252,11 +252,11 @@ def test_checkpoint_moves_between_zero1_and_every_strategy(tmp_path):
 
 
 def test_gather_split_packs_every_split_leaf_into_one_all_gather():
-    """`jdist.gather.gather_split`: leaves split over the data axis on any dimension come back whole,
+    """`jdist.training.gather.gather_split`: leaves split over the data axis on any dimension come back whole,
     bitwise, in one all-gather per dtype; a leaf stored as it is split only keeps its layout."""
     from jax.sharding import NamedSharding
 
-    from jdist.gather import gather_split
+    from jdist.training.gather import gather_split
 
     strategy = jdist.MirroredStrategy()
     mesh = strategy.mesh
