@@ -14,8 +14,11 @@ host-to-device transfer of every batch) runs as:
   Keras `fit`, under `tf.distribute.MirroredStrategy` over as many logical CPUs (MLP and CNN only). Each runs
   in its own long-lived process (`scripts/tf_bench_worker.py`, in the Python given by `--tf-python`, or
   `$JDIST_TF_PYTHON`; `pip install -e ".[bench-tf]"` puts TensorFlow in this environment instead).
+Strategies: mirrored, one_device, and zero1 (Mirrored with the optimizer state stored split, built with
+`--zero1-min-bytes`), which is paired with the Mirrored row's hand-written step.
 All variants of one model run in interleaved windows (A, B, C, then C, B, A, ...), each window sized to take
-about `--window-seconds`. Throughput is examples/s, the median of the windows (min and max reported); a ratio
+about `--window-seconds`; the variants timed by the step all get the same steps per window (the median of
+their sizes), so paired windows do the same work. Throughput is examples/s, the median of the windows (min and max reported); a ratio
 `paired` is the median over rounds of one variant's window rate over the other's in the same round, which
 cancels drift in the machine's load, the only ratio that means something on a shared machine.
 Inside the timed windows device-to-host transfers are disallowed (`jax.transfer_guard_device_to_host`), so
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -69,8 +73,13 @@ def default_tf_python() -> str | None:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="mlp,cnn,transformer", help="comma list; empty for none")
-    parser.add_argument("--strategies", default="mirrored,one_device",
+    parser.add_argument("--strategies", default="mirrored,one_device,zero1",
                         help="comma list of mirrored, one_device, zero1 (Mirrored + sharded optimizer state)")
+    parser.add_argument("--zero1-min-bytes", type=int, default=32 << 10,
+                        help="jdist.layout.WEIGHT_UPDATE_MIN_BYTES while the zero1 variant is built and compiled: "
+                             "the smallest leaf whose optimizer state it stores split (default 32 KiB; the "
+                             "Transformer's leaves are 32-256 KiB, under the library's 1 MiB, which would "
+                             "leave ZeRO-1 nothing to split)")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=1.0,
@@ -167,12 +176,14 @@ def window_steps(seconds_per_step: float, target_seconds: float, multiple: int, 
 
 
 def interleaved_windows(variants: dict, *, windows: int, target_seconds: float, max_steps: int,
-                        counter: "CompileCounter | None" = None, guard: bool = True) -> dict:
+                        counter: "CompileCounter | None" = None, guard: bool = True,
+                        same_steps: bool = True) -> dict:
     """Times each variant's windows in turn (A, B, C, then C, B, A, ...) so machine noise hits all alike.
 
     Returns examples/s per window per variant, the steps per window, and the XLA compilations in this
     process during the timed windows (there must be none). A variant that fails keeps its error instead.
-    `guard`: device-to-host transfers inside the timed windows raise.
+    `guard`: device-to-host transfers inside the timed windows raise. `same_steps`: the variants sized by
+    time share one window size (the median of theirs).
     """
     import contextlib
 
@@ -192,6 +203,14 @@ def interleaved_windows(variants: dict, *, windows: int, target_seconds: float, 
         except WorkerError as error:
             errors[name] = str(error).splitlines()[0]
     live = [name for name in variants if name not in errors]
+    # Variants timed by the step (not fit calls, not k-step executions) all run the same number of steps
+    # per window, the median of their sizes: a paired ratio then compares the same work, and no variant
+    # pays its pipeline's fill and drain over fewer steps because its sizing probe hit a busy moment.
+    sized = [variants[name] for name in live if not variants[name].fixed_steps and variants[name].step_multiple == 1]
+    if same_steps and len(sized) > 1:
+        common = int(statistics.median_low(sorted(v.steps for v in sized)))
+        for variant in sized:
+            variant.steps = min(common, variant.max_steps or common)
     compiles_before = counter.count if counter else 0
     rates = {name: [] for name in live}
     with jax.transfer_guard_device_to_host("disallow") if guard else contextlib.nullcontext():
@@ -260,9 +279,11 @@ def loss_and_grad_program(program: Program):
     return model, params, optax.adam(1e-3), loss
 
 
-def jdist_variant(strategy, program: Program, batches, args):
+def jdist_variant(strategy, program: Program, batches, args, min_bytes: int | None = None):
     """jdist's step; every batch carries its mask, as distributed datasets' batches do.
 
+    `min_bytes`: `jdist.layout.WEIGHT_UPDATE_MIN_BYTES` while the state is created and the step compiled
+    (both read it then; the compiled step keeps the layout it chose).
     Returns the variant, a check that a short padded batch reuses the compiled step, and the FLOPs of
     one step: XLA's cost analysis of the compiled program (each device's) times the replicas."""
     import jax
@@ -271,16 +292,25 @@ def jdist_variant(strategy, program: Program, batches, args):
     import jdist
 
     model, params, tx, loss = loss_and_grad_program(program)
-    with strategy.scope():
-        state = jdist.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
     step_fn = jdist.make_train_step(lambda p, b: loss(model.apply(p, b["x"]), b["y"]), strategy)
-    holder = {"state": state}
     full = np.ones(program.global_batch, np.float32)
+    holder = {}
 
     def step(i, mask=full):
         x, y = batches[i % len(batches)]
         holder["state"], sums = step_fn(holder["state"], strategy.distribute_batch({"x": x, "y": y, "mask": mask}))
         return sums
+
+    saved = jdist.layout.WEIGHT_UPDATE_MIN_BYTES
+    try:
+        if min_bytes is not None:
+            jdist.layout.WEIGHT_UPDATE_MIN_BYTES = min_bytes
+        with strategy.scope():
+            holder["state"] = jdist.TrainState.create(apply_fn=model.apply, params=params, tx=tx)
+        if min_bytes is not None:
+            jax.block_until_ready(step(0))  # compiles with this threshold
+    finally:
+        jdist.layout.WEIGHT_UPDATE_MIN_BYTES = saved
 
     def short_batch_compiles(counter: CompileCounter) -> int:
         """A short last batch, padded and masked, must reuse the compiled step."""
@@ -295,7 +325,14 @@ def jdist_variant(strategy, program: Program, batches, args):
         per_device = float(lowered.compile().cost_analysis().get("flops", float("nan")))
         return per_device * strategy.num_replicas_in_sync
 
-    return Variant(timed_steps(step, args.max_in_flight), program.global_batch), short_batch_compiles, flops
+    def stored_fraction() -> float:
+        """The fraction of the optimizer state's bytes each device stores (1.0: all of it, replicated)."""
+        leaves = jax.tree.leaves(holder["state"].opt_state)
+        return sum(x.addressable_shards[0].data.nbytes for x in leaves) / max(1, sum(x.nbytes for x in leaves))
+
+    variant = Variant(timed_steps(step, args.max_in_flight), program.global_batch)
+    variant.stored_fraction = stored_fraction
+    return variant, short_batch_compiles, flops
 
 
 def baseline_variant(devices, program: Program, batches, args) -> Variant:
@@ -389,7 +426,8 @@ def peak_gemm_flops(size: int = 2048, repeats: int = 5) -> float:
 def paired_columns(rates: dict, row: str, model: str, strategy_name: str) -> dict:
     """The row's paired ratios: jdist over the hand-written program, Keras 3, the TF program and TF fit."""
     jd = rates.get(f"{row}/jdist")
-    others = {"baseline": f"{row}/baseline"}
+    # ZeRO-1 is Mirrored with its optimizer state stored split: it races the Mirrored hand-written step.
+    others = {"baseline": f"{row}/baseline" if f"{row}/baseline" in rates else f"{model}/mirrored/baseline"}
     if strategy_name == "mirrored":
         others.update(keras=f"{model}/mirrored/keras", tf=f"{model}/mirrored/tf", tf_fit=f"{model}/mirrored/tf_fit")
     return {name: paired_ratio(jd, rates[key]) for name, key in others.items() if jd and key in rates}
@@ -407,10 +445,14 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
         starting[f"{name}/mirrored/tf_fit"] = tf_variant(args.tf_python, program, variant="fit",
                                                          devices=args.devices, fit_steps=args.fit_steps)
     variants, short_checks, flops = {}, {}, {}
-    for strategy_name in args.strategies.split(","):
+    strategies = args.strategies.split(",")
+    for strategy_name in strategies:
         strategy = make_strategy(strategy_name)
-        variant, short_checks[strategy_name], flops[strategy_name] = jdist_variant(strategy, program, batches, args)
+        variant, short_checks[strategy_name], flops[strategy_name] = jdist_variant(
+            strategy, program, batches, args, args.zero1_min_bytes if strategy_name == "zero1" else None)
         variants[f"{name}/{strategy_name}/jdist"] = variant
+        if strategy_name == "zero1" and "mirrored" in strategies:
+            continue  # paired with the Mirrored row's hand-written step (the same program)
         variants[f"{name}/{strategy_name}/baseline"] = baseline_variant(
             list(strategy.worker_devices), program, batches, args)
     if not args.no_keras and name != "transformer":  # no Keras twin of the Transformer here
@@ -448,7 +490,8 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
         rows[row] = {
             "variants": {key.rsplit("/", 1)[1]: summarize(r) for key, r in rates.items()
                          if key.startswith(row + "/") or (strategy_name == "mirrored" and
-                                                          key.startswith(f"{name}/mirrored/"))},
+                                                          key.startswith(f"{name}/mirrored/"))
+                         or (strategy_name == "zero1" and key == f"{name}/mirrored/baseline")},
             "paired": paired_columns(rates, row, name, strategy_name),
             "errors": {key.rsplit("/", 1)[1]: message for key, message in errors.items()
                        if key.startswith(row + "/")},
@@ -458,6 +501,8 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
             "compiles_in_timed_windows": timing["compiles_after_warmup"],
             "compiles_for_short_batch": short_check(counter),
         }
+        if strategy_name == "zero1":
+            rows[row]["optimizer_state_stored_per_device"] = variants[f"{row}/jdist"].stored_fraction()
         if jd and strategy_name == "zero1" and f"{name}/mirrored/jdist" in rates:
             rows[row]["paired"]["mirrored"] = paired_ratio(jd, rates[f"{name}/mirrored/jdist"])
     return {"rows": rows, "rates": rates}
@@ -612,7 +657,9 @@ def main(argv=None) -> int:
     if entries:
         lines += [""] + growth_lines(entries)
         write_growth_chart(entries, out / "growth.png")
-    zero1 = [f"{row}: zero1 / mirrored jdist, paired: {info['paired']['mirrored']['median']:.3f}"
+    zero1 = [f"{row}: zero1 / mirrored jdist, paired: {info['paired']['mirrored']['median']:.3f}; each device "
+             f"stores {100 * info['optimizer_state_stored_per_device']:.1f}% of the optimizer state "
+             f"(--zero1-min-bytes {args.zero1_min_bytes})"
              for row, info in rows.items() if "mirrored" in info["paired"]]
     lines += [""] + zero1 if zero1 else []
     lines += ["", f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "

@@ -53,7 +53,8 @@ def test_interleaved_windows_rates_order_and_paired_columns():
                 "m/mirrored/tf": fake_variant(0.04, log=log, name="t")}
     timing = benchmark.interleaved_windows(variants, windows=3, target_seconds=0.1, max_steps=64)
     assert log[6:] == ["j", "b", "t", "t", "b", "j", "j", "b", "t"]  # after 2 warm-up/sizing calls each
-    assert timing["steps"] == {"m/mirrored/jdist": 10, "m/mirrored/baseline": 5, "m/mirrored/tf": 2}
+    # Sized 10, 5 and 2 steps on their own; all run the median, so the paired windows do the same work.
+    assert timing["steps"] == {"m/mirrored/jdist": 5, "m/mirrored/baseline": 5, "m/mirrored/tf": 5}
     assert timing["rates"]["m/mirrored/jdist"] == pytest.approx([1000.0] * 3)
     assert timing["rates"]["m/mirrored/tf"] == pytest.approx([250.0] * 3)
     columns = benchmark.paired_columns(timing["rates"], "m/mirrored", "m", "mirrored")
@@ -114,3 +115,39 @@ def test_table_reports_paired_ratios_and_fraction_of_peak():
     assert cells[4] == "640" and cells[5] == "failed"
     assert cells[8] == "1.90"  # the paired ratio, not 1280 / 640
     assert cells[10] == "10.0 G" and cells[11] == "50.0%"  # 10 steps/s x 1 GFLOP of a 20 GFLOP/s peak
+
+
+def test_gpu_check_runs_every_path_on_cpu(capsys):
+    """scripts/gpu_check.py --cpu-smoke: the MFU table (Mirrored and OneDevice), the all-reduce against the
+    ring model, and CentralStorageStrategy with its parameters in pinned_host memory, loss going down."""
+    import re
+
+    import gpu_check
+
+    assert gpu_check.lookup(gpu_check.PEAK_BF16_FLOPS, "NVIDIA H100 80GB HBM3") == 989e12
+    assert gpu_check.lookup(gpu_check.PEAK_BF16_FLOPS, "NVIDIA H100 PCIe") == 756e12
+    assert gpu_check.lookup(gpu_check.PEAK_BF16_FLOPS, "NVIDIA A100-SXM4-40GB") == 312e12
+    assert gpu_check.lookup(gpu_check.PEAK_BF16_FLOPS, "cpu") is None
+    assert gpu_check.main(["--cpu-smoke"]) == 0
+    text = capsys.readouterr().out
+    rows = re.findall(r"\| (MirroredStrategy|OneDeviceStrategy) \| (\d+) \|.*\| ([\d.]+)% \| ([\d.]+) -> ([\d.]+) \|", text)
+    assert [(name, n) for name, n, *_ in rows] == [("MirroredStrategy", "2"), ("OneDeviceStrategy", "1")], text
+    assert all(float(last) < float(first) for *_, first, last in rows), text
+    ring = re.findall(r"\| ([\d.]+) MiB \| ([\d.]+) \| ([\d.]+) \|", text)
+    # 2(n-1)/n * S / B with n = 2, B = 10 GB/s (the smoke run's placeholder): S / 10 GB/s.
+    assert [float(model) for *_, model in ring] == pytest.approx(
+        [1e3 * float(mib) * 2 ** 20 / 10e9 for mib, *_ in ring], abs=1e-3)
+    assert "memory kind 'pinned_host'" in text
+    assert re.search(r"ms / step \(global batch 4\); loss [\d.]+ -> [\d.]+ \(down\)", text), text
+
+
+def test_gpu_check_without_a_gpu_says_so():
+    import jax
+
+    import gpu_check
+
+    if any(d.platform == "gpu" for d in jax.devices()):
+        assert gpu_check.gpu_devices(False)
+        return
+    with pytest.raises(SystemExit, match="needs an NVIDIA GPU.*--cpu-smoke"):
+        gpu_check.gpu_devices(False)

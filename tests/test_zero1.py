@@ -87,11 +87,18 @@ def gathered_shapes(hlo_text: str) -> collections.Counter:
                                for _, dims in c.shapes)
 
 
+def gathered_elements(hlo_text: str) -> int:
+    return sum(int(np.prod(shape)) * count for shape, count in gathered_shapes(hlo_text).items())
+
+
+SPLIT_ELEMENTS = sum(int(np.prod(shape)) for shape in SPLIT_SHAPES)
+
+
 def assert_gathers_parameters_only(hlo_text: str) -> None:
-    """One all-gather per split kernel (its new value); none of the moments, which share its shape."""
+    """One all-gather (the split kernels' new values packed together, `jdist.training.gather`); none of the
+    moments, which are as large."""
     gathered = gathered_shapes(hlo_text)
-    assert {shape: gathered[shape] for shape in SPLIT_SHAPES} == {shape: 1 for shape in SPLIT_SHAPES}, gathered
-    assert sum(gathered.values()) == len(SPLIT_SHAPES), gathered
+    assert gathered == {(8, SPLIT_ELEMENTS // 8): 1}, gathered
 
 
 def train_steps(strategy, batches):
@@ -136,7 +143,7 @@ def test_optimizer_state_stays_split_and_trains_as_one_device():
     with mirrored.scope():
         plain = jdist.TrainState.create(apply_fn=apply_fn, params=init_params(), tx=optax.adam(LR))
     text = jdist.make_train_step(step_loss, mirrored).lower(plain, batch).compile().as_text()
-    assert {shape: gathered_shapes(text)[shape] for shape in SPLIT_SHAPES} == {shape: 3 for shape in SPLIT_SHAPES}
+    assert gathered_elements(text) == 3 * SPLIT_ELEMENTS, gathered_shapes(text)
     with pytest.raises(AssertionError):
         assert_gathers_parameters_only(text)
 
@@ -242,3 +249,29 @@ def test_checkpoint_moves_between_zero1_and_every_strategy(tmp_path):
     with pytest.raises(ValueError, match=r"strategy\.place\(state\)"):
         step(stray, batch)
     assert_stored_split(step(strategy.place(stray), batch)[0], strategy)
+
+
+def test_gather_split_packs_every_split_leaf_into_one_all_gather():
+    """`jdist.training.gather.gather_split`: leaves split over the data axis on any dimension come back whole,
+    bitwise, in one all-gather per dtype; a leaf stored as it is split only keeps its layout."""
+    from jax.sharding import NamedSharding
+
+    from jdist.training.gather import gather_split
+
+    strategy = jdist.MirroredStrategy()
+    mesh = strategy.mesh
+    rng = np.random.default_rng(0)
+    tree = {"a": rng.standard_normal((16, 3)).astype(np.float32), "b": rng.standard_normal((3, 8, 2)).astype(np.float32),
+            "c": rng.standard_normal((8, 4)).astype(np.float32), "n": np.arange(8 * 5, dtype=np.int32).reshape(8, 5)}
+    split = {"a": P("data", None), "b": P(None, "data"), "c": P("data"), "n": P("data")}
+    stored = {"a": P(), "b": P(), "c": P("data"), "n": P()}
+    split_s = {k: NamedSharding(mesh, v) for k, v in split.items()}
+    stored_s = {k: NamedSharding(mesh, v) for k, v in stored.items()}
+    fn = jax.jit(lambda t: gather_split(t, split_s, stored_s, mesh, "data"), in_shardings=(split_s,),
+                 out_shardings=stored_s)
+    out = fn(jax.device_put(tree, split_s))
+    for key in tree:
+        np.testing.assert_array_equal(np.asarray(out[key]), tree[key])
+        assert out[key].sharding.spec == stored[key]
+    gathers = [c for c in hlo.collectives(fn.lower(tree).compile().as_text(), 8) if c.kind == "all-gather"]
+    assert len(gathers) == 2, gathers  # float32 (a and b packed) and int32 (n)

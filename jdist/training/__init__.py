@@ -3,5 +3,6 @@
 `step_core` is the one train/eval step every way of training builds on (masked loss, real-example count,
 accumulation, mixed precision, weight-update sharding); `steps` turns a user's `loss_fn` into it
 (`make_train_step`, `make_eval_step`); `accumulation` splits a batch into micro-batches; `train_state` holds
-parameters, optimizer state and step; `gradient_capture` runs a step whose parameters live elsewhere.
+parameters, optimizer state and step; `gradient_capture` runs a step whose parameters live elsewhere;
+`gather` packs the all-gather of a weight-update-sharded step's new parameters into one.
 """

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jdist import mixed_precision
+from jdist.training import gather
 from jdist.training.accumulation import check_accumulation_steps, scan_accumulate, split_on_mesh
 
 
@@ -186,8 +187,14 @@ def build(
         if factor is not None:  # after the constraint: each replica rescales only its share
             grads = jax.tree.map(lambda g: (g * factor).astype(g.dtype), grads)
         if model_state is not None:
-            return state.apply_gradients(grads=grads, model_state=new_model_state), carry
-        return state.apply_gradients(grads=grads), carry
+            new_state = state.apply_gradients(grads=grads, model_state=new_model_state)
+        else:
+            new_state = state.apply_gradients(grads=grads)
+        if update_shardings is not None and hasattr(state, "opt_state"):
+            # The new parameters whole again in one all-gather, not one per split leaf.
+            new_state = new_state.replace(params=gather.gather_split(
+                new_state.params, update_shardings.params, param_shardings(new_state.params), mesh(), data_axis()))
+        return new_state, carry
 
     def evaluate(state, inputs, mask, carry, *, model_state=None):
         losses, aux, _ = forward(to_compute(state.params), model_state, inputs, mask, None, False)
