@@ -55,11 +55,14 @@ import difflib
 import math
 import re
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec as P
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 Tactic = Callable[[tuple, Any, Mesh], P]
 SpecLike = P | tuple | list | None
@@ -238,7 +241,7 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
 WEIGHT_UPDATE_MIN_BYTES = 1 << 20
 
 
-def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh, axis: str = "data",
+def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh | AbstractMesh, axis: str = "data",
                     min_bytes: int | None = None) -> P:
     """`spec` refined so each replica holds 1/N of the array: the data `axis` added on the first
     unsplit dimension its size N divides. A tactic on top of a leaf's layout, for the arrays only
@@ -272,7 +275,7 @@ def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min
     return jax.tree.map(refine, tree, shardings)
 
 
-def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = None) -> Any:
+def weight_update_shardings(strategy: Strategy, tree: Any, min_bytes: int | None = None) -> Any:
     """Where each leaf's share of the optimizer update runs under `strategy`: its stored layout
     refined by `split_over_data` (leaves below `min_bytes`, default `WEIGHT_UPDATE_MIN_BYTES`,
     keep their layout)."""
@@ -408,7 +411,7 @@ class Layout:
 
     def __init__(self, rules: Iterable[tuple[str, RuleValue]] | Mapping[str, RuleValue] = (), *,
                  default: RuleValue | None = None):
-        items = rules.items() if hasattr(rules, "items") else rules
+        items = rules.items() if isinstance(rules, Mapping) else rules
         parsed = []
         for item in items:
             if not (isinstance(item, (tuple, list)) and len(item) == 2):

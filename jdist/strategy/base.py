@@ -13,12 +13,13 @@ import math
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
 from jdist import context, dispatch, keras_distribution, keras_run
-from jdist.devices import DeviceLike, resolve_devices
+from jdist.devices import Device, DeviceLike, resolve_devices
 from jdist.distributed_batch import is_distributed_batch, local_examples, place_host_batches, unwrap_batches
 from jdist.layout import (
     Layout,
@@ -63,7 +64,7 @@ class ValueContext:
         )
 
 
-def build_mesh(devices: Sequence[jax.Device], mesh_shape: Mapping[str, int] | None, data_axis: str) -> Mesh:
+def build_mesh(devices: Sequence[Device], mesh_shape: Mapping[str, int] | None, data_axis: str) -> Mesh:
     """A mesh with Auto axes (the compiler inserts collectives, as TF's strategies do).
 
     One size in `mesh_shape` may be -1: it takes whatever devices are left.
@@ -97,6 +98,8 @@ class Strategy:
     a `jdist.Layout`, or a list of `(regex, PartitionSpec)` pairs / a mapping
     (see `jdist.layout`). No layout means every parameter is replicated.
     """
+
+    _keras_distribution: Any = None  # the Keras Distribution over this mesh, made on first use (keras_distribution)
 
     def __init__(
         self,
@@ -209,10 +212,12 @@ class Strategy:
         from jdist.summary import layout_summary
 
         layout = self._layout if self._layout is not None else Layout(default=P())
-        opt_state_spec = None
+        opt_state_spec: Callable[[Any], P] | None = None
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
-            def opt_state_spec(s):
+            def zero1_spec(s):
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
+
+            opt_state_spec = zero1_spec
         text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
         if self._pipeline is not None:
             text += "\n" + self._pipeline.summary(layout, self._mesh, tree)
@@ -419,9 +424,9 @@ class Strategy:
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
         if objects:
             return keras_run.run(self, fn, args, kwargs, objects, context)
-        args, kwargs = place_host_batches(self, (tuple(args), kwargs))
+        placed_args, placed_kwargs = place_host_batches(self, (tuple(args), kwargs))
         with self.scope(), keras_run.guard():
-            return self._run_compiled(fn, args, kwargs)
+            return self._run_compiled(fn, placed_args, placed_kwargs)
 
     def _run_compiled(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: isinstance(x, PerReplica))
@@ -470,7 +475,8 @@ class Strategy:
         if split_mark(x) is None:
             return False
         sharding = getattr(x, "sharding", None)
-        if not isinstance(sharding, NamedSharding) or x.ndim == 0 or len(sharding.spec) == 0:
+        if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh) or x.ndim == 0 \
+                or len(sharding.spec) == 0:
             return False
         if sharding.mesh.devices.shape != self._mesh.devices.shape or not np.array_equal(
             sharding.mesh.devices, self._mesh.devices
@@ -485,7 +491,8 @@ class Strategy:
             return leaf.stacked
         if kind == "replicated" and isinstance(leaf, jax.Array):
             sharding = leaf.sharding
-            if not (isinstance(sharding, NamedSharding) and sharding.mesh.devices.shape == self._mesh.devices.shape
+            if not (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh)
+                    and sharding.mesh.devices.shape == self._mesh.devices.shape
                     and np.array_equal(sharding.mesh.devices, self._mesh.devices)):
                 return jax.device_put(leaf, self.replicated_sharding())
         return leaf
