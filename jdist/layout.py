@@ -215,12 +215,23 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
 
     Ties go to the later dimension, so `(d, d)` kernels split their output.
     """
+    return _FsdpTactic(axis, min_size_bytes)
 
-    def tactic(shape: tuple, dtype: Any, mesh: Mesh) -> P:
+
+class _FsdpTactic:
+    """`fsdp(axis, min_size_bytes)`: a `Tactic` that also names the mesh axes it uses (`mesh_axes`)."""
+
+    def __init__(self, axis: str, min_size_bytes: int):
+        self.axis, self.min_size_bytes = axis, min_size_bytes
+        self.mesh_axes = (axis,)
+        self.__name__ = self.__qualname__ = f"fsdp({axis!r}, min_size_bytes={min_size_bytes})"
+
+    def __call__(self, shape: tuple, dtype: Any, mesh: Mesh) -> P:
+        axis = self.axis
         if axis not in mesh.shape:
             raise LayoutError(f"fsdp(axis={axis!r}): the mesh has axes {dict(mesh.shape)}.")
         size = mesh.shape[axis]
-        if len(shape) < 2 or size == 1 or math.prod(shape) * _itemsize(dtype) < min_size_bytes:
+        if len(shape) < 2 or size == 1 or math.prod(shape) * _itemsize(dtype) < self.min_size_bytes:
             return P()
         candidates = [d for d in range(len(shape)) if shape[d] % size == 0]
         if not candidates:
@@ -229,9 +240,8 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
         # Full length, so a dim-0 split reads P("data", None), not a batch's P("data").
         return P(*(axis if d == dim else None for d in range(len(shape))))
 
-    tactic.__name__ = tactic.__qualname__ = f"fsdp({axis!r}, min_size_bytes={min_size_bytes})"
-    tactic.mesh_axes = (axis,)  # type: ignore[attr-defined]
-    return tactic
+    def __repr__(self) -> str:
+        return self.__name__
 
 
 # ------------------------------------------------- refinements over the data axis
