@@ -21,31 +21,21 @@ from jdist import (
     tpu,
     train,
 )
-from jdist.accumulation import accumulate_gradients, split_microbatches
-from jdist.advisor import Recommendation, recommend_strategy
-from jdist.aggregation import MirroredState, VariableAggregation, aggregate_update
-from jdist.communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
-from jdist.constraints import replicate, split
-from jdist.context import (
-    experimental_set_strategy,
-    get_replica_context,
-    get_strategy,
-    has_strategy,
-    in_cross_replica_context,
-)
-from jdist.devices import resolve_device, resolve_devices
-from jdist.dispatch import InFlightLimiter
-from jdist.distributed_batch import DistributedBatch
-from jdist.gradient_tape import GradientTape
-from jdist.input import DistributedDataset, DistributedIterator
-from jdist.input_checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
-from jdist.input_errors import InputError, NonFiniteInputError
-from jdist.input_options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
-from jdist.input_sources import ArrayDataset, FileSource
+from jdist._lazy import lazy_getattr
+from jdist.diagnostics.advisor import Recommendation, recommend_strategy
+from jdist.diagnostics.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
+from jdist.diagnostics.profiler import StepBreakdown, profile, step_breakdown
+from jdist.input.checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
+from jdist.input.dataset import DistributedDataset, DistributedIterator
+from jdist.input.distributed_batch import DistributedBatch
+from jdist.input.errors import InputError, NonFiniteInputError
+from jdist.input.options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
+from jdist.input.sources import ArrayDataset, FileSource
+from jdist.interop.gradient_tape import GradientTape
+from jdist.interop.tf_function import function
 from jdist.layers import SyncBatchNorm
 from jdist.layout import Layout, LayoutError
 from jdist.losses import compute_average_loss, scale_regularization_loss
-from jdist.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
 from jdist.parameter_server import (
     CancelledError,
     ClusterCoordinator,
@@ -60,10 +50,6 @@ from jdist.parameter_server import (
     get_current_worker_index,
 )
 from jdist.pipeline import Pipeline
-from jdist.profiler import StepBreakdown, profile, step_breakdown
-from jdist.reduce_op import ReduceOp
-from jdist.replica_context import ReplicaContext
-from jdist.steps import make_eval_step, make_train_step
 from jdist.strategy import (
     CentralStorageStrategy,
     DefaultStrategy,
@@ -76,37 +62,41 @@ from jdist.strategy import (
     TPUStrategy,
     ValueContext,
 )
-from jdist.tf_function import function
-from jdist.train_state import TrainState
-from jdist.trainer import Trainer
-from jdist.values import PerReplica
+from jdist.strategy.aggregation import MirroredState, VariableAggregation, aggregate_update
+from jdist.strategy.communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
+from jdist.strategy.constraints import replicate, split
+from jdist.strategy.context import (
+    experimental_set_strategy,
+    get_replica_context,
+    get_strategy,
+    has_strategy,
+    in_cross_replica_context,
+)
+from jdist.strategy.devices import resolve_device, resolve_devices
+from jdist.strategy.dispatch import InFlightLimiter
+from jdist.strategy.reduce_op import ReduceOp
+from jdist.strategy.replica_context import ReplicaContext
+from jdist.strategy.values import PerReplica
+from jdist.trainer.trainer import Trainer
+from jdist.training.accumulation import accumulate_gradients, split_microbatches
+from jdist.training.steps import make_eval_step, make_train_step
+from jdist.training.train_state import TrainState
 
 __version__ = "0.1.0"
 
 # Checkpointing pulls in orbax/tensorstore; load it on first use (type checkers see it here).
 if TYPE_CHECKING:
-    from jdist import checkpoint as checkpoint, preemption as preemption
-    from jdist.preemption import PreemptionCheckpointHandler, TerminationConfig
+    from jdist import checkpoint as checkpoint
+    from jdist.checkpoint import preemption as preemption
+    from jdist.checkpoint.preemption import PreemptionCheckpointHandler, TerminationConfig
 
 _LAZY = {
     "checkpoint": ("jdist.checkpoint", None),
-    "preemption": ("jdist.preemption", None),
-    "PreemptionCheckpointHandler": ("jdist.preemption", "PreemptionCheckpointHandler"),
-    "TerminationConfig": ("jdist.preemption", "TerminationConfig"),
+    "preemption": ("jdist.checkpoint.preemption", None),
+    "PreemptionCheckpointHandler": ("jdist.checkpoint.preemption", "PreemptionCheckpointHandler"),
+    "TerminationConfig": ("jdist.checkpoint.preemption", "TerminationConfig"),
 }
-
-
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'jdist' has no attribute {name!r}")
-    import importlib
-
-    module_name, attr = _LAZY[name]
-    module = importlib.import_module(module_name)
-    value = module if attr is None else getattr(module, attr)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [  # sorted (tests/test_architecture.py checks)
     "ArrayDataset",

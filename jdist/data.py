@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jdist.input_sources import ArrayDataset
+from jdist.input.sources import ArrayDataset
 
 
 class Dataset:

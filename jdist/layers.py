@@ -16,8 +16,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jdist import context
-from jdist.reduce_op import ReduceOp
+from jdist.strategy import context
+from jdist.strategy.reduce_op import ReduceOp
 
 
 def _cross_replica_sum(tree: Any) -> Any:

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jdist import context
-from jdist.reduce_op import ReduceOp
+from jdist.strategy import context
+from jdist.strategy.reduce_op import ReduceOp
 
 
 def _replica_context(caller: str):

@@ -27,10 +27,10 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from jdist import context, dispatch
-from jdist.aggregation import VariableAggregation, mark_per_replica
 from jdist.losses import snake_case
-from jdist.values import PerReplica
+from jdist.strategy import context, dispatch
+from jdist.strategy.aggregation import VariableAggregation, mark_per_replica
+from jdist.strategy.values import PerReplica
 
 State = Any
 

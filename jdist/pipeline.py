@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist import context
 from jdist.layout import Layout, LayoutError, Placement, _is_placement, path_str
+from jdist.strategy import context
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -346,7 +346,7 @@ def stage_summary(pipe: Pipeline, layout: Layout, mesh: Mesh, tree: Any) -> str:
             f"{pipe.bubble(stages):.1%}")
     if tree is None:
         return head
-    from jdist.summary import format_bytes
+    from jdist.diagnostics.summary import format_bytes
 
     placements = jax.tree.leaves(layout.resolve(tree, mesh), is_leaf=_is_placement)
     stacked = [p for p in placements if p.shape and pipe.is_stacked(p.path) and p.spec[:1] == (axis,)]

@@ -21,8 +21,8 @@ import jax.numpy as jnp
 
 import jdist
 from jdist import data, train
-from jdist.gradient_tape import GradientTape
-from jdist.tf_function import function
+from jdist.interop.gradient_tape import GradientTape
+from jdist.interop.tf_function import function
 
 _DOCS = "docs/tf_mapping.md"
 

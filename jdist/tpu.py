@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import jax
 
-from jdist.devices import DeviceLike, resolve_devices
+from jdist.strategy.devices import DeviceLike, resolve_devices
 
 _NO_TPU_HINT = (
     "To run the same code path without a TPU (tests, CPU-only machines), pass the devices "

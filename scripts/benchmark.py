@@ -37,8 +37,18 @@ from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_common import (PROGRAMS, Program, Worker, WorkerError, interleave_order, make_batches,  # noqa: E402
-                          paired_ratio, program as make_program, simulate_cpu_devices, summarize)
+from bench_common import (  # noqa: E402
+    PROGRAMS,
+    Program,
+    Worker,
+    WorkerError,
+    interleave_order,
+    make_batches,
+    paired_ratio,
+    program as make_program,
+    simulate_cpu_devices,
+    summarize,
+)
 
 WORKER = Path(__file__).resolve().parent / "tf_bench_worker.py"
 
@@ -387,7 +397,6 @@ def paired_columns(rates: dict, row: str, model: str, strategy_name: str) -> dic
 
 def run_model(name: str, args, counter: CompileCounter) -> dict:
     """Every variant of one program in one set of interleaved windows, with its checks."""
-    import jax
 
     program = make_program(name)
     batches = make_batches(program, 8)

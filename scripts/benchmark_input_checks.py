@@ -1,4 +1,4 @@
-"""Per-batch cost of jdist's input validation (jdist.input_checks), in microseconds.
+"""Per-batch cost of jdist's input validation (jdist.input.checks), in microseconds.
 
     python scripts/benchmark_input_checks.py
 
@@ -16,9 +16,9 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 import jdist  # noqa: E402
-from jdist import _batching as batching  # noqa: E402
-from jdist.input_checks import StepChecks  # noqa: E402
+from jdist.input.checks import StepChecks  # noqa: E402
 from jdist.models import CNN, MLP  # noqa: E402
+from jdist.trainer import _batching as batching  # noqa: E402
 
 
 def per_call_us(fn, number=200, repeat=15):

@@ -59,9 +59,9 @@ def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = "tensorflow"  # the parent runs Keras on JAX and passes its environment on
     os.environ.pop("XLA_FLAGS", None)  # the parent's simulated-device flags are not TensorFlow's
+    import keras
     import numpy as np
     import tensorflow as tf
-    import keras
 
     cpus = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * args.devices)

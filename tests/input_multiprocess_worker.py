@@ -37,8 +37,8 @@ class _Capture(logging.Handler):
         log_lines.append(record.getMessage())
 
 
-logging.getLogger("jdist.input").addHandler(_Capture())
-logging.getLogger("jdist.input").setLevel(logging.INFO)
+logging.getLogger("jdist.input.dataset").addHandler(_Capture())
+logging.getLogger("jdist.input.dataset").setLevel(logging.INFO)
 
 
 def local(batch):

@@ -53,7 +53,7 @@ def test_the_check_sees_a_name_in_code_and_not_in_prose(tmp_path):
 
 
 def test_import_jdist_loads_no_orbax_tensorstore_or_ray():
-    probe = ("import sys, jdist, jdist.trainer\n"
+    probe = ("import sys, jdist, jdist.trainer.trainer\n"
              "heavy = ('orbax', 'orbax.checkpoint', 'tensorstore', 'ray')\n"
              "print(sorted(m for m in heavy if m in sys.modules))\n"
              "jdist.checkpoint.CheckpointManager\n"  # checkpointing still loads on first use

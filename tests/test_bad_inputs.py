@@ -14,15 +14,14 @@ import traceback
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from jax.sharding import PartitionSpec as P
 
 import jdist
-from jdist import label_checks
 from jdist.cluster import TFConfigClusterResolver
+from jdist.input import label_checks
 
 N, FEATURES, CLASSES = 64, 8, 10
 RNG = np.random.default_rng(0)

@@ -1,6 +1,5 @@
 """The benchmarks' machinery: paired ratios, window sizing, interleaving, and the worker protocol that drives
 TensorFlow's side (exercised with a stand-in worker that speaks the same protocol, so no TensorFlow is needed)."""
-import os
 import sys
 from pathlib import Path
 

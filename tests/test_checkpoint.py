@@ -23,9 +23,9 @@ from jdist.checkpoint import (
     CheckpointManager,
     CheckpointMismatchError,
     backup_and_restore,
+    integrity,
 )
-from jdist.checkpoint import integrity
-from jdist.preemption import PreemptionCheckpointHandler, TerminationConfig
+from jdist.checkpoint.preemption import PreemptionCheckpointHandler, TerminationConfig
 
 FEATURES, CLASSES = 8, 8
 TX = optax.adam(0.1)

@@ -17,9 +17,9 @@ from jdist.cluster import (
     expand_hostlist,
     expand_tasks_per_node,
     resolve_cluster,
+    runtime,
     runtime_settings,
 )
-from jdist.cluster import runtime
 
 CHIEF_CLUSTER = {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]}
 WORKER_CLUSTER = {"worker": ["host0:2222", "host1:2222", "host2:2222"]}

@@ -18,7 +18,6 @@ from jdist.datasets import (
 )
 from jdist.datasets.digits import resize_bilinear
 
-
 # --- digits -----------------------------------------------------------------
 
 def test_digits_shapes_dtypes_range():

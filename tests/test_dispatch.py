@@ -9,7 +9,7 @@ import optax
 import pytest
 
 import jdist
-from jdist import dispatch
+from jdist.strategy import dispatch
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tf_observed_values import TF_OBSERVED
 
 import jdist
-from tf_observed_values import TF_OBSERVED
 
 _STRATEGIES: dict = {}
 

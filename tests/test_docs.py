@@ -3,7 +3,9 @@
 Each page runs in its own process on 8 simulated CPU devices, its blocks top to bottom in
 one namespace (as a reader runs the page), after a preamble that defines only the inputs
 the page's text assumes (a model, its parameters, a loss, a few batches of the bundled
-digits); the preamble never defines anything a block demonstrates. A block right after a
+digits; the data and the CNN's parameters are made once by the test and handed to every page);
+the preamble never defines anything a block demonstrates. The pages' processes share one JAX
+compilation cache, so a program one page compiled is not compiled again by the next. A block right after a
 `<!-- no-run: reason -->` comment is skipped; NO_RUN lists every such block, so a new one
 fails this test until it is reviewed.
 """
@@ -31,11 +33,11 @@ import jdist
 from jdist.datasets import load_digits
 from jdist.models import CNN, classification_loss
 
-(x, y), (x_test, y_test) = load_digits("train"), load_digits("test")
-x, y, x_test, y_test = x[:256], y[:256], x_test[:64], y_test[:64]     # small data: few, short steps
+# x, y, x_test, y_test: load_digits("train")[:256] / ("test")[:64] (small data: few, short steps) and params:
+# CNN().init(jax.random.key(0), x[:1]), made once by the test for every page (the init alone costs seconds).
+x, y, x_test, y_test, params = __inputs__
 x_batch, y_batch = x[:64], y[:64]                                      # one global batch
 model = CNN()
-params = model.init(jax.random.key(0), x[:1])
 def loss_fn(params, batch):                                            # per-example losses
     return classification_loss(model.apply(params, batch["image"]), batch["label"])
 batch = {"image": x_batch, "label": y_batch}
@@ -101,8 +103,14 @@ batches = [strategy.distribute_batch({"image": x[i:i + 64], "label": y[i:i + 64]
 
 _RUNNER = r"""
 import json, os, sys, traceback
-page, preamble, blocks = json.loads(sys.stdin.read())
-namespace = {"__name__": "__main__"}
+page, preamble, blocks, inputs = json.loads(sys.stdin.read())
+import jax.numpy as jnp, numpy as np
+from flax import traverse_util
+with np.load(inputs) as saved:
+    arrays = {key: saved[key] for key in saved.files}
+params = traverse_util.unflatten_dict({tuple(k.split("/")[1:]): jnp.asarray(v)
+                                       for k, v in arrays.items() if k.startswith("params/")})
+namespace = {"__name__": "__main__", "__inputs__": (*(arrays[k] for k in ("x", "y", "x_test", "y_test")), params)}
 exec(compile(preamble, page + " [preamble]", "exec"), namespace)
 for line, code in blocks:
     try:
@@ -142,13 +150,40 @@ def test_no_run_blocks_are_the_reviewed_ones():
     assert marked == NO_RUN
 
 
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> str:
+    """The preamble's data and CNN parameters, made once here: the same values in every page."""
+    import jax
+    import numpy as np
+    from flax import traverse_util
+
+    from jdist.datasets import load_digits
+    from jdist.models import CNN
+
+    (x, y), (x_test, y_test) = load_digits("train"), load_digits("test")
+    x, y, x_test, y_test = x[:256], y[:256], x_test[:64], y_test[:64]
+    params = CNN().init(jax.random.key(0), x[:1])
+    path = tmp_path_factory.mktemp("docs_inputs") / "inputs.npz"
+    np.savez(path, x=x, y=y, x_test=x_test, y_test=y_test,
+             **{"params/" + k: np.asarray(v) for k, v in traverse_util.flatten_dict(params, sep="/").items()})
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory) -> str:
+    """One JAX compilation cache for the pages' processes: a program another page already compiled
+    (the same CNN step under the same strategy, say) is read back instead of compiled again."""
+    return str(tmp_path_factory.mktemp("docs_jax_cache"))
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)[0]])
-def test_page_code_blocks_run(page, tmp_path):
+def test_page_code_blocks_run(page, tmp_path, inputs, compile_cache):
     blocks, _ = python_blocks(page)
     preamble = textwrap.dedent(_COMMON) + textwrap.dedent(_PAGE_SETUP.get(page, ""))
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
-           "KERAS_BACKEND": "jax", "MPLBACKEND": "Agg"}
-    result = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps([page, preamble, blocks]),
+           "KERAS_BACKEND": "jax", "MPLBACKEND": "Agg", "JAX_COMPILATION_CACHE_DIR": compile_cache,
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.5"}
+    result = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps([page, preamble, blocks, inputs]),
                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     assert result.stdout.count(f"ran {page}:") == len(blocks)

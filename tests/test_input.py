@@ -18,7 +18,7 @@ import optax
 import pytest
 
 import jdist
-from jdist.input import EmptyDatasetError, choose_shard_policy
+from jdist.input.dataset import EmptyDatasetError, choose_shard_policy
 
 
 def _mirrored(n):

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jdist  # noqa: E402
-from jdist import keras_distribution  # noqa: E402
+from jdist.interop import keras_distribution  # noqa: E402
 
 ATOL = 2e-6
 

@@ -1,4 +1,4 @@
-"""TF's idioms for Keras objects inside `strategy.run` (jdist.keras_run, GradientTape, function,
+"""TF's idioms for Keras objects inside `strategy.run` (jdist.interop.keras_run, GradientTape, function,
 data.Dataset, train.Checkpoint): their errors and TF semantics. The tutorial loop itself is checked
 against one device in test_dispatch.py and against TensorFlow in test_port_tf_tutorial.py."""
 import functools
@@ -6,7 +6,6 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
 
-import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

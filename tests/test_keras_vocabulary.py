@@ -18,9 +18,10 @@ keras = pytest.importorskip("keras")
 if keras.backend.backend() != "jax":  # pragma: no cover - the suite sets KERAS_BACKEND=jax first
     pytest.skip("these tests compare with Keras on its JAX backend", allow_module_level=True)
 
+from keras.src.trainers.compile_utils import get_loss, get_metric  # noqa: E402  (compile's name resolution)
+
 import jdist  # noqa: E402
 from jdist import losses, metrics, optimizers  # noqa: E402
-from keras.src.trainers.compile_utils import get_loss, get_metric  # noqa: E402  (compile's name resolution)
 
 N, C = 24, 5
 _rng = np.random.default_rng(0)

@@ -6,7 +6,7 @@ import optax
 import pytest
 
 import jdist
-from jdist import memory
+from jdist.diagnostics import memory
 from jdist.models import MLP, classification_loss
 
 

@@ -6,7 +6,6 @@ on workers are imported there from this module, so they live at module level.
 import os
 import signal
 import time
-
 import warnings
 
 import jax

@@ -144,7 +144,7 @@ def test_parameter_bytes_per_device_are_one_stage_share(lm):
     assert "stage 0: layers 0-1; block parameters" in text and "stage 3: layers 6-7" in text
     per_device = sum(s.data.nbytes for v in jax.tree.leaves((state.params, state.opt_state))
                      for s in v.addressable_shards if s.device == strategy.worker_devices[0])
-    assert f"Total per device: " in text and f"= {per_device:,} bytes" in text
+    assert "Total per device: " in text and f"= {per_device:,} bytes" in text
     assert f"{whole // 4 / 1024:.2f} KiB per device (25.0%; the stages split them 1/4)" in text
 
     circular = jdist.Strategy(mesh_shape={"data": 2, "stage": 2, "model": 2}, layout=MEGATRON,

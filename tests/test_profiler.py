@@ -8,7 +8,7 @@ import optax
 import pytest
 
 import jdist
-from jdist import hlo
+from jdist.diagnostics import hlo
 from jdist.models import MLP, classification_loss
 
 MODEL = MLP(features=(64,))

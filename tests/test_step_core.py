@@ -1,4 +1,4 @@
-"""`jdist.step_core`: the one masked-loss rule every step uses, and placement resolved once per tree."""
+"""`jdist.training.step_core`: the one masked-loss rule every step uses, and placement resolved once per tree."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,7 +6,7 @@ import optax
 from jax.sharding import PartitionSpec as P
 
 import jdist
-from jdist import step_core
+from jdist.training import step_core
 
 
 def test_masked_sum_leaves_padding_out_even_when_it_is_not_finite():

@@ -467,7 +467,7 @@ def test_keras_fit_arguments_class_weight_validation_split_and_freq():
     _assert_trees_close(weighted.params, explicit.params, rtol=0, atol=0)
     np.testing.assert_array_equal(h1.history["loss"], h2.history["loss"])
     # One-hot labels give the same weights; batches of an iterable get them too.
-    np.testing.assert_array_equal(jdist._batching.class_weights_for(np.eye(4)[y], class_weight), w)
+    np.testing.assert_array_equal(jdist.trainer._batching.class_weights_for(np.eye(4)[y], class_weight), w)
     batches = [(x[s:s + BATCH], y[s:s + BATCH]) for s in range(0, len(x), BATCH)]
     from_iterable = _trainer(strategy, params)
     from_iterable.fit(batches, class_weight=class_weight, epochs=2, verbose=0)

@@ -10,8 +10,9 @@ import optax
 import pytest
 
 import jdist
-from jdist import datasets, input_checks, mixed_precision
+from jdist import datasets, mixed_precision
 from jdist.callbacks import Callback, ProfilerCallback
+from jdist.input import checks as input_checks
 from jdist.models import MLP
 
 N_EXAMPLES, BATCH = 100, 32  # the last batch has 4 real examples

@@ -18,9 +18,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jdist
-from jdist import hlo
 from jdist.checkpoint import CheckpointManager
-from jdist.summary import format_bytes
+from jdist.diagnostics import hlo
+from jdist.diagnostics.summary import format_bytes
 
 IN, HIDDEN, CLASSES, BATCH, LR = 12, 32, 6, 32, 0.01
 # Where each Adam moment lives under ZeRO-1 on 8 replicas (12 % 8 != 0, so dense/kernel splits dim 1).

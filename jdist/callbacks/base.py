@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:
-    from jdist.trainer import Trainer
+    from jdist.trainer.trainer import Trainer
 
 Logs = Mapping[str, float]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from jdist.callbacks.base import Callback, Logs
-from jdist.profiler import Profile
+from jdist.diagnostics.profiler import Profile
 
 
 class ProfilerCallback(Callback):

@@ -31,7 +31,6 @@ import orbax.checkpoint as ocp
 from etils import epath
 from orbax.checkpoint import multihost as ocp_multihost
 
-from jdist import context
 from jdist.checkpoint import integrity, tree
 from jdist.checkpoint.handlers import (
     IteratorPositionError,
@@ -46,6 +45,7 @@ from jdist.checkpoint.handlers import (
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
 from jdist.checkpoint.tree import LeafSpec
 from jdist.layout import abstract_tree
+from jdist.strategy import context
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy

@@ -21,7 +21,7 @@ from jdist.cluster import heartbeat
 from jdist.cluster.resolver import ClusterResolver
 from jdist.cluster.spec import split_address
 from jdist.cluster.watchdog import Watchdog
-from jdist.communication import CommunicationImplementation, CommunicationOptions
+from jdist.strategy.communication import CommunicationImplementation, CommunicationOptions
 
 logger = logging.getLogger("jdist")
 

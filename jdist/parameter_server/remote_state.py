@@ -14,9 +14,9 @@ import jax
 import jax.core
 import numpy as np
 
-from jdist import context
 from jdist.parameter_server.errors import PSUnavailableError
 from jdist.parameter_server.layout import ParameterLayout
+from jdist.strategy import context
 
 
 def call_servers(servers: Sequence[Any], method: str, args: Sequence[tuple], timeout_s: float) -> list:
@@ -202,7 +202,7 @@ class RemoteTrainState(RemoteParameters):
 
         Place it with any synchronous strategy (`strategy.place(...)`) or save it.
         """
-        from jdist.train_state import TrainState
+        from jdist.training.train_state import TrainState
 
         if self.tx is None:
             raise RuntimeError("gather_train_state() needs the optimizer: call it on the coordinator's state.")

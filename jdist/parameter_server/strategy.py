@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jdist.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
 from jdist.parameter_server import worker_context
 from jdist.parameter_server.cluster import ParameterServerCluster, cluster_plan
 from jdist.parameter_server.errors import PSUnavailableError, UnavailableError
@@ -28,6 +27,7 @@ from jdist.parameter_server.layout import ParameterLayout
 from jdist.parameter_server.processes import ParameterServerProcess, start_actor
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState, call_servers
 from jdist.strategy.base import Strategy
+from jdist.training.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
 
 if TYPE_CHECKING:
     from jdist.parameter_server.coordinator import ClusterCoordinator
@@ -75,7 +75,7 @@ def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrai
         out_shardings=(replicated, replicated if out_sharding is None else out_sharding))
 
     def step(state: RemoteTrainState, batch: Any) -> tuple[RemoteTrainState, Any]:
-        from jdist.train_state import TrainState
+        from jdist.training.train_state import TrainState
 
         if hasattr(batch, "__next__"):
             batch = next(batch)
@@ -239,7 +239,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
                 "Under ParameterServerStrategy the Trainer keeps parameters and optimizer state only; this "
                 "model also has mutable collections (e.g. batch statistics), which asynchronous workers "
                 "cannot share. Use a model without them, or a synchronous strategy.")
-        from jdist.train_state import TrainState
+        from jdist.training.train_state import TrainState
 
         return self.create_train_state(TrainState, apply_fn=state.apply_fn, params=state.params, tx=state.tx)
 
@@ -281,7 +281,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         """The current parameters, pulled to the coordinator's devices (a train state becomes a
         `jdist.TrainState` without optimizer state): for evaluating and predicting here."""
         if isinstance(tree, RemoteTrainState):
-            from jdist.train_state import TrainState
+            from jdist.training.train_state import TrainState
 
             return TrainState(step=jnp.asarray(tree.version, jnp.int32), apply_fn=tree.apply_fn,
                               params=jax.device_put(tree.pull_numpy(), self.replicated_sharding()),

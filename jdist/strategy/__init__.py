@@ -1,6 +1,7 @@
 """The strategies: each a preset of mesh, layout and input plan."""
-from jdist.strategy.base import Strategy, ValueContext
+from jdist.strategy.base import Strategy
 from jdist.strategy.central_storage import CentralStorageStrategy
+from jdist.strategy.cross_replica import ValueContext
 from jdist.strategy.default import DefaultStrategy
 from jdist.strategy.fsdp import FSDPStrategy
 from jdist.strategy.mirrored import MirroredStrategy

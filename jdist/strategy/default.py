@@ -8,10 +8,10 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from jdist import context
-from jdist.distributed_batch import unwrap_batches
-from jdist.replica_context import ReplicaContext
+from jdist.input.distributed_batch import unwrap_batches
+from jdist.strategy import context
 from jdist.strategy.base import Strategy
+from jdist.strategy.replica_context import ReplicaContext
 
 
 class DefaultStrategy(Strategy):
@@ -34,7 +34,7 @@ class DefaultStrategy(Strategy):
     def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
-        from jdist import keras_run
+        from jdist.interop import keras_run
 
         objects = keras_run.keras_objects(fn)  # Keras objects used as TF variables (GradientTape included)
         if objects:
@@ -44,7 +44,7 @@ class DefaultStrategy(Strategy):
             return fn(*call_args, **call_kwargs)
 
     def experimental_distribute_values_from_function(self, value_fn):
-        from jdist.strategy.base import ValueContext
+        from jdist.strategy.cross_replica import ValueContext
 
         return value_fn(ValueContext(0, 1))
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jdist.devices import DeviceLike
 from jdist.layout import Layout, LayoutLike, as_layout, fsdp
 from jdist.strategy.base import Strategy
+from jdist.strategy.devices import DeviceLike
 
 
 class FSDPStrategy(Strategy):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from jdist.devices import DeviceLike
 from jdist.strategy.base import Strategy
+from jdist.strategy.devices import DeviceLike
 
 
 class MirroredStrategy(Strategy):

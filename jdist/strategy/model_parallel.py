@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from jdist.devices import DeviceLike
 from jdist.layout import LayoutLike
 from jdist.strategy.base import Strategy
+from jdist.strategy.devices import DeviceLike
 
 
 class ModelParallelStrategy(Strategy):

@@ -23,10 +23,10 @@ import numpy as np
 from jdist.cluster import runtime
 from jdist.cluster.detect import resolve_cluster
 from jdist.cluster.resolver import ClusterResolver
-from jdist.communication import CommunicationOptions
-from jdist.process_local import make_global_batch
+from jdist.input.process_local import make_global_batch
 from jdist.strategy.base import Strategy
-from jdist.values import mark_split
+from jdist.strategy.communication import CommunicationOptions
+from jdist.strategy.values import mark_split
 
 
 class MultiWorkerMirroredStrategy(Strategy):

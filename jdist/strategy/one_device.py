@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jdist.devices import DeviceLike
-from jdist.strategy.base import Strategy, ValueContext
+from jdist.strategy.base import Strategy
+from jdist.strategy.cross_replica import ValueContext
+from jdist.strategy.devices import DeviceLike
 
 
 class OneDeviceStrategy(Strategy):

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import jax
 from jax.sharding import PartitionSpec as P
 
-from jdist import context
-from jdist.devices import DeviceLike
+from jdist.strategy import context
 from jdist.strategy.base import Strategy
+from jdist.strategy.devices import DeviceLike
 from jdist.tpu import TPUTopology, initialize_tpu_system
 
 MODEL_AXIS = "model"

@@ -12,11 +12,11 @@ import os
 import time
 
 import jax
+import mlp_job
 import numpy as np
 import optax
 
 import jdist
-import mlp_job
 
 
 def initial_state(strategy):

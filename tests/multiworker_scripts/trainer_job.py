@@ -8,11 +8,11 @@ import argparse
 import json
 from pathlib import Path
 
+import mlp_job
 import numpy as np
 import optax
 
 import jdist
-import mlp_job
 
 EPOCHS, BATCH = 2, 24  # 256 examples: 11 batches, the last one short (16 real of 24)
 

@@ -10,10 +10,10 @@ import os
 import sys
 import time
 
+import mlp_job
 import numpy as np
 
 import jdist
-import mlp_job
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=5)

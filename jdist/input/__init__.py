@@ -1,0 +1,25 @@
+"""The input pipeline: global batches split over replicas, padded, masked, checked and prefetched onto the mesh.
+
+`dataset` (DistributedDataset / DistributedIterator) drives it; `options` holds what a user tells it (TF's
+`InputOptions`, `InputContext`), `sources` where batches come from, `split` how a batch is cut per replica,
+`distributed_batch` what a step receives, `checks` / `label_checks` / `errors` what is refused at the host boundary,
+`prefetch` the background copies, `process_local` the multi-process rule.
+"""
+from jdist._lazy import lazy_getattr
+
+# Imported on first use, so importing one module of this package does not import all of them.
+_NAMES = {
+    "ArrayDataset": ("jdist.input.sources", "ArrayDataset"),
+    "AutoShardPolicy": ("jdist.input.options", "AutoShardPolicy"),
+    "DistributedBatch": ("jdist.input.distributed_batch", "DistributedBatch"),
+    "DistributedDataset": ("jdist.input.dataset", "DistributedDataset"),
+    "DistributedIterator": ("jdist.input.dataset", "DistributedIterator"),
+    "FileSource": ("jdist.input.sources", "FileSource"),
+    "InputContext": ("jdist.input.options", "InputContext"),
+    "InputError": ("jdist.input.errors", "InputError"),
+    "InputOptions": ("jdist.input.options", "InputOptions"),
+    "InputReplicationMode": ("jdist.input.options", "InputReplicationMode"),
+    "NonFiniteInputError": ("jdist.input.errors", "NonFiniteInputError"),
+}
+__getattr__ = lazy_getattr(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -1,0 +1,307 @@
+"""Input validation at jdist's host boundary: bad batches, labels and arguments fail
+here with an `InputError` naming the leaf, what was expected, what was found and the
+fix, instead of a raw JAX / flax error deep in a trace, a NaN loss or a silently
+wrong result.
+
+Cheap by construction: structure checks (dtype, rank, empty, None) run once per
+batch signature (tree structure, shapes, dtypes), label checks are a host min/max
+over the labels, and nothing reads a device array. `enable_check_numerics()` adds
+a scan of every batch for NaN and infinity (opt-in, as TF's
+`tf.debugging.enable_check_numerics`).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Iterable, Iterator
+
+import jax
+import numpy as np
+
+from jdist.input.errors import InputError, InputTypeError, NonFiniteInputError
+from jdist.input.label_checks import label_check_for
+from jdist.trainer._batching import DeviceBatch
+
+__all__ = ["InputError", "enable_check_numerics", "disable_check_numerics", "check_numerics_enabled"]
+
+_NUMERICS = [False]
+_SHAPES_ONLY = [False]
+
+
+def evaluating_shapes() -> bool:
+    """True while the Trainer's checks evaluate the model on shapes only (to learn its output
+    width): code that records what the training step traced can leave these calls out."""
+    return _SHAPES_ONLY[0]
+
+
+def enable_check_numerics() -> None:
+    """Checks every batch that reaches a jdist step (`Trainer`, `make_train_step`, distributed
+    datasets) for NaN and infinity, raising `NonFiniteInputError` naming the first non-finite
+    leaf, its index and the step. As `tf.debugging.enable_check_numerics`: for debugging, it
+    costs a pass over every batch (and a device read for batches already on the devices)."""
+    _NUMERICS[0] = True
+
+
+def disable_check_numerics() -> None:
+    """Turns `enable_check_numerics()` off again."""
+    _NUMERICS[0] = False
+
+
+def check_numerics_enabled() -> bool:
+    return _NUMERICS[0]
+
+
+# ------------------------------------------------------------------ arguments
+def check_count(name: str, value: Any, *, minimum: int, allow_none: bool = True) -> None:
+    """`value` must be an int >= `minimum` (or None when allowed)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        arg = name.split(" ")[-1]
+        fix = f"{arg}={int(value)}" if isinstance(value, float) and value.is_integer() else f"an integer {arg}"
+        raise InputTypeError(f"{name} must be an integer >= {minimum}, got {value!r} ({type(value).__name__}). "
+                             f"Fix: pass {fix}.")
+    if value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value}. Fix: pass "
+                         f"{name.split(' ')[-1]}={minimum} or more" + (" (or leave it out)." if allow_none else "."))
+
+
+def check_arguments(method: str, **arguments: Any) -> None:
+    """Keras's numeric `fit` / `evaluate` / `predict` arguments: batch sizes and step counts
+    positive integers, epochs non-negative, `initial_epoch` not past `epochs`."""
+    for name in ("batch_size", "steps", "steps_per_epoch", "validation_steps", "validation_batch_size"):
+        if name in arguments:
+            check_count(f"{method}(): {name}", arguments[name], minimum=1)
+    for name in ("epochs", "initial_epoch"):
+        if name in arguments:
+            check_count(f"{method}(): {name}", arguments[name], minimum=0, allow_none=False)
+    if arguments.get("initial_epoch", 0) > arguments.get("epochs", arguments.get("initial_epoch", 0)):
+        raise InputError(f"{method}(): initial_epoch={arguments['initial_epoch']} is past epochs="
+                         f"{arguments['epochs']}: nothing would train. Fix: epochs is the last epoch's number, "
+                         "not a count of further epochs; pass epochs > initial_epoch.")
+    split = arguments.get("validation_split", 0.0)
+    if not isinstance(split, numbers.Real) or isinstance(split, bool):
+        raise InputTypeError(f"{method}(): validation_split must be a float in [0, 1), got {split!r}.")
+
+
+# --------------------------------------------------------------------- leaves
+def _leaves(tree: Any, name: str) -> list[tuple[str, Any]]:
+    """`(path, leaf)` pairs, None leaves included, paths like `x['image']` or `batch[1]`."""
+    pairs, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
+    return [(name + jax.tree_util.keystr(path), leaf) for path, leaf in pairs]
+
+
+def _dtype(leaf: Any) -> np.dtype:
+    dtype = getattr(leaf, "dtype", None)
+    return np.asarray(leaf).dtype if dtype is None else dtype
+
+
+def check_leaf(path: str, leaf: Any, *, batched: bool = True) -> None:
+    """One array of a batch: not None, numeric, with a non-empty leading batch dimension."""
+    if leaf is None:
+        raise InputError(f"{path} is None; expected an array with one row per example. Fix: drop the entry "
+                         "from the batch, or fill it with an array.")
+    dtype = _dtype(leaf)
+    kind = getattr(dtype, "kind", "")
+    if kind in "OUSV" or not kind:
+        what = {"O": "objects", "U": "strings", "S": "bytes", "V": "raw records"}.get(kind, "values")
+        raise InputError(f"{path} has dtype {dtype} ({what}); expected numbers (float, int or bool). Fix: convert "
+                         "it to numbers before the step (e.g. strings to integer ids with a vocabulary, objects "
+                         "with np.asarray(x, np.float32)).")
+    shape = np.shape(leaf)
+    if batched and not shape:
+        raise InputError(f"{path} is a scalar; expected an array with a leading batch dimension. Fix: pass one "
+                         "row per example (x[None] for a single example).")
+    if batched and shape[0] == 0:
+        raise InputError(f"{path} has shape {tuple(shape)}: 0 examples; expected at least one. Fix: drop empty "
+                         "batches (or arrays) from the input, or check that a filter keeps some examples.")
+
+
+def check_leaves(tree: Any, name: str, *, batched: bool = True) -> None:
+    for path, leaf in _leaves(tree, name):
+        check_leaf(path, leaf, batched=batched)
+
+
+def check_arrays(**trees: Any) -> None:
+    """Whole input arrays given to `fit` / `evaluate` / `predict` (`x=`, `y=`, ...)."""
+    for name, tree in trees.items():
+        if tree is not None:
+            check_leaves(tree, name)
+
+
+def check_finite(tree: Any, name: str, where: str) -> None:
+    """Raises `NonFiniteInputError` at the first leaf holding NaN or infinity."""
+    for path, leaf in _leaves(tree, name):
+        if leaf is None or getattr(_dtype(leaf), "kind", "") not in "fc":
+            continue
+        finite = np.isfinite(np.asarray(leaf))
+        if not finite.all():
+            index = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(~finite)[0]), finite.shape))
+            value = np.asarray(leaf)[index]
+            raise NonFiniteInputError(
+                f"check_numerics: {path} holds {value} at index {index} (row {index[0]} of {where}). "
+                "Fix: clean the input (np.nan_to_num, or drop the example); jdist.disable_check_numerics() "
+                "turns this check off.")
+
+
+def _signature(leaves: list) -> tuple:
+    """Shapes and dtypes (hashable, no string formatting: this runs every batch)."""
+    out = []
+    for leaf in leaves:
+        dtype = getattr(leaf, "dtype", None)
+        out.append(None if leaf is None else (getattr(leaf, "shape", None), type(leaf) if dtype is None else dtype))
+    return tuple(out)
+
+
+def _rank_error(path: str, shape: tuple, reference: tuple, what: str) -> InputError:
+    fix = ("add the missing axis (e.g. x[..., None])" if len(shape) < len(reference)
+           else "drop the extra axis (e.g. x.squeeze(-1) or a reshape)")
+    return InputError(f"{path} has shape {tuple(shape)} (rank {len(shape)}), but {what} had shape {tuple(reference)} "
+                      f"(rank {len(reference)}). Fix: {fix} so every batch has the same rank.")
+
+
+# --------------------------------------------------------------- the Trainer
+class TrainerChecks:
+    """The Trainer's per-batch checks: structure once per batch signature, the loss's label
+    check (`jdist.input.label_checks`) every batch, numerics when enabled.
+
+    The model's output shape for a batch signature comes from `jax.eval_shape` (no compute),
+    which also turns a model that cannot take the input (wrong rank or feature size) into an
+    error naming the input leaves instead of flax's raw shape error."""
+
+    def __init__(self, loss: Any):
+        self._label_check = label_check_for(loss)
+        self._outputs: dict[tuple, Any] = {}  # batch signature -> model output (ShapeDtypeStruct) or None
+        self._reference: dict[Any, tuple] = {}  # x treedef -> shapes of the first batch seen
+
+    def batches(self, trainer: Any, batches: Iterable, first_step: int | None) -> Iterator:
+        """`batches` checked one by one before they are grouped and placed; `first_step`: the
+        training step of the first (None outside training)."""
+        for i, batch in enumerate(batches):
+            if isinstance(batch, DeviceBatch):
+                yield batch  # a distributed dataset's batch: checked where it left the host
+                continue
+            where = f"batch {i} of this pass" + ("" if first_step is None else f", training step {first_step + i}")
+            self.check(trainer, batch, where)
+            yield batch
+
+    def check(self, trainer: Any, batch: Any, where: str) -> None:
+        x_leaves, x_def = jax.tree.flatten(batch.x, is_leaf=lambda v: v is None)
+        y_leaves, y_def = jax.tree.flatten(batch.y, is_leaf=lambda v: v is None)
+        key = (x_def, _signature(x_leaves), y_def, _signature(y_leaves))
+        if key not in self._outputs:
+            self._outputs[key] = self._first_of_signature(trainer, batch, x_def, x_leaves)
+        output = self._outputs[key]
+        if self._label_check is not None and output is not None and isinstance(batch.y, np.ndarray):
+            self._label_check(batch.y, batch.y.shape[:1] + output.shape[1:], f"labels y ({where})")
+        if _NUMERICS[0]:
+            check_finite(batch.x, "x", where)
+            check_finite(batch.y, "y", where)
+
+    def _first_of_signature(self, trainer: Any, batch: Any, x_def: Any, x_leaves: list) -> Any:
+        check_leaves(batch.x, "x")
+        if batch.y is not None:
+            check_leaves(batch.y, "y")
+        if batch.weight is not None:
+            check_leaves(batch.weight, "sample_weight")
+        shapes = tuple(np.shape(leaf) for leaf in x_leaves)
+        reference = self._reference.setdefault(x_def, shapes)
+        paths = [p for p, _ in _leaves(batch.x, "x")]
+        for path, shape, ref in zip(paths, shapes, reference):
+            if len(shape) != len(ref):
+                raise _rank_error(path, shape, ref, "the first batch this Trainer saw")
+        try:
+            trainer._ensure_state(batch)
+        except (InputError, NotImplementedError):  # jdist's own verdicts on the batch or the model
+            raise
+        except Exception as error:  # flax's shape errors are not ValueErrors
+            raise InputError(f"The model could not be built from the first batch, x with shapes "
+                             f"{_describe(batch.x)}: {error} Fix: give x the shape the model expects.") from error
+        return _output_of(trainer, batch, reference)
+
+
+def _describe(tree: Any) -> str:
+    return str(jax.tree.map(lambda a: tuple(np.shape(a)), tree))
+
+
+def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
+    """The model's output for `batch` (abstract), or None when it cannot be known
+    here (parameters on servers, several outputs)."""
+    state = trainer._state
+    if not hasattr(state, "model_state"):  # not the Trainer's own state: e.g. parameters on servers
+        return None
+    x = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), batch.x)
+
+    def forward(params, model_state, x):
+        return trainer._model.apply(params, model_state, x, train=False, mask=None, rng=None)[0]
+
+    try:
+        # Shapes only: where the parameters live (host memory, other meshes) does not matter here.
+        params, model_state = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)),
+                                           (state.params, state.model_state))
+        _SHAPES_ONLY[0] = True
+        try:
+            out = jax.eval_shape(forward, params, model_state, x)
+        finally:
+            _SHAPES_ONLY[0] = False
+    except NotImplementedError:  # a model jdist cannot train yet: not the batch's fault
+        raise
+    except Exception as error:  # only the model's shapes are evaluated here: the input does not fit it
+        raise InputError(f"The model cannot take this batch: x has shapes {_describe(batch.x)} (the first batch "
+                         f"had {list(reference)}). The model said: {error} Fix: give x the per-example shape the "
+                         "model was built for.") from error
+    return out if isinstance(out, jax.ShapeDtypeStruct) else None
+
+
+# ------------------------------------------------------- make_train_step steps
+class StepChecks:
+    """Checks for batches given to a `make_train_step` / `make_eval_step` step: structure once
+    per batch signature (host or device arrays: only metadata is read), ranks against the
+    step's first batch, numerics when enabled."""
+
+    def __init__(self):
+        self._known: set = set()
+        self._reference: dict[Any, tuple] = {}
+        self.calls = 0
+
+    def __call__(self, batch: Any, step_of: Callable[[], Any] | None = None) -> None:
+        self.calls += 1
+        leaves, treedef = jax.tree.flatten(batch, is_leaf=lambda v: v is None)
+        key = (treedef, _signature(leaves))
+        if key not in self._known:
+            # Arrays (host or device) and None; other leaves are jdist values resolved later
+            # (e.g. a parameter-server worker's per-worker batch).
+            named = [(p, leaf) for p, leaf in _leaves(batch, "batch") if leaf is None or hasattr(leaf, "dtype")]
+            for path, leaf in named:
+                check_leaf(path, leaf)
+            shapes = tuple(getattr(leaf, "shape", None) for leaf in leaves)
+            reference = self._reference.setdefault(treedef, shapes)
+            for (path, _), shape, ref in zip(_leaves(batch, "batch"), shapes, reference):
+                if shape is not None and ref is not None and len(shape) != len(ref):
+                    raise _rank_error(path, shape, ref, "the first batch this step ran on")
+            self._known.add(key)
+        if _NUMERICS[0]:
+            host = jax.tree.map(lambda a: np.asarray(jax.device_get(a)) if hasattr(a, "dtype") else None, batch)
+            step = step_of() if step_of is not None else None
+            where = f"call {self.calls} of this step" + (f", state.step {step}" if step is not None else "")
+            check_finite(host, "batch", where)
+
+
+def check_call(method: str, x: Any, y: Any, sample_weight: Any, **arguments: Any) -> None:
+    """Everything `fit` / `evaluate` / `predict` can check before the first batch: the numeric
+    arguments, and input arrays (not iterables of batches, checked batch by batch)."""
+    check_arguments(method, **arguments)
+    if isinstance(x, (np.ndarray, jax.Array)) or isinstance(x, dict):
+        check_arrays(x=x, y=y, sample_weight=sample_weight)
+
+
+def check_dataset_element(element: Any, arrays: list) -> None:
+    """A distributed dataset's batch as it is read on the host: numerics, when enabled."""
+    if _NUMERICS[0]:
+        check_finite(element, "dataset element", "a batch of a distributed dataset")
+
+
+def check_device_leaves(leaves: list, treedef: Any) -> None:
+    """A distributed dataset's batch about to move to the devices: numeric leaves only (strings
+    may stay on the host, with `InputOptions(experimental_fetch_to_device=False)`)."""
+    if any(a.dtype.kind in "OUSV" for a in leaves):
+        check_leaves(jax.tree.unflatten(treedef, leaves), "dataset element", batched=False)

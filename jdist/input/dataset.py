@@ -1,0 +1,560 @@
+"""Distributed datasets: global batches split over replicas, padded, masked and prefetched onto the mesh.
+
+    dist_ds = strategy.experimental_distribute_dataset(dataset)   # dataset of GLOBAL batches
+    for batch in dist_ds:                                         # jdist.DistributedBatch
+        per_replica_loss = strategy.run(step_fn, args=(batch,))   # step_fn gets the plain element
+
+Each batch of `b` examples is cut into `num_replicas` chunks of `ceil(b / n)` (TF's
+rule); every chunk is padded to `ceil(G / n)` rows for the declared global batch `G`,
+so shapes never change and nothing recompiles on the short last batch. The pieces
+are assembled with `jax.make_array_from_process_local_data`, so the same code runs
+with one process or many. Three ways a step's rows are found:
+
+- global (one process, or `AutoShardPolicy.DATA`): every process reads the same global
+  batch and keeps its replicas' chunks;
+- per-process streams (`FILE`, `OFF` with several processes): each process reads its
+  own stream of global-size batches and contributes `1 / num_workers` of each per step;
+- `distribute_datasets_from_function`: each process's replicas take consecutive
+  per-replica batches from the process's own dataset.
+
+In the last two, workers may run out at different steps; before each step they agree
+(through JAX's coordination service, with a timeout) whether anyone still has data,
+and a worker without data contributes empty, masked slots.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+import logging
+import pickle
+from typing import TYPE_CHECKING, Any, Callable
+
+import jax
+import numpy as np
+
+from jdist.cluster.process_sync import ProcessChannel
+from jdist.input import checks as input_checks
+from jdist.input.distributed_batch import DistributedBatch
+from jdist.input.options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
+from jdist.input.prefetch import TwoStagePrefetcher
+from jdist.input.sources import FileSource, check_dataset, dataset_length, open_cursor
+from jdist.input.split import (
+    ElementSpec,
+    ReplicaPlan,
+    as_numpy_leaves,
+    check_capacity,
+    chunk_sizes,
+    chunk_starts,
+    gather_slots,
+    replica_plan,
+    rows_of,
+    stack_slots,
+)
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
+logger = logging.getLogger("jdist.input.dataset")
+
+_GLOBAL, _LOCAL, _FUNCTION = "global", "per_process", "function"
+_UNREAD = object()
+
+
+class EmptyDatasetError(ValueError):
+    """The dataset produced no batches in an epoch."""
+
+
+# --------------------------------------------------------------- public entry points
+def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions | None = None) -> "DistributedDataset":
+    """`strategy.experimental_distribute_dataset`: see the module docstring."""
+    options = options or InputOptions()
+    if options.experimental_replication_mode is InputReplicationMode.PER_REPLICA:
+        raise NotImplementedError(
+            "InputReplicationMode.PER_REPLICA is only supported by distribute_datasets_from_function (as in TF)."
+        )
+    if isinstance(dataset, DistributedDataset):
+        raise TypeError("This dataset is already distributed; distribute the original dataset instead.")
+    if not isinstance(dataset, FileSource):
+        check_dataset(dataset)
+    plan = replica_plan(strategy.mesh, strategy.data_axis)
+    policy, reason = choose_shard_policy(options.auto_shard_policy, dataset, plan.num_workers)
+    if plan.num_workers > 1:
+        logger.info("Input sharding over %d workers: %s (%s).", plan.num_workers, policy.name, reason)
+    if isinstance(dataset, FileSource):
+        files = dataset.files_for(plan.worker_index, plan.num_workers) if policy is AutoShardPolicy.FILE \
+            else dataset.files_for(0, 1)
+        dataset = dataset.make_dataset(files)
+        check_dataset(dataset)
+    mode = _LOCAL if plan.num_workers > 1 and policy in (AutoShardPolicy.FILE, AutoShardPolicy.OFF) else _GLOBAL
+    if mode == _LOCAL:
+        _require_exclusive(plan, f"AutoShardPolicy.{policy.name}")
+    return DistributedDataset(strategy, plan, options, mode, [dataset], policy=policy)
+
+
+def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[InputContext], Any],
+                                      options: InputOptions | None = None) -> "DistributedDataset":
+    """`strategy.distribute_datasets_from_function`: `dataset_fn(InputContext)` is called once per
+    input pipeline (one per worker process; one per local replica with `PER_REPLICA`) and returns a
+    dataset of per-replica batches; the process's replicas take consecutive batches from it."""
+    options = options or InputOptions()
+    plan = replica_plan(strategy.mesh, strategy.data_axis)
+    if plan.num_workers > 1:
+        _require_exclusive(plan, "distribute_datasets_from_function")
+    n = plan.num_replicas
+    if options.experimental_replication_mode is InputReplicationMode.PER_REPLICA:
+        contexts = [InputContext(n, replica, n) for replica in plan.local_replicas]
+    else:
+        contexts = [InputContext(plan.num_workers, plan.worker_index, n)]
+    datasets = [dataset_fn(ctx) for ctx in contexts]
+    for ds in datasets:
+        check_dataset(ds)
+    return DistributedDataset(strategy, plan, options, _FUNCTION, datasets)
+
+
+def choose_shard_policy(policy: AutoShardPolicy, dataset: Any, num_workers: int) -> tuple[AutoShardPolicy, str]:
+    """The policy actually applied, and why. `FILE` problems are errors raised here, on every
+    worker alike, before any worker waits for another."""
+    policy = AutoShardPolicy(policy)
+    is_files = isinstance(dataset, FileSource)
+    num_files = len(dataset.files) if is_files else 0
+    if num_workers <= 1:
+        return policy, "one worker: nothing to shard"
+    if policy is AutoShardPolicy.FILE:
+        if not is_files:
+            raise ValueError(
+                "AutoShardPolicy.FILE needs a jdist.FileSource(files, make_dataset) so each worker can build the "
+                f"dataset from its own files; got a {type(dataset).__name__}. Use AutoShardPolicy.DATA (every "
+                "worker reads all batches and keeps its share) or AUTO."
+            )
+        if num_files < num_workers:
+            raise ValueError(
+                f"AutoShardPolicy.FILE: {num_files} file(s) for {num_workers} workers, so some worker would get "
+                "no file. Split the data into at least as many files as workers, or use AutoShardPolicy.DATA."
+            )
+        return policy, f"{num_files} files over {num_workers} workers"
+    if policy is AutoShardPolicy.AUTO:
+        if is_files and num_files >= num_workers:
+            return AutoShardPolicy.FILE, f"AUTO chose FILE: {num_files} files over {num_workers} workers"
+        why = (f"{num_files} file(s) for {num_workers} workers" if is_files
+               else "the dataset is not a jdist.FileSource")
+        return AutoShardPolicy.DATA, f"AUTO fell back to DATA: {why}"
+    if policy is AutoShardPolicy.DATA:
+        return policy, "every worker reads all batches and keeps its replicas' chunks"
+    return policy, "each worker's dataset is its own stream"
+
+
+def _require_exclusive(plan: ReplicaPlan, what: str) -> None:
+    if not plan.exclusive:
+        raise ValueError(
+            f"{what} gives each worker process its own data, which needs every replica (a slice of the mesh's "
+            "data axis) to live in one process and every process to hold as many replicas. This mesh shares "
+            "replicas between processes; use AutoShardPolicy.DATA / experimental_distribute_dataset, or lay the "
+            "mesh out so each process owns whole replicas."
+        )
+
+
+# --------------------------------------------------------------- dataset and iterator
+@dataclasses.dataclass
+class _Layout:
+    """Fixed by the first batch (or the options) and kept across epochs: shapes never change."""
+
+    global_batch_size: int | None = None
+    per_replica: int | None = None
+    spec: ElementSpec | None = None
+
+    def sizes(self) -> tuple[int, int]:
+        """(global batch size, rows per replica), for code that runs once a batch size was declared."""
+        assert self.global_batch_size is not None and self.per_replica is not None, "declared by the first batch"
+        return self.global_batch_size, self.per_replica
+
+    def known_spec(self) -> ElementSpec:
+        """The element spec, for code that runs once the first batch (here or on a peer) was seen."""
+        assert self.spec is not None, "observed on the first batch"
+        return self.spec
+
+
+class DistributedDataset:
+    """An iterable of `DistributedBatch`es; each `iter()` starts the next epoch.
+
+    `len()` is known for lists and `ArrayDataset`s read one global batch per step.
+    """
+
+    def __init__(self, strategy: Strategy, plan: ReplicaPlan, options: InputOptions, mode: str, datasets: list,
+                 policy: AutoShardPolicy | None = None):
+        self._strategy = strategy
+        self._plan = plan
+        self._options = options
+        self._mode = mode
+        self._datasets = datasets
+        self.shard_policy = policy
+        self._layout = _Layout()
+        if options.global_batch_size is not None:
+            self._declare(options.global_batch_size)
+        # Only per-process streams talk between workers; a channel is named by creation order, so
+        # datasets that never sync (and may exist on some workers only) do not take a name.
+        self._channel = ProcessChannel(plan.processes if mode != _GLOBAL else (), options.cross_process_timeout_s)
+        self._next_epoch = 0
+        self._starts = itertools.count()
+
+    def _declare(self, global_batch_size: int) -> None:
+        n = self._plan.num_replicas
+        layout = self._layout
+        if layout.global_batch_size is not None and layout.global_batch_size != global_batch_size:
+            raise ValueError(
+                f"This dataset's global batch size is {layout.global_batch_size}, but {global_batch_size} was "
+                "requested (from a saved iterator state or InputOptions); they must match."
+            )
+        if self._mode == _LOCAL and global_batch_size % self._plan.num_workers:
+            assert self.shard_policy is not None, "per-worker streams come from the FILE or OFF policy"
+            raise ValueError(
+                f"With per-worker streams (AutoShardPolicy.{self.shard_policy.name}) each of the "
+                f"{self._plan.num_workers} workers contributes an equal share of every global batch, so the "
+                f"global batch size {global_batch_size} must be a multiple of {self._plan.num_workers}."
+            )
+        layout.global_batch_size = global_batch_size
+        layout.per_replica = -(-global_batch_size // n)
+
+    @property
+    def options(self) -> InputOptions:
+        return self._options
+
+    @property
+    def per_replica_batch_size(self) -> int | None:
+        """Rows per replica in every batch (real examples plus padding); known after the first batch."""
+        return self._layout.per_replica
+
+    def __len__(self) -> int:
+        length = dataset_length(self._datasets[0]) if self._mode == _GLOBAL else None
+        if length is None:
+            raise TypeError("The number of batches of this distributed dataset is not known in advance.")
+        return length
+
+    def __iter__(self) -> "DistributedIterator":
+        epoch = self._next_epoch
+        self._next_epoch += 1
+        return DistributedIterator(self, epoch)
+
+    def _producer(self, epoch: int, state: dict) -> "_Producer":
+        tag = f"s{next(self._starts)}"
+        cls = {_GLOBAL: _GlobalProducer, _LOCAL: _StreamProducer, _FUNCTION: _FunctionProducer}[self._mode]
+        return cls(self, epoch, state, tag)
+
+    def _to_device(self, leaves: list, treedef: Any, mask: np.ndarray) -> DistributedBatch:
+        if not self._options.experimental_fetch_to_device:
+            return DistributedBatch(jax.tree.unflatten(treedef, leaves), mask)
+        input_checks.check_device_leaves(leaves, treedef)  # strings, objects: a named error
+        rows = self._plan.num_replicas * self._layout.sizes()[1]
+        local = [*leaves, mask]
+        placed = jax.make_array_from_process_local_data(  # one call: one batched transfer
+            self._strategy.data_sharding(), local, [(rows,) + x.shape[1:] for x in local])
+        return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1])
+
+
+class DistributedIterator:
+    """Yields `DistributedBatch`es for one epoch, prepared and moved to the mesh ahead of use:
+    one thread reads and pads the next batch while another moves the previous one to the
+    devices, keeping `InputOptions.experimental_per_replica_buffer_size` batches ready.
+
+    Position save/restore (for checkpoints):
+      `get_state()` returns a JSON-serializable dict: the position just after the last batch
+      this iterator returned (batches prefetched but not yet returned are not counted).
+      `set_state(state)` on an iterator of an identically built distributed dataset makes
+      its next batch the one that followed the saved position (same epoch, same shuffle
+      order); a later `iter(dataset)` continues with the following epoch.
+      With one process, or `AutoShardPolicy.DATA`, every process's state is the same.
+      With FILE/OFF sharding or `distribute_datasets_from_function` each process reads its
+      own stream and has its own state: save one per process (`jax.process_index()`) and
+      give each process its own back.
+    """
+
+    def __init__(self, dataset: DistributedDataset, epoch: int):
+        self._dataset = dataset
+        self._state: dict = {"mode": dataset._mode, "epoch": epoch, "step": 0}
+        self._prefetcher: TwoStagePrefetcher | None = None
+
+    def __iter__(self) -> "DistributedIterator":
+        return self
+
+    def __next__(self) -> DistributedBatch:
+        if self._prefetcher is None:
+            producer = self._dataset._producer(self._state["epoch"], self._state)
+
+            def prepare():  # host stage: read, split, pad, mask; the position after this batch
+                leaves, treedef, mask = producer.next_step()
+                return leaves, treedef, mask, producer.state()
+
+            def transfer(item):  # device stage
+                leaves, treedef, mask, state = item
+                return self._dataset._to_device(leaves, treedef, mask), state
+
+            self._prefetcher = TwoStagePrefetcher(prepare, transfer,
+                                                  self._dataset.options.experimental_per_replica_buffer_size)
+        batch, self._state = self._prefetcher.get()
+        return batch
+
+    def get_next(self) -> DistributedBatch:
+        """TF's name for `next(iterator)`."""
+        return next(self)
+
+    def get_state(self) -> dict:
+        return dict(self._state)
+
+    def set_state(self, state: dict) -> None:
+        if not isinstance(state, dict) or state.get("mode") != self._dataset._mode:
+            raise ValueError(
+                f"This iterator state was not saved from a dataset distributed the same way (expected mode "
+                f"{self._dataset._mode!r}, got {state.get('mode') if isinstance(state, dict) else state!r})."
+            )
+        self.close()
+        self._prefetcher = None
+        self._state = dict(state)
+        self._dataset._next_epoch = int(state["epoch"]) + 1
+
+    @property
+    def epoch(self) -> int:
+        return int(self._state["epoch"])
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stops the prefetch thread; the iteration ends. (A finished epoch stops it by itself.)"""
+        if self._prefetcher is not None:
+            self._prefetcher.close(timeout_s)
+
+    def __del__(self):
+        try:
+            self.close(timeout_s=0.0)  # never block the garbage collector; the thread is a daemon
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------- producers
+class _Producer:
+    """Makes this process's rows of each step (numpy), and knows its resumable position."""
+
+    def __init__(self, dataset: DistributedDataset, epoch: int, state: dict, tag: str):
+        self._ds = dataset
+        self._plan = dataset._plan
+        self._layout = dataset._layout
+        self._epoch = epoch
+        self._step = int(state.get("step", 0))
+        self._start_step = self._step
+        self._tag = tag
+        if state.get("global_batch_size") is not None:
+            dataset._declare(int(state["global_batch_size"]))
+
+    def _observe(self, leaves: list, treedef: Any) -> None:
+        if self._layout.spec is None:
+            self._layout.spec = ElementSpec.of(leaves, treedef)
+        else:
+            self._layout.spec.check(leaves, treedef)
+
+    def _empty(self) -> EmptyDatasetError:
+        return EmptyDatasetError(
+            f"The dataset produced no batches in epoch {self._epoch}. Check that it is not empty (and that any "
+            "filter keeps some examples); a distributed dataset needs at least one batch per epoch."
+        )
+
+    def _base_state(self) -> dict:
+        return {"mode": self._ds._mode, "epoch": self._epoch, "step": self._step,
+                "global_batch_size": self._layout.global_batch_size}
+
+    def next_step(self) -> tuple[list, Any, np.ndarray]:
+        """This process's (leaves, treedef, mask) of the next step; `StopIteration` at the end."""
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        """The position after the last step taken, to resume from."""
+        raise NotImplementedError
+
+
+def _next_rows(cursor: Any) -> tuple[list, Any, int, Any]:
+    """The next batch with at least one row: (leaves, treedef, rows, position before it)."""
+    while True:
+        before = cursor.state()
+        leaves, treedef = as_numpy_leaves(cursor.next())
+        rows = rows_of(leaves, treedef)
+        if rows:
+            return leaves, treedef, rows, before
+
+
+class _GlobalProducer(_Producer):
+    """Every process reads the same global batches and keeps its replicas' chunks."""
+
+    def __init__(self, dataset, epoch, state, tag):
+        super().__init__(dataset, epoch, state, tag)
+        self._cursor = open_cursor(dataset._datasets[0], epoch, state.get("source"))
+
+    def next_step(self):
+        try:
+            leaves, treedef, rows, _ = _next_rows(self._cursor)
+        except StopIteration:
+            if self._step == 0:
+                raise self._empty() from None
+            raise
+        self._observe(leaves, treedef)
+        if self._layout.global_batch_size is None:
+            self._ds._declare(rows)
+        global_batch_size, per_replica = self._layout.sizes()
+        check_capacity(rows, global_batch_size, "global batch")
+        n = self._plan.num_replicas
+        sizes, starts = chunk_sizes(rows, n), chunk_starts(rows, n)
+        slots = [(starts[k], sizes[k]) for k in self._plan.chunk_of]
+        local, mask = gather_slots(leaves, slots, per_replica)
+        self._step += 1
+        return local, treedef, mask
+
+    def state(self) -> dict:
+        return {**self._base_state(), "source": self._cursor.state()}
+
+
+class _AgreeingProducer(_Producer):
+    """Shared by the per-process modes: workers agree on the batch size, the element spec,
+    and before every step whether anyone still has data."""
+
+    def _init_round(self, local_rows: int, local_spec: ElementSpec | None) -> None:
+        channel = self._ds._channel
+        rows = channel.gather(f"{self._tag}/init", 0, local_rows)
+        if max(rows) <= 0 and self._layout.spec is None:
+            raise self._empty()
+        if local_rows > 0:
+            channel.publish(f"{self._tag}/spec", base64.b64encode(pickle.dumps(local_spec)).decode())
+        if self._layout.spec is None and local_spec is not None:
+            self._layout.spec = local_spec
+        elif self._layout.spec is None:
+            donor = self._plan.processes[int(np.argmax(rows))]
+            self._layout.spec = pickle.loads(base64.b64decode(channel.read(f"{self._tag}/spec", donor)))
+        if self._layout.global_batch_size is None:
+            declared = max(rows)
+            self._ds._declare(declared * self._rows_to_global())
+
+    def _rows_to_global(self) -> int:
+        raise NotImplementedError
+
+    def _anyone_has_data(self, has_data: bool) -> bool:
+        flags = self._ds._channel.gather(f"{self._tag}/more", self._step, int(has_data))
+        if not any(flags):
+            if self._step == 0:
+                raise self._empty()
+            return False
+        return True
+
+
+class _StreamProducer(_AgreeingProducer):
+    """FILE / OFF with several workers: each worker's own stream of global-size batches; each
+    batch feeds `num_workers` steps, a `1 / num_workers` piece per step (TF's per-worker rebatch)."""
+
+    def __init__(self, dataset, epoch, state, tag):
+        super().__init__(dataset, epoch, state, tag)
+        self._cursor = open_cursor(dataset._datasets[0], epoch, state.get("source"))
+        self._piece = int(state.get("piece", 0))
+        self._current = self._fetch()
+        self._ahead: Any = _UNREAD  # the batch after the current one, read only when needed
+        self._ready = False
+
+    def _fetch(self):
+        try:
+            return _next_rows(self._cursor)
+        except StopIteration:
+            return None
+
+    def _rows_to_global(self) -> int:
+        return 1  # each worker's batches already have the global batch size
+
+    def _piece_rows(self, rows: int) -> tuple[int, int]:
+        """(start, count) of this step's piece of the current batch of `rows` rows."""
+        size = -(-rows // self._plan.num_workers)
+        start = min(rows, self._piece * size)
+        return start, min(size, rows - start)
+
+    def _has_data(self) -> bool:
+        """Whether this worker has rows for this step or any later one."""
+        if self._current is None:
+            return False
+        start, _ = self._piece_rows(self._current[2])
+        if start < self._current[2]:
+            return True
+        if self._ahead is _UNREAD:
+            self._ahead = self._fetch()
+        return self._ahead is not None
+
+    def next_step(self):
+        if not self._ready:
+            spec = None
+            if self._current is not None:
+                self._observe(self._current[0], self._current[1])
+                spec = self._layout.spec
+            self._init_round(self._current[2] if self._current else 0, spec)
+            self._ready = True
+        if not self._anyone_has_data(self._has_data()):
+            raise StopIteration
+        (global_batch_size, p), r = self._layout.sizes(), self._plan.num_local
+        if self._current is None:
+            spec = self._layout.known_spec()
+            local, mask = spec.zeros(r * p), np.zeros(r * p, bool)
+            treedef = spec.treedef
+        else:
+            leaves, treedef, rows, _ = self._current
+            self._observe(leaves, treedef)
+            check_capacity(rows, global_batch_size, "global batch")
+            start, count = self._piece_rows(rows)
+            slots = [(start + s, c) for s, c in zip(chunk_starts(count, r), chunk_sizes(count, r))]
+            local, mask = gather_slots(leaves, slots, p)
+            self._piece += 1
+            if self._piece == self._plan.num_workers:
+                self._current = self._fetch() if self._ahead is _UNREAD else self._ahead
+                self._ahead, self._piece = _UNREAD, 0
+        self._step += 1
+        return local, treedef, mask
+
+    def state(self) -> dict:
+        source = self._current[3] if self._current is not None else self._cursor.state()
+        return {**self._base_state(), "source": source, "piece": self._piece}
+
+
+class _FunctionProducer(_AgreeingProducer):
+    """`distribute_datasets_from_function`: the local replicas take consecutive per-replica batches
+    (one stream per worker), or one batch each from their own stream (`PER_REPLICA`)."""
+
+    def __init__(self, dataset, epoch, state, tag):
+        super().__init__(dataset, epoch, state, tag)
+        sources = state.get("sources") or [None] * len(dataset._datasets)
+        self._cursors = [open_cursor(ds, epoch, s) for ds, s in zip(dataset._datasets, sources)]
+        self._ready = False
+
+    def _rows_to_global(self) -> int:
+        return self._plan.num_replicas  # per-replica batches: the declared size is per replica
+
+    def _take(self) -> list:
+        r = self._plan.num_local
+        pulls = [self._cursors[0]] * r if len(self._cursors) == 1 else self._cursors
+        out = []
+        for cursor in pulls:
+            try:
+                leaves, treedef = as_numpy_leaves(cursor.next())
+            except StopIteration:
+                out.append(None)
+                continue
+            rows_of(leaves, treedef)
+            out.append((leaves, treedef))
+        return out
+
+    def next_step(self):
+        elements = self._take()
+        present = [e for e in elements if e is not None]
+        for leaves, treedef in present:
+            self._observe(leaves, treedef)
+        if not self._ready:
+            first = max((e[0][0].shape[0] for e in present), default=0)
+            self._init_round(max(first, 1) if present else 0, self._layout.spec)
+            self._ready = True
+        if not self._anyone_has_data(bool(present)):
+            raise StopIteration
+        p, spec = self._layout.sizes()[1], self._layout.known_spec()
+        for leaves, _ in present:
+            check_capacity(leaves[0].shape[0], p, "per-replica batch")
+        local, mask = stack_slots([None if e is None else e[0] for e in elements], p, spec)
+        self._step += 1
+        return local, spec.treedef, mask
+
+    def state(self) -> dict:
+        return {**self._base_state(), "sources": [c.state() for c in self._cursors]}

@@ -1,0 +1,94 @@
+"""`jdist.GradientTape`: TF's `tf.GradientTape` for Keras models inside `strategy.run`.
+
+    with jdist.GradientTape() as tape:
+        predictions = model(images, training=True)
+        loss = compute_loss(labels, predictions, model.losses)
+    gradients = tape.gradient(loss, model.trainable_variables)
+
+JAX differentiates functions, not recorded operations. So `tape.gradient(target,
+sources)` differentiates the replica function itself: it runs the function again (in
+the same trace) from its inputs up to this `gradient` call, with the sources' values,
+as they were when the tape was entered, as the variables of differentiation, and takes
+the gradient of `sum(target)` (TF's gradient of a non-scalar target). XLA computes the
+repeated forward pass once. Python side effects before the `gradient` call (prints,
+appends) therefore happen twice while the step is traced, never when it runs again.
+
+It works inside `strategy.run` on a function that uses Keras objects (see
+`jdist.interop.keras_run`); elsewhere use `jax.grad` / `jax.value_and_grad` on a function of
+the weights (`model.stateless_call`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jdist.interop import keras_run
+
+
+class GradientTape:
+    """Records nothing; `gradient` replays the replica function (see the module docstring)."""
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self.persistent = persistent
+        self._frame: keras_run.Frame | None = None
+        self._index = -1
+        self._entry: dict[int, Any] = {}
+        self._used = False
+
+    def __enter__(self) -> "GradientTape":
+        frame = keras_run.current_frame()
+        if frame is None:
+            raise RuntimeError(
+                "jdist.GradientTape records inside strategy.run on a function that uses Keras models "
+                "(their variables are the sources). Outside run, differentiate a function of the weights "
+                "with jax.grad / jax.value_and_grad (e.g. over model.stateless_call).")
+        self._frame, self._index = frame, frame.tapes_entered
+        frame.tapes_entered += 1
+        if frame.replaying == self._index:  # the replayed tape: its sources become the differentiated inputs
+            from keras.src.backend import get_stateless_scope
+
+            scope = get_stateless_scope()
+            assert scope is not None, "run replays the tape inside a Keras StatelessScope"
+            for variable in frame.variables:
+                if id(variable) in frame.overrides:
+                    scope.add_update((variable, frame.overrides[id(variable)]))
+        self._entry = {id(v): v.value for v in frame.variables}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def watch(self, tensor: Any) -> None:
+        """Accepted for TF compatibility: the sources given to `gradient` are what is differentiated."""
+
+    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
+                 unconnected_gradients: Any = None) -> Any:
+        frame = self._frame
+        if frame is None:
+            raise RuntimeError(
+                "tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")
+        if frame.replaying == self._index:
+            raise keras_run.ReachedTarget(target)
+        if self._used and not self.persistent:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
+                               "(create it with persistent=True to call gradient() more than once).")
+        self._used = True
+        leaves, treedef = jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+        unknown = [getattr(v, "path", type(v).__name__) for v in leaves if id(v) not in self._entry]
+        if unknown:
+            raise ValueError(
+                f"tape.gradient: sources {unknown} are not variables of the Keras objects this replica function "
+                "uses; pass Keras variables such as model.trainable_variables.")
+        primal = [self._entry[id(v)] for v in leaves]
+        ids = [id(v) for v in leaves]
+
+        def replayed(values):
+            target_value = keras_run.replay(frame, self._index, dict(zip(ids, values)))
+            if output_gradients is not None:
+                return jnp.sum(jnp.asarray(target_value) * output_gradients)
+            return jnp.sum(jnp.asarray(target_value))
+
+        grads = jax.grad(replayed)(primal)
+        return jax.tree.unflatten(treedef, grads)

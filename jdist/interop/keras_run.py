@@ -1,0 +1,355 @@
+"""Keras 3 objects used statefully inside `strategy.run`, as TF's custom-training loops use them.
+
+    with strategy.scope():
+        model = create_model()                      # built: keras.Input(...) or model.build(...)
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        train_accuracy = keras.metrics.SparseCategoricalAccuracy()
+
+    def train_step(inputs):
+        images, labels = inputs
+        with jdist.GradientTape() as tape:
+            predictions = model(images, training=True)
+            loss = compute_loss(labels, predictions, model.losses)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        train_accuracy.update_state(labels, predictions)
+        return loss
+
+    per_replica_losses = strategy.run(train_step, args=(batch,))
+
+JAX arrays are immutable, so `run` does what TF's variables do for you: the Keras
+models, optimizers and metrics the function refers to (by name, through its globals
+and closures, the functions it calls, and for a method the attributes of its instance,
+`self.model`) have their variables handed to the compiled
+replica function as inputs, read there through a Keras `StatelessScope`, and the
+values assigned there are written back into the variables afterwards. Across replicas
+the variables behave as TF's mirrored ones:
+
+* `optimizer.apply_gradients` sums the gradients over the replicas first (TF's
+  `apply_gradients` in a replica context does the same), so the weights stay identical;
+* metric variables (Keras's `aggregation="sum"`) add up every replica's update, as
+  TF's sync-on-read metric variables do, and a metric's `update_state` inside `run` is
+  given the replica's example mask as `sample_weight`, so the padding rows of a short
+  last batch never count (TF splits such a batch unevenly instead; same numbers);
+* `aggregation="mean"` variables are averaged over the replicas;
+* any other variable assigned different values on different replicas is an error (TF 2.21
+  lets their copies drift apart silently and reads the first replica's: observed with
+  BatchNormalization's moving statistics in `training=True`).
+
+The model and the optimizer must be built before `run` (TF 2.21 needs the optimizer
+built there too under `MirroredStrategy` with two or more replicas: building it inside
+the first `tf.function` step fails with "You must feed a value for placeholder tensor").
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+import types
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import jax
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
+_MAX_DEPTH = 8
+_FRAMES: list["Frame"] = []
+
+
+class Frame:
+    """One traced execution of the user's replica function (or a replay of it for a tape)."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, variables: list, values: list,
+                 replaying: int | None = None, overrides: Mapping[int, Any] | None = None):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.variables, self.values = variables, values
+        self.replaying, self.overrides = replaying, dict(overrides or {})
+        self.tapes_entered = 0
+
+
+def current_frame() -> Frame | None:
+    return _FRAMES[-1] if _FRAMES else None
+
+
+def _keras():
+    if "keras" not in sys.modules:
+        return None
+    import keras
+
+    return keras if keras.backend.backend() == "jax" else None
+
+
+def _is_stateful(obj: Any, keras: Any) -> bool:
+    return isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric))
+
+
+def _referenced(fn: Any) -> list:
+    """Objects `fn` names: its globals and closure cells, and those of code nested in it."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    globals_ = getattr(fn, "__globals__", {})
+    found = []
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        found.extend(globals_[name] for name in c.co_names if name in globals_)
+        codes.extend(const for const in c.co_consts if isinstance(const, types.CodeType))
+    for cell in getattr(fn, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            found.append(cell.cell_contents)
+    return found
+
+
+def keras_objects(fn: Callable) -> list:
+    """The Keras models, layers, optimizers and metrics `fn` uses, directly or through the functions it calls."""
+    keras = _keras()
+    if keras is None or getattr(fn, "_jdist_stateful", False):
+        return []
+    objects: dict[int, Any] = {}
+    seen: set[int] = set()
+
+    def visit(value: Any, depth: int) -> None:
+        if id(value) in seen or depth > _MAX_DEPTH:
+            return
+        seen.add(id(value))
+        if _is_stateful(value, keras):
+            objects.setdefault(id(value), value)
+        elif isinstance(value, (list, tuple)) and len(value) < 64:
+            for item in value:
+                visit(item, depth + 1)
+        elif isinstance(value, dict) and len(value) < 64:
+            for item in value.values():
+                visit(item, depth + 1)
+        elif isinstance(value, functools.partial):
+            for item in (value.func, *value.args, *value.keywords.values()):
+                visit(item, depth + 1)
+        elif inspect.isfunction(value) or inspect.ismethod(value):
+            if inspect.ismethod(value):  # a method: its instance, and what the instance holds (`self.model`)
+                owner = value.__self__
+                visit(owner, depth + 1)
+                if not _is_stateful(owner, keras) and isinstance(getattr(owner, "__dict__", None), dict):
+                    visit(dict(vars(owner)), depth + 1)
+                value = value.__func__
+            if getattr(value, "__module__", "").startswith(("jdist.", "keras.", "jax.")):
+                return
+            for item in _referenced(value):
+                visit(item, depth + 1)
+
+    visit(fn, 0)
+    return list(objects.values())
+
+
+def _check_built(objects: Sequence[Any], keras: Any) -> None:
+    for obj in objects:
+        if isinstance(obj, keras.optimizers.Optimizer) and not obj.built:
+            raise ValueError(
+                f"strategy.run: optimizer {obj.name!r} has no variables yet. Build it in the strategy's scope "
+                "before run: `optimizer.build(model.trainable_variables)` (TF 2.21 needs the same under "
+                "MirroredStrategy with 2+ replicas).")
+        if isinstance(obj, keras.layers.Layer) and not isinstance(obj, keras.metrics.Metric) and not obj.built:
+            raise ValueError(
+                f"strategy.run: Keras model {obj.name!r} is not built, so its variables would be created inside "
+                "the compiled replica function. Build it first: start it with `keras.Input(shape)` or call "
+                "`model.build((None, ...))` in the strategy's scope.")
+
+
+def _variables(objects: Sequence[Any]) -> list:
+    found: dict[int, Any] = {}
+    for obj in objects:
+        for v in obj.variables:
+            found.setdefault(id(v), v)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def _patched(objects: Sequence[Any], keras: Any, context: Any):
+    """Inside the replica function: apply_gradients sums over replicas; metrics honour the example mask."""
+    patched = []
+    try:
+        for obj in objects:
+            if isinstance(obj, keras.optimizers.Optimizer):
+                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients, context)
+                patched.append((obj, "apply_gradients"))
+            elif isinstance(obj, keras.metrics.Metric):
+                obj.update_state = _masked_update(obj.update_state, context)
+                patched.append((obj, "update_state"))
+        yield
+    finally:
+        for obj, name in patched:
+            delattr(obj, name)  # back to the class's method
+
+
+def _summing_apply_gradients(apply_gradients: Callable, context: Any) -> Callable:
+    """TF's `apply_gradients` in a replica context: the gradients are summed over the replicas first.
+
+    Only `apply_gradients`, TF's API, sums: Keras's `apply` and `stateless_apply` (functional
+    code that all-reduces itself) are left alone. `skip_gradients_aggregation=True` (Keras 2's
+    opt-out, also `experimental_aggregate_gradients=False`) applies each replica's own gradients.
+    """
+    def apply_summed(grads_and_vars, skip_gradients_aggregation=False, experimental_aggregate_gradients=True,
+                     **kwargs):
+        grads_and_vars = list(grads_and_vars)
+        if not skip_gradients_aggregation and experimental_aggregate_gradients:
+            ctx = context.get_replica_context()
+            present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
+            summed = ctx.all_reduce("sum", [grads_and_vars[i][0] for i in present])
+            for i, g in zip(present, summed):
+                grads_and_vars[i] = (g, grads_and_vars[i][1])
+        return apply_gradients(grads_and_vars, **kwargs)
+
+    return apply_summed
+
+
+def _masked_update(update_state: Callable, context: Any) -> Callable:
+    """`update_state` with the replica's example mask folded into `sample_weight` (padding rows weigh 0)."""
+    signature = inspect.signature(update_state)
+    if "sample_weight" not in signature.parameters:
+        return update_state
+
+    def update_masked(*args, **kwargs):
+        ctx = context.get_replica_context()
+        mask = None if ctx is None else ctx.example_mask
+        bound = signature.bind(*args, **kwargs)
+        first = next(iter(bound.arguments.values()), None)
+        shape = getattr(first, "shape", ())
+        if mask is None or not shape or shape[0] != mask.shape[0]:
+            return update_state(*args, **kwargs)  # not one row per example of the replica's batch
+        weight = bound.arguments.get("sample_weight")
+        mask = mask.astype("float32")
+        if weight is not None:
+            weight = jax.numpy.asarray(weight)
+            mask = weight * mask.reshape(mask.shape + (1,) * (weight.ndim - 1)) if weight.ndim else weight * mask
+        bound.arguments["sample_weight"] = mask
+        return update_state(*bound.args, **bound.kwargs)
+
+    return update_masked
+
+
+def _aggregate(variable: Any, old: Any, new: Any, context: Any) -> Any:
+    if new is None:
+        return old
+    ctx = context.get_replica_context()
+    aggregation = getattr(variable, "aggregation", "none")
+    if aggregation == "sum":  # sync-on-read: every replica's increment counts
+        return old + ctx.all_reduce("sum", new - old)
+    if aggregation == "mean":
+        return ctx.all_reduce("mean", new)
+    return new
+
+
+def _threaded_scope(variables: list, values: list) -> Any:
+    """A Keras `StatelessScope` over the threaded variables that refuses any other Keras variable.
+
+    A variable `run` did not find would otherwise be read as its current value, baked into the
+    compiled step as a constant (stale on every later call), and an assignment to it dropped."""
+    keras = _keras()
+    assert keras is not None, "run found Keras objects, so Keras (JAX backend) is loaded"
+    known = {id(v) for v in variables}
+
+    def unknown(variable: Any, what: str) -> ValueError:
+        return ValueError(
+            f"strategy.run's function {what} the Keras variable {getattr(variable, 'path', variable)!r}, which "
+            "belongs to no Keras model, optimizer or metric that run found in the function's globals, closures, "
+            "the functions it calls or (for a method) its instance's attributes. Its value would be compiled in "
+            "as a constant and its updates lost. Refer to the object that owns it directly from the function "
+            "(a global, a closure variable or self.<name>), not through another object or container.")
+
+    class ThreadedScope(keras.StatelessScope):
+        def get_current_value(self, variable):
+            if id(variable) not in known:
+                raise unknown(variable, "reads")
+            return super().get_current_value(variable)
+
+        def add_update(self, update):
+            if id(update[0]) not in known:
+                raise unknown(update[0], "assigns")
+            return super().add_update(update)
+
+    return ThreadedScope(state_mapping=list(zip(variables, values)))
+
+
+def guard() -> Any:
+    """Around a compiled `run` whose function uses no Keras object `run` found: any Keras variable read
+    there (an object reached some other way) is an error naming the fix, not a silent constant."""
+    if "keras" not in sys.modules:
+        return contextlib.nullcontext()
+    return _threaded_scope([], [])
+
+
+def _stateful_fn(fn: Callable, objects: list, variables: list, context: Any) -> Callable:
+    keras = _keras()
+
+    def replica_fn(values, args, kwargs):
+        frame = Frame(fn, args, kwargs, variables, values)
+        with _threaded_scope(variables, values) as scope:
+            _FRAMES.append(frame)
+            try:
+                with _patched(objects, keras, context):
+                    out = fn(*args, **kwargs)
+            finally:
+                _FRAMES.pop()
+            news = [scope.get_current_value(v) for v in variables]
+        return out, [_aggregate(v, old, new, context) for v, old, new in zip(variables, values, news)]
+
+    replica_fn._jdist_stateful = True
+    replica_fn.__name__ = getattr(fn, "__name__", "replica_fn")
+    return replica_fn
+
+
+def replay(frame: Frame, tape_index: int, overrides: Mapping[int, Any]) -> Any:
+    """Runs the frame's function again up to its `tape_index`-th tape's `gradient` call; returns its target."""
+    sub = Frame(frame.fn, frame.args, frame.kwargs, frame.variables, frame.values, tape_index, overrides)
+    with _threaded_scope(frame.variables, frame.values):
+        _FRAMES.append(sub)
+        try:
+            frame.fn(*frame.args, **frame.kwargs)
+        except ReachedTarget as reached:
+            return reached.target
+        finally:
+            _FRAMES.pop()
+    raise RuntimeError("jdist.GradientTape: replaying the replica function did not reach the same "
+                       "tape.gradient call; the function must trace the same way each time it runs.")
+
+
+class ReachedTarget(Exception):
+    """Raised inside a replay when the replayed tape's `gradient` is reached, carrying its target."""
+
+    def __init__(self, target: Any):
+        super().__init__("replay reached its target")
+        self.target = target
+
+
+def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+        objects: list, context: Any) -> Any:
+    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
+
+    `context` is the `jdist.strategy.context` module, passed in by the strategy (which imports it) so that
+    this module stays out of the strategy runtime's import cycle."""
+    from jdist.strategy.values import PerReplica
+
+    keras = _keras()
+    _check_built(objects, keras)
+    variables = _variables(objects)
+    cache = strategy.__dict__.setdefault("_keras_run_fns", {})
+    key = (fn, tuple(id(v) for v in variables))
+    if key not in cache:
+        cache[key] = _stateful_fn(fn, objects, variables, context)
+    values = [v.value for v in variables]
+    out, news = strategy.run(cache[key], args=(values, tuple(args), dict(kwargs or {})))
+    for variable, new in zip(variables, news):
+        if isinstance(new, PerReplica):
+            raise ValueError(
+                f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
+                "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "
+                "with optimizer.apply_gradients (which sums them over the replicas), or all_reduce the value "
+                "before assigning it. BatchNormalization's moving statistics in training=True are such values: "
+                "TF 2.21 lets the replicas' copies drift apart and reads the first replica's; train such models "
+                "with jdist.Trainer (statistics of the global batch), or call them through model.stateless_call "
+                "and average the returned statistics with strategy.reduce('mean', ...).")
+    for variable, new in zip(variables, news):
+        variable.assign(new)
+    return out

@@ -1,0 +1,119 @@
+"""`ReplicaContext`: what code running on one replica can ask for.
+
+Inside `strategy.run` the replica function is traced once under `jax.shard_map`, so
+`all_reduce` and friends lower to XLA collectives (`psum`, `all_gather`) over the
+strategy's data axis: NCCL on GPU, ICI on TPU, gloo/in-process on CPU.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from jdist.strategy import context
+from jdist.strategy.reduce_op import ReduceOp
+from jdist.strategy.values import PerReplica
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
+
+
+class ReplicaContext:
+    """The context of one replica inside `strategy.run` (TF's `tf.distribute.ReplicaContext`)."""
+
+    def __init__(self, strategy: "Strategy", axis_name: str | None, example_masks: Sequence[Any] = ()):
+        self._strategy = strategy
+        self._axis = axis_name
+        self._example_masks = tuple(example_masks)
+
+    @property
+    def example_mask(self) -> Any:
+        """This replica's mask of real examples (bool, one per row) when `run` was given a
+        `jdist.DistributedBatch`, else None. `compute_average_loss` applies it by default."""
+        if len(self._example_masks) > 1:
+            raise ValueError(
+                f"run() was given {len(self._example_masks)} distributed batches, so which mask applies is "
+                "ambiguous. Pass the one you mean as an argument (args=(batch, batch.mask)) and give it to "
+                "compute_average_loss(..., mask=...)."
+            )
+        return self._example_masks[0] if self._example_masks else None
+
+    @property
+    def strategy(self) -> "Strategy":
+        return self._strategy
+
+    @property
+    def axis_name(self) -> str | None:
+        """The mesh axis replicas run over inside a compiled `run`; None when there is none."""
+        return self._axis
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self._strategy.num_replicas_in_sync
+
+    @property
+    def replica_id_in_sync_group(self) -> Any:
+        """This replica's global id, 0..N-1, as an int32 scalar (a traced value inside `run`)."""
+        if self._axis is None:
+            return jnp.int32(0)
+        return jax.lax.axis_index(self._axis).astype(jnp.int32)
+
+    def all_reduce(self, reduce_op: ReduceOp | str, value: Any) -> Any:
+        """Sums (or averages) a pytree over all replicas; every replica gets the result."""
+        op = ReduceOp.from_value(reduce_op)
+        if self._axis is None:
+            return value
+        axis = self._axis
+
+        def reduce_leaf(x):
+            total = jax.lax.psum(jnp.asarray(x), axis)
+            if op is ReduceOp.MEAN:
+                total = total / self.num_replicas_in_sync
+            return total
+
+        return jax.tree.map(reduce_leaf, value)
+
+    def all_gather(self, value: Any, axis: int) -> Any:
+        """Concatenates every replica's value along `axis` (rank >= 1), on every replica."""
+        def gather_leaf(x):
+            x = jnp.asarray(x)
+            if x.ndim < 1:
+                raise ValueError(
+                    "all_gather needs values of rank >= 1; got a scalar. Add an axis first, "
+                    "e.g. x[None]."
+                )
+            if self._axis is None:
+                return x
+            return jax.lax.all_gather(x, self._axis, axis=axis % x.ndim, tiled=True)
+
+        return jax.tree.map(gather_leaf, value)
+
+    def merge_call(self, merge_fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Runs `merge_fn(strategy, *args)` once in cross-replica context and returns its result
+        to every replica. Array arguments arrive there as `PerReplica` values."""
+        kwargs = kwargs or {}
+        if self._axis is None:
+            with context.push(self._strategy, None):
+                return merge_fn(self._strategy, *args, **kwargs)
+        axis = self._axis
+        index = jax.lax.axis_index(axis)
+
+        def collect(x):
+            if not isinstance(x, (jax.Array, float, int, bool)) and not hasattr(x, "dtype"):
+                return x
+            # Every replica receives all values, so merge_fn computes the same result everywhere.
+            return PerReplica(stacked=jax.lax.all_gather(jnp.asarray(x), axis))
+
+        merged_args, merged_kwargs = jax.tree.map(collect, (args, kwargs))
+        with context.push(self._strategy, None):
+            result = merge_fn(self._strategy, *merged_args, **merged_kwargs)
+        # A PerReplica handed back gives each replica its own component, as in TF.
+        return jax.tree.map(
+            lambda v: v.stacked[index] if isinstance(v, PerReplica) else v,
+            result,
+            is_leaf=lambda v: isinstance(v, PerReplica),
+        )
+
+    def __repr__(self) -> str:
+        return f"ReplicaContext(strategy={self._strategy!r}, axis={self._axis!r})"
