@@ -6,6 +6,8 @@
     per_replica = strategy.run(step_fn, args=(state, batch))
     loss = strategy.reduce("sum", per_replica, axis=None)
 """
+from typing import TYPE_CHECKING
+
 from jdist import (
     callbacks,
     cluster,
@@ -82,7 +84,12 @@ from jdist.training.train_state import TrainState
 
 __version__ = "0.1.0"
 
-# Checkpointing pulls in orbax/tensorstore; load it on first use.
+# Checkpointing pulls in orbax/tensorstore; load it on first use (type checkers see it here).
+if TYPE_CHECKING:
+    from jdist import checkpoint as checkpoint
+    from jdist.checkpoint import preemption as preemption
+    from jdist.checkpoint.preemption import PreemptionCheckpointHandler, TerminationConfig
+
 _LAZY = {
     "checkpoint": ("jdist.checkpoint", None),
     "preemption": ("jdist.checkpoint.preemption", None),

@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from jdist.cluster import heartbeat
 from jdist.cluster.runtime import FAILURE_TIMEOUT_ENV, RESTART_COUNT_ENV
@@ -75,7 +75,7 @@ def task_of(index: int, chief: bool) -> tuple[str, int]:
     return "worker", index
 
 
-def worker_env(base: dict, cluster: dict, task: tuple[str, int], devices_per_worker: int | None,
+def worker_env(base: Mapping[str, str], cluster: dict, task: tuple[str, int], devices_per_worker: int | None,
                failure_timeout: float, collective_timeout: float | None = None) -> dict:
     """A worker's environment; with simulated CPU devices, `collective_timeout` bounds each cross-process
     collective (XLA's gloo timeout, 30 min by default): a peer that never joins fails it instead of hanging."""
@@ -146,6 +146,7 @@ class Worker:
         if self.hung_at is not None:
             return self.hung_at
         if self.ended_early:
+            assert self.program_ended_at is not None, "a program that ended early has ended"
             return self.program_ended_at
         return self.ended_at if self.ended_at is not None else float("inf")
 
@@ -262,14 +263,15 @@ class Launcher:
                     self.say(f"{worker.label} stopped responding: no heartbeat for {age:.0f} s; killing it.")
                     self._kill(worker, signal.SIGKILL)
 
-    def _ended_early(self) -> Worker | None:
-        """The first worker whose program ended `hang_after` seconds ago while another still runs."""
-        ended = [w for w in self.workers if w.program_ended_at is not None]
+    def _ended_early(self) -> tuple[Worker, float] | None:
+        """The first worker whose program ended `hang_after` seconds ago while another still runs,
+        and when it ended."""
+        ended = [(w, w.program_ended_at) for w in self.workers if w.program_ended_at is not None]
         running = [w for w in self.workers if w.program_ended_at is None and w.code is None]
         if not ended or not running:
             return None
-        first = min(ended, key=lambda w: w.program_ended_at)
-        return first if time.monotonic() - first.program_ended_at > self.hang_after else None
+        first, ended_at = min(ended, key=lambda pair: pair[1])
+        return (first, ended_at) if time.monotonic() - ended_at > self.hang_after else None
 
     def root_cause(self) -> Worker:
         """The worker that stopped first on its own (hung, ended early or failed), not one that
@@ -314,7 +316,8 @@ class Launcher:
 
     def finish(self) -> None:
         for worker in self.workers:
-            worker.reader.join(timeout=2.0)
+            if worker.reader is not None:
+                worker.reader.join(timeout=2.0)
             try:  # children a worker left behind in its session
                 os.killpg(worker.process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -323,10 +326,11 @@ class Launcher:
     def _failed(self) -> bool:
         if any(w.code not in (None, 0) or w.hung_at is not None for w in self.workers):
             return True
-        early = self._ended_early()
-        if early is not None:
+        found = self._ended_early()
+        if found is not None:
+            early, ended_at = found
             early.ended_early = True
-            self.say(f"{early.label} ended its program {time.monotonic() - early.program_ended_at:.0f} s ago "
+            self.say(f"{early.label} ended its program {time.monotonic() - ended_at:.0f} s ago "
                      "while the other workers are still running: that is a failure of this worker.")
             self._kill(early, signal.SIGKILL)  # it only waits in JAX's exit barrier now
             return True
@@ -402,7 +406,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         own, command = argv[:split], argv[split + 1:]
     else:
         own, command = argv, []
-    parser = argparse.ArgumentParser(prog="python -m jdist.launch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m jdist.launch", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--num-workers", type=int, required=True, help="worker processes to start")
     parser.add_argument("--devices-per-worker", type=int, default=None,
                         help="simulated CPU devices per worker (sets JAX_PLATFORMS=cpu); default: real devices")

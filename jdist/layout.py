@@ -55,11 +55,14 @@ import difflib
 import math
 import re
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, Union
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec as P
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 Tactic = Callable[[tuple, Any, Mesh], P]
 SpecLike = P | tuple | list | None
@@ -212,12 +215,23 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
 
     Ties go to the later dimension, so `(d, d)` kernels split their output.
     """
+    return _FsdpTactic(axis, min_size_bytes)
 
-    def tactic(shape: tuple, dtype: Any, mesh: Mesh) -> P:
+
+class _FsdpTactic:
+    """`fsdp(axis, min_size_bytes)`: a `Tactic` that also names the mesh axes it uses (`mesh_axes`)."""
+
+    def __init__(self, axis: str, min_size_bytes: int):
+        self.axis, self.min_size_bytes = axis, min_size_bytes
+        self.mesh_axes = (axis,)
+        self.__name__ = self.__qualname__ = f"fsdp({axis!r}, min_size_bytes={min_size_bytes})"
+
+    def __call__(self, shape: tuple, dtype: Any, mesh: Mesh) -> P:
+        axis = self.axis
         if axis not in mesh.shape:
             raise LayoutError(f"fsdp(axis={axis!r}): the mesh has axes {dict(mesh.shape)}.")
         size = mesh.shape[axis]
-        if len(shape) < 2 or size == 1 or math.prod(shape) * _itemsize(dtype) < min_size_bytes:
+        if len(shape) < 2 or size == 1 or math.prod(shape) * _itemsize(dtype) < self.min_size_bytes:
             return P()
         candidates = [d for d in range(len(shape)) if shape[d] % size == 0]
         if not candidates:
@@ -226,9 +240,8 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
         # Full length, so a dim-0 split reads P("data", None), not a batch's P("data").
         return P(*(axis if d == dim else None for d in range(len(shape))))
 
-    tactic.__name__ = tactic.__qualname__ = f"fsdp({axis!r}, min_size_bytes={min_size_bytes})"
-    tactic.mesh_axes = (axis,)  # type: ignore[attr-defined]
-    return tactic
+    def __repr__(self) -> str:
+        return self.__name__
 
 
 # ------------------------------------------------- refinements over the data axis
@@ -238,7 +251,7 @@ def fsdp(axis: str = "data", min_size_bytes: int = 1 << 20) -> Tactic:
 WEIGHT_UPDATE_MIN_BYTES = 1 << 20
 
 
-def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh, axis: str = "data",
+def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh | AbstractMesh, axis: str = "data",
                     min_bytes: int | None = None) -> P:
     """`spec` refined so each replica holds 1/N of the array: the data `axis` added on the first
     unsplit dimension its size N divides. A tactic on top of a leaf's layout, for the arrays only
@@ -272,7 +285,7 @@ def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min
     return jax.tree.map(refine, tree, shardings)
 
 
-def weight_update_shardings(strategy: Any, tree: Any, min_bytes: int | None = None) -> Any:
+def weight_update_shardings(strategy: Strategy, tree: Any, min_bytes: int | None = None) -> Any:
     """Where each leaf's share of the optimizer update runs under `strategy`: its stored layout
     refined by `split_over_data` (leaves below `min_bytes`, default `WEIGHT_UPDATE_MIN_BYTES`,
     keep their layout)."""
@@ -408,7 +421,7 @@ class Layout:
 
     def __init__(self, rules: Iterable[tuple[str, RuleValue]] | Mapping[str, RuleValue] = (), *,
                  default: RuleValue | None = None):
-        items = rules.items() if hasattr(rules, "items") else rules
+        items = rules.items() if isinstance(rules, Mapping) else rules
         parsed = []
         for item in items:
             if not (isinstance(item, (tuple, list)) and len(item) == 2):

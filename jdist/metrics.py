@@ -116,7 +116,6 @@ def _per_replica_update(update: Callable) -> Callable:
                 args, kwargs = bound.args[2:], bound.kwargs
         return mark_per_replica(update(self, state, *args, **kwargs))
 
-    wrapped._per_replica = True
     return wrapped
 
 

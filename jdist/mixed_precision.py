@@ -30,7 +30,7 @@ class Policy:
     ("float32", "bfloat16", ...) meaning compute and variables both in it.
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: "Policy | str"):
         if isinstance(name, Policy):
             name = name.name
         if name in _MIXED:
@@ -149,9 +149,9 @@ def LossScaleOptimizer(  # noqa: N802 (TF's name)
             inner_state=inner_optimizer.init(params),
         )
 
-    def update(grads, state, params=None, **extra_args):
+    def update(updates, state, params=None, **extra_args):
         scale = state.loss_scale
-        grads = jax.tree.map(lambda g: (g / scale.astype(g.dtype)).astype(g.dtype), grads)
+        grads = jax.tree.map(lambda g: (g / scale.astype(g.dtype)).astype(g.dtype), updates)
         finite = all_finite(grads)
         updates, inner_state = optax.with_extra_args_support(inner_optimizer).update(
             grads, state.inner_state, params, **extra_args

@@ -48,8 +48,10 @@ def _keras_optimizer(name: str, slot_inits: dict[str, float], step: StepFn, lear
         scalars = {k: jnp.asarray(v, dtype) for k, v in (extra or {}).items()}
         return KerasOptimizerState(jnp.zeros((), jnp.int32), slots, scalars)
 
-    def update(grads: Any, state: KerasOptimizerState, params: Any = None) -> tuple[Any, KerasOptimizerState]:
-        grads = _clip(grads, clipnorm, clipvalue, global_clipnorm)
+    def update(updates: optax.Updates, state: optax.OptState,
+               params: optax.Params | None = None) -> tuple[optax.Updates, KerasOptimizerState]:
+        assert isinstance(state, KerasOptimizerState), "the state `init` made"
+        grads = _clip(updates, clipnorm, clipvalue, global_clipnorm)
         lr = learning_rate(state.iterations) if callable(learning_rate) else learning_rate
         deltas, slots, scalars = step(grads, state.slots, state.iterations, lr, state.extra, params)
         if weight_decay:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +42,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.layout import Layout, LayoutError, Placement, _is_placement, path_str
 from jdist.strategy import context
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 __all__ = ["Pipeline", "PipelineLayout", "apply_blocks", "stage_axis_of"]
 
@@ -65,6 +68,7 @@ class Pipeline:
     blocks: str = "blocks"
     stage_axis: str = "stage"
     remat: bool = True
+    _regex: re.Pattern[str] = dataclasses.field(init=False, repr=False, compare=False)  # from `blocks`
 
     def __post_init__(self):
         m = self.num_microbatches
@@ -197,7 +201,7 @@ def _looks_like_params(tree: Any) -> bool:
     return isinstance(tree, dict) and "params" in tree
 
 
-def stage_axis_of(strategy: Any) -> tuple[Pipeline, str, int] | None:
+def stage_axis_of(strategy: Strategy) -> tuple[Pipeline, str, int] | None:
     """`(pipeline, axis, stages)` of a pipeline strategy, else None."""
     pipe = getattr(strategy, "pipeline", None)
     if pipe is None:
@@ -219,8 +223,8 @@ def apply_blocks(block_fn: Callable[[Any, Any], Any], stacked: Any, x: Any) -> A
     as a `lax.scan`. `x` has the batch on dimension 0 and keeps its shape.
     """
     strategy = context.get_strategy() if context.has_strategy() else None
-    found = stage_axis_of(strategy)
-    if found is None:
+    found = None if strategy is None else stage_axis_of(strategy)
+    if strategy is None or found is None:
         return sequential(block_fn, stacked, x)
     pipe, axis, stages = found
     if context.in_replica_context():

@@ -47,7 +47,8 @@ class Checkpoint:
                   for name, obj in self._objects.items() for i, v in enumerate(_variables(obj))}
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
-        np.savez(path + ".npz", **arrays)
+        # numpy's stub matches **arrays against `allow_pickle`; the keys here are "name/i" paths.
+        np.savez(path + ".npz", **arrays)  # pyright: ignore[reportArgumentType]
         with open(os.path.join(directory, _INDEX), "w") as f:
             json.dump({"latest": os.path.basename(path)}, f)
         return path

@@ -270,6 +270,43 @@ def test_an_error_in_a_scheduled_function_surfaces_once(cluster):
     assert coordinator.done()
 
 
+def test_an_error_raises_once_when_two_callers_wait_for_it():
+    """join() and done() from two threads while the failed function's neighbour still runs: one
+    caller raises the error, the other returns (it was raised already), neither raises `None`."""
+    import threading
+
+    from jdist.parameter_server.coordinator import _ClosureQueue
+
+    class Closure:
+        def cancel(self):
+            pass
+
+    queue = _ClosureQueue()
+    queue.put(Closure())
+    assert queue.get() is not None  # one function in flight
+    queue.mark_failed(ValueError("bad input"), inflight=False)  # another one failed
+    outcomes = []
+
+    def wait():
+        try:
+            queue.wait()
+            outcomes.append(None)
+        except BaseException as e:  # noqa: BLE001 (recorded and checked below)
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=wait) for _ in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(queue._cond._waiters) < 2 and time.monotonic() < deadline:  # both wait for the one in flight
+        time.sleep(0.01)
+    assert len(queue._cond._waiters) == 2
+    queue.mark_finished()
+    for t in threads:
+        t.join(timeout=10)
+    assert sorted(type(o).__name__ for o in outcomes) == ["NoneType", "ValueError"], outcomes
+
+
 def test_the_strategy_inside_a_scheduled_function_is_the_workers(cluster):
     strategy, coordinator = cluster
     name, replicas, total = coordinator.schedule(replicated_double, args=(strategy, np.float32(3.0))).fetch()

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from jdist.callbacks.base import Callback, Logs
+
+if TYPE_CHECKING:
+    from jdist.checkpoint.backup import Backup
 
 
 class BackupAndRestore(Callback):
@@ -38,15 +42,16 @@ class BackupAndRestore(Callback):
         self.save_freq = save_freq
         self.delete_checkpoint = delete_checkpoint
         self.async_save = async_save
-        self._backup = None
+        self._backup: Backup | None = None
 
     def on_train_begin(self, logs: Logs | None = None) -> None:
         from jdist.checkpoint.backup import Backup
 
-        trainer = self.trainer
-        self._backup = Backup(self.backup_dir, self.save_freq, self.delete_checkpoint, async_save=self.async_save)
-        if self._backup.manager.latest_step() is None:
-            self._backup.start_at(trainer.epoch, trainer.step)
+        trainer = self._running_trainer()
+        backup = self._backup = Backup(self.backup_dir, self.save_freq, self.delete_checkpoint,
+                                       async_save=self.async_save)
+        if backup.manager.latest_step() is None:
+            backup.start_at(trainer.epoch, trainer.step)
             return
         try:
             state = trainer.state
@@ -56,16 +61,23 @@ class BackupAndRestore(Callback):
                 "restore into (iterable input without params=). Pass params= (e.g. model.init(...)) to the "
                 "Trainer, or train on arrays."
             ) from None
-        trainer.state = self._backup.restore(state, strategy=trainer.strategy)
-        trainer.epoch = self._backup.epoch
-        trainer.resume_step = self._backup.step_in_epoch
+        trainer.state = backup.restore(state, strategy=trainer.strategy)
+        trainer.epoch = backup.epoch
+        trainer.resume_step = backup.step_in_epoch
+
+    def _running_backup(self) -> Backup:
+        if self._backup is None:
+            raise RuntimeError(
+                "BackupAndRestore's hooks ran before on_train_begin; pass it to Trainer.fit(callbacks=...).")
+        return self._backup
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
-        self._backup.step_end(self.trainer.state, step=self.trainer.step)
+        trainer = self._running_trainer()
+        self._running_backup().step_end(trainer.state, step=trainer.step)
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
-        self._backup.epoch_end(self.trainer.state)
+        self._running_backup().epoch_end(self._running_trainer().state)
 
     def on_train_end(self, logs: Logs | None = None) -> None:
-        self._backup.finish()
+        self._running_backup().finish()
         self._backup = None

@@ -35,6 +35,13 @@ class Callback:
     def set_trainer(self, trainer: "Trainer") -> None:
         self.trainer = trainer
 
+    def _running_trainer(self) -> "Trainer":
+        """`self.trainer`, for hooks that only a Trainer calls (it sets the trainer before the first hook)."""
+        if self.trainer is None:
+            raise RuntimeError(
+                f"{type(self).__name__} is a jdist.Trainer callback: pass it to Trainer.fit(callbacks=...).")
+        return self.trainer
+
     def set_params(self, params: dict[str, Any]) -> None:
         """`epochs`, `steps` (per epoch, or None when unknown) and `verbose` of the current call."""
         self.params = params

@@ -39,7 +39,7 @@ class CSVLogger(Callback):
         self._writer = csv.writer(self._file, delimiter=self.separator)
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
-        if self._writer is None:
+        if self._writer is None or self._file is None:  # not the chief process
             return
         logs = dict(logs or {})
         if self._keys is None:

@@ -67,15 +67,16 @@ class EarlyStopping(Callback):
         if self._better(value, self.best):
             self.best, self.best_epoch = value, epoch
             if self.restore_best_weights:
-                self.best_state = self.trainer.state_on_host()
+                self.best_state = self._running_trainer().state_on_host()
             if self.baseline is None or self._better(value, self.baseline):
                 self.wait = 0
                 return
         if self.wait >= self.patience and epoch > 0:
             self.stopped_epoch = epoch
-            self.trainer.stop_training = True
+            trainer = self._running_trainer()
+            trainer.stop_training = True
             if self.restore_best_weights and self.best_state is not None:
-                self.trainer.state = self.best_state
+                trainer.state = self.best_state
 
     def _not_validated(self, logs: Logs) -> bool:
         """Whether this fit validates, but not after this epoch (so `val_*` are absent)."""

@@ -140,7 +140,8 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             return result, pos
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """`(field number, wire type, value)`: an int for a varint, the raw bytes otherwise."""
     pos = 0
     while pos < len(buf):
         key, pos = _read_varint(buf, pos)
@@ -164,21 +165,26 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
     out = []
     for payload in iter_records(path):
         step = 0
-        summaries = []
+        summaries: list[bytes] = []
         for number, _, value in _fields(payload):
             if number == 2:
+                assert isinstance(value, int), "Event.step is a varint"
                 step = value if value < 1 << 63 else value - (1 << 64)
             elif number == 5:
+                assert isinstance(value, bytes), "Event.summary is a message"
                 summaries.append(value)
         for summary in summaries:
             for number, _, value in _fields(summary):
                 if number != 1:
                     continue
+                assert isinstance(value, bytes), "Summary.value is a message"
                 tag, scalar = None, None
                 for vnum, _, v in _fields(value):
                     if vnum == 1:
+                        assert isinstance(v, bytes), "Summary.Value.tag is a string"
                         tag = v.decode()
                     elif vnum == 2:
+                        assert isinstance(v, bytes), "Summary.Value.simple_value is a fixed32 float"
                         (scalar,) = struct.unpack("<f", v)
                 if tag is not None and scalar is not None:
                     out.append((step, tag, scalar))

@@ -51,17 +51,18 @@ class ModelCheckpoint(Callback):
     # ------------------------------------------------------------------ hooks
     def on_train_begin(self, logs: Logs | None = None) -> None:
         self._steps_since_save = 0
-        self._last_step = self.trainer.step
+        self._last_step = self._running_trainer().step
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
-        if self.save_freq == "epoch":
+        if isinstance(self.save_freq, str):  # "epoch"
             return
-        step = self.trainer.step  # counts every step, also with steps_per_execution > 1
+        trainer = self._running_trainer()
+        step = trainer.step  # counts every step, also with steps_per_execution > 1
         self._steps_since_save += step - self._last_step
         self._last_step = step
         if self._steps_since_save >= self.save_freq:
             self._steps_since_save = 0
-            self._save(self.trainer.epoch, batch, dict(logs or {}))  # the epoch under way
+            self._save(trainer.epoch, batch, dict(logs or {}))  # the epoch under way
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
         if self.save_freq == "epoch":
@@ -114,9 +115,9 @@ class ModelCheckpoint(Callback):
             self._close_managers()  # a new directory: finish the writes to the earlier ones
             self._managers[path] = CheckpointManager(path, max_to_keep=self.max_to_keep)
         what = trainer_io.WEIGHTS if self.save_weights_only else trainer_io.STATE
-        info = {"epoch": epoch + 1 if batch is None else epoch}  # epochs done when saved
+        info: dict[str, float] = {"epoch": epoch + 1 if batch is None else epoch}  # epochs done when saved
         if self.monitor in logs:
             info[self.monitor] = float(logs[self.monitor])
-        trainer_io.save(self.trainer, self._managers[path], what, metadata=info)
+        trainer_io.save(self._running_trainer(), self._managers[path], what, metadata=info)
         if self.verbose and not self.save_best_only:
             print(f"epoch {epoch + 1}: saving to {path}")

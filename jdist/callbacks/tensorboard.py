@@ -45,9 +45,9 @@ class TensorBoard(Callback):
         return jax.process_index() == 0
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
-        if self.update_freq == "epoch" or not self._is_chief() or logs is None:
+        if isinstance(self.update_freq, str) or not self._is_chief() or logs is None:  # str: "epoch"
             return
-        step = self.trainer.step
+        step = self._running_trainer().step
         if step - self._last_logged_step >= self.update_freq:
             self._last_logged_step = step
             self._writer("train").add_scalars(step, {f"batch_{k}": v for k, v in logs.items()})
@@ -63,7 +63,7 @@ class TensorBoard(Callback):
             train["epoch_learning_rate"] = learning_rate
         if val:  # Keras writes these when the validation's evaluation ends, then the epoch's
             self._writer("validation").add_scalars(
-                self.trainer.step, {f"evaluation_{k}_vs_iterations": v for k, v in val.items()})
+                self._running_trainer().step, {f"evaluation_{k}_vs_iterations": v for k, v in val.items()})
         if train:
             self._writer("train").add_scalars(epoch, train)
         if val:

@@ -103,7 +103,7 @@ class Backup:
         """
         previous = self.step
         self.step = previous + 1 if step is None else int(step)
-        if self.save_freq != "epoch" and self.step // self.save_freq > previous // self.save_freq:
+        if not isinstance(self.save_freq, str) and self.step // self.save_freq > previous // self.save_freq:
             return self._save(state)
         return False
 

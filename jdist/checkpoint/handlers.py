@@ -44,6 +44,7 @@ class PendingManifest:
     def resolve(self, timeout: float = 3600.0) -> dict[str, Any]:
         if not self._ready.wait(timeout):
             raise TimeoutError("checkpoint manifest: checksums were never supplied")
+        assert self._checksums is not None, "set_checksums stores them before it signals"
         return {**self.header, "checksums": fetch_checksums(self._checksums)}
 
 

@@ -73,7 +73,7 @@ def _words_numpy(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.bool_:
         return x.astype(np.uint32).ravel()
     if np.issubdtype(x.dtype, np.complexfloating):
-        return _words_numpy(np.stack([x.real, x.imag], axis=-1))
+        return _words_numpy(np.stack([np.real(x), np.imag(x)], axis=-1))
     if x.dtype.itemsize == 2:
         return x.view(np.uint16).astype(np.uint32).ravel()
     if x.dtype.itemsize == 1:

@@ -304,6 +304,7 @@ class CheckpointManager:
         problem = _agree_across_processes(problem)
         if problem is not None:
             raise CheckpointCorruptedError(step, problem)
+        assert restored is not None, "a local failure is a problem every process agrees on"
         return restored
 
     def _try_restore_step(self, step: int, target: Any, iterator: Any, strategy: Strategy | None) -> Restored:
@@ -326,7 +327,7 @@ class CheckpointManager:
         shardings = _target_shardings(target, target_leaves, treedef, strategy)
         abstract = [_abstract_leaf(spec, leaf, sharding)
                     for spec, leaf, sharding in zip(expected, target_leaves, shardings)]
-        items = {"state": ocp.args.StandardRestore(tree.nest(paths, abstract))}
+        items: dict[str, ocp.args.CheckpointArgs] = {"state": ocp.args.StandardRestore(tree.nest(paths, abstract))}
         if iterator is not None:
             items["iterator"] = IteratorRestore()
         try:

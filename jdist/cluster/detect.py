@@ -49,6 +49,7 @@ class RuntimeClusterResolver(ClusterResolver):
         if not jax.distributed.is_initialized():
             return None
         state = distributed.global_state
+        assert state.coordinator_address is not None, "an initialized runtime knows its coordinator"
         return cls(state.coordinator_address, state.num_processes, state.process_id)
 
     def cluster_spec(self) -> ClusterSpec:

@@ -81,13 +81,13 @@ class ClusterResolver(abc.ABC):
     def process_id(self) -> int:
         """This process's rank: the chief is 0, worker `i` is `i + #chiefs` (TF's `id_in_cluster`)."""
         cluster, task_type, task_id = self._checked()
-        return 0 if task_type is None else spec_lib.id_in_cluster(cluster, task_type, task_id)
+        return 0 if task_type is None or task_id is None else spec_lib.id_in_cluster(cluster, task_type, task_id)
 
     @property
     def is_chief(self) -> bool:
         """True for `chief:0`, or `worker:0` when the cluster has no chief (and outside a cluster)."""
         cluster, task_type, task_id = self._checked()
-        return True if task_type is None else spec_lib.is_chief(cluster, task_type, task_id)
+        return True if task_type is None or task_id is None else spec_lib.is_chief(cluster, task_type, task_id)
 
     @property
     def coordinator_address(self) -> str | None:

@@ -152,7 +152,8 @@ def configure_collectives(options: CommunicationOptions | None) -> None:
     import jax
 
     implementation = options.implementation if options is not None else CommunicationImplementation.AUTO
-    current = jax.config.jax_cpu_collectives_implementation
+    # jax.config's options are attributes its class does not declare to a type checker.
+    current = jax.config.jax_cpu_collectives_implementation  # pyright: ignore[reportAttributeAccessIssue]
     if implementation is CommunicationImplementation.RING or current in (None, "none"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
@@ -210,6 +211,7 @@ def initialize(
     if num_workers == 1:
         return resolver
     address = resolver.coordinator_address
+    assert address is not None, "a cluster of several training processes has a coordinator"
     coordinator = resolver.task_name(0)
     if process_id == 0:
         check_port_free(address, coordinator)

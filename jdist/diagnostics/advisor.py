@@ -20,7 +20,7 @@ import dataclasses
 import math
 import os
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,9 @@ import numpy as np
 
 from jdist.diagnostics.tables import format_bytes, format_table
 from jdist.layout import path_str
+
+if TYPE_CHECKING:
+    from jdist.strategy.devices import Device
 
 LAYOUTS = ("data_parallel", "fsdp", "model_parallel", "mixed")
 _TITLES = {"data_parallel": "data parallel", "fsdp": "FSDP", "model_parallel": "model parallel",
@@ -118,7 +121,7 @@ def recommend_strategy(
     model_or_params: Any,
     optimizer: Any,
     global_batch_size: int,
-    devices: Sequence[jax.Device] | int | None = None,
+    devices: Sequence[Device] | int | None = None,
     *,
     device_memory_bytes: int | None = None,
     activation_bytes_per_example: int | None = None,

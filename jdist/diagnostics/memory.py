@@ -21,6 +21,7 @@ from jdist.layout import path_str
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
+    from jdist.strategy.devices import Device
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +59,9 @@ class MemoryReport:
         return table
 
 
-def live_array_bytes(devices: Iterable[jax.Device] | None = None) -> dict[jax.Device, int]:
+def live_array_bytes(devices: Iterable[Device] | None = None) -> dict[Device, int]:
     """Bytes of live `jax.Array` shards held on each device."""
-    totals: dict[jax.Device, int] = collections.Counter()
+    totals: dict[Device, int] = collections.Counter()
     for array in jax.live_arrays():
         try:
             shard_shape = array.sharding.shard_shape(array.shape)
@@ -74,7 +75,7 @@ def live_array_bytes(devices: Iterable[jax.Device] | None = None) -> dict[jax.De
     return dict(totals)
 
 
-def memory_report(devices: Sequence[jax.Device] | None = None) -> MemoryReport:
+def memory_report(devices: Sequence[Device] | None = None) -> MemoryReport:
     """Memory of `devices` (default: this process's devices)."""
     devices = list(devices) if devices is not None else jax.local_devices()
     devices = [d for d in devices if d.process_index == jax.process_index()]
@@ -92,14 +93,14 @@ def memory_report(devices: Sequence[jax.Device] | None = None) -> MemoryReport:
     return MemoryReport(tuple(rows))
 
 
-def _stats(device: jax.Device) -> dict:
+def _stats(device: Device) -> dict:
     try:
         return dict(device.memory_stats() or {})
     except Exception:  # some backends raise instead of returning None
         return {}
 
 
-def device_memory_limit(device: jax.Device) -> int | None:
+def device_memory_limit(device: Device) -> int | None:
     """The device's memory capacity in bytes, where the platform reports it."""
     return _stats(device).get("bytes_limit")
 

@@ -34,6 +34,7 @@ from jdist.strategy import context
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
+    from jdist.strategy.devices import Device
 
 _TRACE_PATTERNS = ("*.xplane.pb", "*.trace.json.gz", "perfetto_trace.json.gz")
 
@@ -42,7 +43,7 @@ _TRACE_PATTERNS = ("*.xplane.pb", "*.trace.json.gz", "perfetto_trace.json.gz")
 class Profile:
     """The handle `profile()` yields: wrap each step in `with prof.step():`."""
 
-    def __init__(self, logdir: str, steps: int | None, perfetto: bool):
+    def __init__(self, logdir: str | os.PathLike, steps: int | None, perfetto: bool):
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             raise ValueError(f"steps must be a positive integer or None, got {steps!r}.")
         self.logdir = os.fspath(logdir)
@@ -217,7 +218,10 @@ def step_breakdown(step: Any, *args: Any, strategy: Strategy | None = None, iter
         raise ValueError(f"iterations must be >= 1, got {iterations}.")
     if not hasattr(step, "lower"):
         raise TypeError("step_breakdown needs a jax.jit function or a jdist step (something with .lower()).")
-    strategy = strategy or getattr(step, "strategy", None) or context.get_strategy()
+    if strategy is None:
+        strategy = getattr(step, "strategy", None)
+    if strategy is None:
+        strategy = context.get_strategy()
     devices = list(strategy.worker_devices)
     compiled = step.lower(*args).compile()
     cost = _cost(compiled)
@@ -277,7 +281,7 @@ _JNP_DTYPES = {"f32": jnp.float32, "f16": jnp.float16, "bf16": jnp.bfloat16,
                "s32": jnp.int32, "u32": jnp.uint32, "s8": jnp.int8, "u8": jnp.uint8}
 
 
-def time_standalone_collectives(colls: Sequence[hlo.Collective], devices: Sequence[jax.Device], *,
+def time_standalone_collectives(colls: Sequence[hlo.Collective], devices: Sequence[Device], *,
                                 iterations: int = 10, warmup: int = 2) -> float | None:
     """Seconds per step of `colls` run alone: one program per (group size, count), on `devices`.
 
@@ -305,7 +309,7 @@ def time_standalone_collectives(colls: Sequence[hlo.Collective], devices: Sequen
     return total
 
 
-def _collective_program(colls: Sequence[hlo.Collective], devices: Sequence[jax.Device], g: int):
+def _collective_program(colls: Sequence[hlo.Collective], devices: Sequence[Device], g: int):
     n = len(devices)
     mesh = Mesh(np.array(devices, dtype=object).reshape(n // g, g), ("rest", "group"),
                 axis_types=(AxisType.Auto, AxisType.Auto))

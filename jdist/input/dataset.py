@@ -83,7 +83,7 @@ def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions |
         logger.info("Input sharding over %d workers: %s (%s).", plan.num_workers, policy.name, reason)
     if isinstance(dataset, FileSource):
         files = dataset.files_for(plan.worker_index, plan.num_workers) if policy is AutoShardPolicy.FILE \
-            else list(dataset.files)
+            else dataset.files_for(0, 1)
         dataset = dataset.make_dataset(files)
         check_dataset(dataset)
     mode = _LOCAL if plan.num_workers > 1 and policy in (AutoShardPolicy.FILE, AutoShardPolicy.OFF) else _GLOBAL
@@ -163,6 +163,16 @@ class _Layout:
     per_replica: int | None = None
     spec: ElementSpec | None = None
 
+    def sizes(self) -> tuple[int, int]:
+        """(global batch size, rows per replica), for code that runs once a batch size was declared."""
+        assert self.global_batch_size is not None and self.per_replica is not None, "declared by the first batch"
+        return self.global_batch_size, self.per_replica
+
+    def known_spec(self) -> ElementSpec:
+        """The element spec, for code that runs once the first batch (here or on a peer) was seen."""
+        assert self.spec is not None, "observed on the first batch"
+        return self.spec
+
 
 class DistributedDataset:
     """An iterable of `DistributedBatch`es; each `iter()` starts the next epoch.
@@ -196,6 +206,7 @@ class DistributedDataset:
                 "requested (from a saved iterator state or InputOptions); they must match."
             )
         if self._mode == _LOCAL and global_batch_size % self._plan.num_workers:
+            assert self.shard_policy is not None, "per-worker streams come from the FILE or OFF policy"
             raise ValueError(
                 f"With per-worker streams (AutoShardPolicy.{self.shard_policy.name}) each of the "
                 f"{self._plan.num_workers} workers contributes an equal share of every global batch, so the "
@@ -233,7 +244,7 @@ class DistributedDataset:
         if not self._options.experimental_fetch_to_device:
             return DistributedBatch(jax.tree.unflatten(treedef, leaves), mask)
         input_checks.check_device_leaves(leaves, treedef)  # strings, objects: a named error
-        rows = self._plan.num_replicas * self._layout.per_replica
+        rows = self._plan.num_replicas * self._layout.sizes()[1]
         local = [*leaves, mask]
         placed = jax.make_array_from_process_local_data(  # one call: one batched transfer
             self._strategy.data_sharding(), local, [(rows,) + x.shape[1:] for x in local])
@@ -347,6 +358,14 @@ class _Producer:
         return {"mode": self._ds._mode, "epoch": self._epoch, "step": self._step,
                 "global_batch_size": self._layout.global_batch_size}
 
+    def next_step(self) -> tuple[list, Any, np.ndarray]:
+        """This process's (leaves, treedef, mask) of the next step; `StopIteration` at the end."""
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        """The position after the last step taken, to resume from."""
+        raise NotImplementedError
+
 
 def _next_rows(cursor: Any) -> tuple[list, Any, int, Any]:
     """The next batch with at least one row: (leaves, treedef, rows, position before it)."""
@@ -375,11 +394,12 @@ class _GlobalProducer(_Producer):
         self._observe(leaves, treedef)
         if self._layout.global_batch_size is None:
             self._ds._declare(rows)
-        check_capacity(rows, self._layout.global_batch_size, "global batch")
+        global_batch_size, per_replica = self._layout.sizes()
+        check_capacity(rows, global_batch_size, "global batch")
         n = self._plan.num_replicas
         sizes, starts = chunk_sizes(rows, n), chunk_starts(rows, n)
         slots = [(starts[k], sizes[k]) for k in self._plan.chunk_of]
-        local, mask = gather_slots(leaves, slots, self._layout.per_replica)
+        local, mask = gather_slots(leaves, slots, per_replica)
         self._step += 1
         return local, treedef, mask
 
@@ -440,8 +460,8 @@ class _StreamProducer(_AgreeingProducer):
     def _rows_to_global(self) -> int:
         return 1  # each worker's batches already have the global batch size
 
-    def _piece_rows(self) -> tuple[int, int]:
-        rows = self._current[2]
+    def _piece_rows(self, rows: int) -> tuple[int, int]:
+        """(start, count) of this step's piece of the current batch of `rows` rows."""
         size = -(-rows // self._plan.num_workers)
         start = min(rows, self._piece * size)
         return start, min(size, rows - start)
@@ -450,7 +470,7 @@ class _StreamProducer(_AgreeingProducer):
         """Whether this worker has rows for this step or any later one."""
         if self._current is None:
             return False
-        start, _ = self._piece_rows()
+        start, _ = self._piece_rows(self._current[2])
         if start < self._current[2]:
             return True
         if self._ahead is _UNREAD:
@@ -467,15 +487,16 @@ class _StreamProducer(_AgreeingProducer):
             self._ready = True
         if not self._anyone_has_data(self._has_data()):
             raise StopIteration
-        r, p = self._plan.num_local, self._layout.per_replica
+        (global_batch_size, p), r = self._layout.sizes(), self._plan.num_local
         if self._current is None:
-            local, mask = self._layout.spec.zeros(r * p), np.zeros(r * p, bool)
-            treedef = self._layout.spec.treedef
+            spec = self._layout.known_spec()
+            local, mask = spec.zeros(r * p), np.zeros(r * p, bool)
+            treedef = spec.treedef
         else:
             leaves, treedef, rows, _ = self._current
             self._observe(leaves, treedef)
-            check_capacity(rows, self._layout.global_batch_size, "global batch")
-            start, count = self._piece_rows()
+            check_capacity(rows, global_batch_size, "global batch")
+            start, count = self._piece_rows(rows)
             slots = [(start + s, c) for s, c in zip(chunk_starts(count, r), chunk_sizes(count, r))]
             local, mask = gather_slots(leaves, slots, p)
             self._piece += 1
@@ -528,12 +549,12 @@ class _FunctionProducer(_AgreeingProducer):
             self._ready = True
         if not self._anyone_has_data(bool(present)):
             raise StopIteration
-        p = self._layout.per_replica
+        p, spec = self._layout.sizes()[1], self._layout.known_spec()
         for leaves, _ in present:
             check_capacity(leaves[0].shape[0], p, "per-replica batch")
-        local, mask = stack_slots([None if e is None else e[0] for e in elements], p, self._layout.spec)
+        local, mask = stack_slots([None if e is None else e[0] for e in elements], p, spec)
         self._step += 1
-        return local, self._layout.spec.treedef, mask
+        return local, spec.treedef, mask
 
     def state(self) -> dict:
         return {**self._base_state(), "sources": [c.state() for c in self._cursors]}

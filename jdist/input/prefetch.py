@@ -82,6 +82,7 @@ class Prefetcher(Generic[T]):
         return self._finish()
 
     def _finish(self) -> T:
+        assert self._finished is not None, "called once the stream finished"
         kind, value = self._finished
         if kind == _ERROR:
             raise value
@@ -126,8 +127,8 @@ class TwoStagePrefetcher(Generic[T]):
             self._host = None
             self._device = Prefetcher(lambda: transfer(prepare()), 0)
         else:
-            self._host = Prefetcher(prepare, 1, name=f"{name}-host")
-            self._device = Prefetcher(lambda: transfer(self._host.get()), depth, name=f"{name}-device")
+            host = self._host = Prefetcher(prepare, 1, name=f"{name}-host")
+            self._device = Prefetcher(lambda: transfer(host.get()), depth, name=f"{name}-device")
 
     def get(self) -> T:
         return self._device.get()

@@ -56,9 +56,9 @@ def process_batch_slice(sharding: NamedSharding, global_batch_size: int) -> slic
 def make_global_batch(local_batch: Any, sharding: NamedSharding) -> Any:
     """This process's share of a batch (pytree of arrays, rows on dim 0) -> global arrays on `sharding`."""
     leaves = jax.tree.leaves(local_batch)
-    sizes = {np.shape(x)[0] if np.ndim(x) else None for x in leaves}
-    if None in sizes:
+    if any(np.ndim(x) == 0 for x in leaves):
         raise ValueError("Every leaf of a batch needs a leading batch dimension (rank >= 1).")
+    sizes = {np.shape(x)[0] for x in leaves}
     if len(sizes) > 1:
         raise ValueError(
             f"The leaves of a batch disagree on the batch size: {sorted(sizes)}. "

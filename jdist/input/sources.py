@@ -47,7 +47,8 @@ class FileSource:
         object.__setattr__(self, "files", tuple(files))
 
     def files_for(self, worker: int, num_workers: int) -> list[str]:
-        return list(self.files[worker::num_workers])
+        """`worker`'s share of the files (all of them for one worker)."""
+        return [os.fspath(f) for f in self.files[worker::num_workers]]  # str already, by __post_init__
 
 
 class ArrayDataset:
@@ -75,7 +76,9 @@ class ArrayDataset:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         self._arrays = jax.tree.map(np.asarray, arrays)
-        self._n = sizes.pop()
+        (n,) = sizes
+        assert n is not None, "checked above"
+        self._n: int = n
         self.batch_size = batch_size
         self._shuffle, self._seed, self._drop = shuffle, seed, drop_remainder
         self._order: tuple[int, np.ndarray] | None = None

@@ -171,7 +171,7 @@ def stack_slots(slot_leaves: Sequence[list[np.ndarray] | None], per_replica: int
         for j in range(len(spec.shapes)):
             parts = [] if leaves is None else [leaves[j]]
             if pad:
-                if count:
+                if count and leaves is not None:  # count > 0: this replica has rows
                     parts.append(np.repeat(leaves[j][-1:], pad, axis=0))
                 elif filler is not None:
                     parts.append(np.repeat(filler[j][:1], pad, axis=0))

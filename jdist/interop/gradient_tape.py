@@ -47,9 +47,10 @@ class GradientTape:
         self._frame, self._index = frame, frame.tapes_entered
         frame.tapes_entered += 1
         if frame.replaying == self._index:  # the replayed tape: its sources become the differentiated inputs
-            import keras
+            from keras.src.backend import get_stateless_scope
 
-            scope = keras.src.backend.get_stateless_scope()
+            scope = get_stateless_scope()
+            assert scope is not None, "run replays the tape inside a Keras StatelessScope"
             for variable in frame.variables:
                 if id(variable) in frame.overrides:
                     scope.add_update((variable, frame.overrides[id(variable)]))

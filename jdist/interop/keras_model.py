@@ -192,20 +192,21 @@ class KerasOptimizer:
             keys.append(f"{var.name[len(owner) + 1:]}/{by_flat_name[owner]}" if owner else var.path)
         self.keys = keys
 
-    def init(self, params: dict) -> dict:
+    def init(self, params: Any) -> dict:
         del params
         self._build()
         return {k: jnp.asarray(v.value) for k, v in zip(self.keys, self.optimizer.variables)}
 
-    def update(self, grads: dict, opt_state: dict, params: dict | None = None) -> tuple[dict, dict]:
+    def update(self, updates: Any, state: Any, params: Any = None) -> tuple[dict, dict]:
+        """optax's `update`; `updates` and `params` are dicts keyed by variable path, `state` the one `init` made."""
         if params is None:
             raise ValueError("A Keras optimizer needs the parameters: call update(grads, state, params).")
         order = self.model.trainable_keys
         new_params, new_vars = self.optimizer.stateless_apply(
-            [opt_state[k] for k in self.keys], [grads[k] for k in order], [params[k] for k in order])
+            [state[k] for k in self.keys], [updates[k] for k in order], [params[k] for k in order])
         # optax adds updates to the parameters: new - old is exact where they are within 2x of each other.
-        updates = {k: new - params[k] for k, new in zip(order, new_params)}
-        return updates, dict(zip(self.keys, new_vars))
+        deltas = {k: new - params[k] for k, new in zip(order, new_params)}
+        return deltas, dict(zip(self.keys, new_vars))
 
     def transformation(self) -> optax.GradientTransformation:
         return optax.GradientTransformation(self.init, self.update)

@@ -48,9 +48,12 @@ import functools
 import inspect
 import sys
 import types
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 _MAX_DEPTH = 8
 _FRAMES: list["Frame"] = []
@@ -212,7 +215,8 @@ def _masked_update(update_state: Callable, context: Any) -> Callable:
         mask = None if ctx is None else ctx.example_mask
         bound = signature.bind(*args, **kwargs)
         first = next(iter(bound.arguments.values()), None)
-        if mask is None or not getattr(first, "shape", ()) or first.shape[0] != mask.shape[0]:
+        shape = getattr(first, "shape", ())
+        if mask is None or not shape or shape[0] != mask.shape[0]:
             return update_state(*args, **kwargs)  # not one row per example of the replica's batch
         weight = bound.arguments.get("sample_weight")
         mask = mask.astype("float32")
@@ -243,6 +247,7 @@ def _threaded_scope(variables: list, values: list) -> Any:
     A variable `run` did not find would otherwise be read as its current value, baked into the
     compiled step as a constant (stale on every later call), and an assignment to it dropped."""
     keras = _keras()
+    assert keras is not None, "run found Keras objects, so Keras (JAX backend) is loaded"
     known = {id(v) for v in variables}
 
     def unknown(variable: Any, what: str) -> ValueError:
@@ -318,7 +323,7 @@ class ReachedTarget(Exception):
         self.target = target
 
 
-def run(strategy: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
         objects: list, context: Any) -> Any:
     """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
 

@@ -223,7 +223,8 @@ class _ClosureQueue:
         if self._fatal is not None:
             raise self._fatal
         error, self._error = self._error, None
-        raise error
+        if error is not None:  # None: a caller that waited beside this one has raised it
+            raise error
 
 
 # ---------------------------------------------------------------- coordinator
@@ -286,8 +287,13 @@ class ClusterCoordinator:
         self._initialized = True
 
     @property
-    def strategy(self) -> Any:
+    def strategy(self) -> ParameterServerStrategy:
         return self._strategy
+
+    @property
+    def num_workers(self) -> int:
+        """The worker processes that run scheduled functions."""
+        return len(self._workers)
 
     @property
     def worker_restarts(self) -> int:
@@ -426,6 +432,8 @@ class ClusterCoordinator:
                 args, kwargs = closure.for_worker(worker.index)
                 token = closure.fn_token
                 fn = None if token in worker.known_functions else closure.fn
+                # Started above or by _replace_worker; None only if _stop ran meanwhile (an error for this closure).
+                assert worker.actor is not None, "the worker has no process"
                 value = self._ray.get(worker.actor.run.remote(token, fn, args, kwargs))
                 worker.known_functions.add(token)
             except RayTaskError as e:

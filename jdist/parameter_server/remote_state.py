@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
+import jax.core
 import numpy as np
 
 from jdist.parameter_server.errors import PSUnavailableError
@@ -208,8 +209,9 @@ class RemoteTrainState(RemoteParameters):
         replies = self._call("read", [(self._store_id,)] * self.num_servers)
         params = jax.tree.unflatten(self._layout.treedef, self._layout.assemble([r[1] for r in replies]))
         opt_state = _join_optimizer_states(self._layout, self.tx, params, [r[2] for r in replies])
-        return TrainState(step=np.asarray(replies[0][0], np.int32), apply_fn=self.apply_fn, params=params,
-                          tx=self.tx, opt_state=opt_state)
+        # flax types step as int | jax.Array; this host copy holds numpy values throughout.
+        return TrainState(step=np.asarray(replies[0][0], np.int32),  # pyright: ignore[reportArgumentType]
+                          apply_fn=self.apply_fn, params=params, tx=self.tx, opt_state=opt_state)
 
     def restore(self, source: Any) -> None:
         """Loads a checkpoint: a `TrainState` (step, params, opt_state) or a parameter pytree."""

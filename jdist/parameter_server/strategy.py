@@ -15,7 +15,7 @@ import sys
 import uuid
 import warnings
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +28,9 @@ from jdist.parameter_server.processes import ParameterServerProcess, start_actor
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState, call_servers
 from jdist.strategy.base import Strategy
 from jdist.training.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
+
+if TYPE_CHECKING:
+    from jdist.parameter_server.coordinator import ClusterCoordinator
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 300.0
@@ -135,7 +138,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         self._plan = plan
         self._variable_partitioner = variable_partitioner
         self._variable_count = 0
-        self._cluster_coordinator = None
+        self._cluster_coordinator: ClusterCoordinator | None = None
         self._store_ids = (f"{uuid.uuid4().hex[:8]}-{i}" for i in itertools.count())
         self._servers = [self._start_server(i) for i in range(plan.num_ps)]
         try:
@@ -186,7 +189,8 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         return (worker_context.current_worker_strategy, ())
 
     # ----------------------------------------------------------------- placement
-    def _create(self, tree: Any, tx: Any, apply_fn: Callable | None, with_optimizer: bool) -> RemoteParameters:
+    def _store(self, tree: Any, tx: Any) -> tuple[str, ParameterLayout]:
+        """Sends `tree` (and, with `tx`, its optimizer) to the servers; returns its store id and layout."""
         tree = jax.device_get(tree)
         layout, self._variable_count = ParameterLayout.plan(
             tree, self.num_ps, self._variable_partitioner, self._variable_count)
@@ -195,16 +199,14 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         call_servers(self._servers, "create",
                      [(store_id, layout.local_tree(leaves, k), tx) for k in range(self.num_ps)],
                      self._plan.timeout_s)
-        if with_optimizer:
-            handle = RemoteTrainState(store_id, layout, self._servers, self._plan.timeout_s, apply_fn, tx)
-        else:
-            handle = RemoteParameters(store_id, layout, self._servers, self._plan.timeout_s)
-        handle._placed_by = weakref.ref(self)
-        return handle
+        return store_id, layout
 
     def place(self, tree: Any) -> RemoteParameters:
         """Stores `tree` on the parameter servers, round robin by leaf (and shard); returns its handle."""
-        return self._create(tree, None, None, with_optimizer=False)
+        store_id, layout = self._store(tree, None)
+        handle = RemoteParameters(store_id, layout, self._servers, self._plan.timeout_s)
+        handle._placed_by = weakref.ref(self)
+        return handle
 
     def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any,
                            **kwargs: Any) -> RemoteTrainState:
@@ -214,7 +216,10 @@ class ParameterServerStrategy(RemoteStepsStrategy):
                 f"ParameterServerStrategy serves parameters and their optimizer only; extra train-state fields "
                 f"{sorted(kwargs)} are not supported. Keep them on the workers."
             )
-        return self._create(params, tx, apply_fn, with_optimizer=True)
+        store_id, layout = self._store(params, tx)
+        handle = RemoteTrainState(store_id, layout, self._servers, self._plan.timeout_s, apply_fn, tx)
+        handle._placed_by = weakref.ref(self)
+        return handle
 
     @property
     def single_program_step(self) -> bool:
@@ -280,7 +285,9 @@ class ParameterServerStrategy(RemoteStepsStrategy):
 
             return TrainState(step=jnp.asarray(tree.version, jnp.int32), apply_fn=tree.apply_fn,
                               params=jax.device_put(tree.pull_numpy(), self.replicated_sharding()),
-                              tx=tree.tx, opt_state=None)
+                              # flax types opt_state as optax's OptState, which leaves out None (an empty
+                              # pytree): this view has no optimizer state.
+                              tx=tree.tx, opt_state=None)  # pyright: ignore[reportArgumentType]
         if isinstance(tree, RemoteParameters):
             return jax.device_put(tree.pull_numpy(), self.replicated_sharding())
         return tree

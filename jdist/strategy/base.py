@@ -31,7 +31,7 @@ from jdist.layout import (
 )
 from jdist.strategy import context
 from jdist.strategy.cross_replica import CrossReplicaOps
-from jdist.strategy.devices import DeviceLike, resolve_devices
+from jdist.strategy.devices import Device, DeviceLike, resolve_devices
 from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.run import ReplicaRun
@@ -40,7 +40,7 @@ from jdist.strategy.values import (
 )
 
 
-def build_mesh(devices: Sequence[jax.Device], mesh_shape: Mapping[str, int] | None, data_axis: str) -> Mesh:
+def build_mesh(devices: Sequence[Device], mesh_shape: Mapping[str, int] | None, data_axis: str) -> Mesh:
     """A mesh with Auto axes (the compiler inserts collectives, as TF's strategies do).
 
     One size in `mesh_shape` may be -1: it takes whatever devices are left.
@@ -74,6 +74,8 @@ class Strategy(ReplicaRun, CrossReplicaOps):
     a `jdist.Layout`, or a list of `(regex, PartitionSpec)` pairs / a mapping
     (see `jdist.layout`). No layout means every parameter is replicated.
     """
+
+    _keras_distribution: Any = None  # the Keras Distribution over this mesh, made on first use (keras_distribution)
 
     def __init__(
         self,
@@ -186,10 +188,12 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         from jdist.diagnostics.summary import layout_summary
 
         layout = self._layout if self._layout is not None else Layout(default=P())
-        opt_state_spec = None
+        opt_state_spec: Callable[[Any], P] | None = None
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
-            def opt_state_spec(s):
+            def zero1_spec(s):
                 return split_over_data(s.spec, s.shape, s.dtype, self._mesh, self._data_axis)
+
+            opt_state_spec = zero1_spec
         text = layout_summary(layout, self._mesh, self._data_axis, tree, opt_state, opt_state_spec)
         if self._pipeline is not None:
             text += "\n" + self._pipeline.summary(layout, self._mesh, tree)

@@ -17,21 +17,21 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, SingleDeviceSharding
 
 from jdist.strategy.base import Strategy
-from jdist.strategy.devices import DeviceLike, resolve_device
+from jdist.strategy.devices import Device, DeviceLike, resolve_device
 from jdist.training.gradient_capture import captured_gradients, capturing_state, without_parameters
 
 HOST_MEMORY_KIND = "pinned_host"
 _TRAIN_STATE_CORE_FIELDS = frozenset({"step", "apply_fn", "params", "tx", "opt_state"})
 
 
-def _memory_kinds(device: jax.Device) -> set[str]:
+def _memory_kinds(device: Device) -> set[str]:
     try:
         return {memory.kind for memory in device.addressable_memories()}
     except Exception:  # backends without the memories API
         return set()
 
 
-def default_parameter_store(compute_devices: Sequence[jax.Device]) -> tuple[jax.Device, str | None]:
+def default_parameter_store(compute_devices: Sequence[Device]) -> tuple[Device, str | None]:
     """TF's rule: one compute device keeps the parameters itself; several keep them on the host."""
     if len(compute_devices) == 1:
         return compute_devices[0], None
@@ -76,7 +76,7 @@ class CentralStorageStrategy(Strategy):
         return self.worker_devices
 
     @property
-    def parameter_device(self) -> jax.Device:
+    def parameter_device(self) -> Device:
         return self._parameter_device
 
     @property

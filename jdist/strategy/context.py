@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class _Frame:
     strategy: "Strategy"
-    replica_context: "ReplicaContext" | None  # None means cross-replica context
+    replica_context: "ReplicaContext | None"  # None means cross-replica context
 
 
 _STACK: contextvars.ContextVar[tuple[_Frame, ...]] = contextvars.ContextVar("jdist_stack", default=())

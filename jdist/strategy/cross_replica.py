@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding

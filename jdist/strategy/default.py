@@ -39,9 +39,9 @@ class DefaultStrategy(Strategy):
         objects = keras_run.keras_objects(fn)  # Keras objects used as TF variables (GradientTape included)
         if objects:
             return keras_run.run(self, fn, args, kwargs, objects, context)
-        (args, kwargs), masks = unwrap_batches((tuple(args), dict(kwargs or {})))
+        (call_args, call_kwargs), masks = unwrap_batches((tuple(args), dict(kwargs or {})))
         with context.push(self, ReplicaContext(self, None, example_masks=masks)):
-            return fn(*args, **kwargs)
+            return fn(*call_args, **call_kwargs)
 
     def experimental_distribute_values_from_function(self, value_fn):
         from jdist.strategy.cross_replica import ValueContext

@@ -2,17 +2,24 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import jax
 
-DeviceLike = str | jax.Device
+if TYPE_CHECKING:
+    # jax exports its device class as a variable (`jax.Device = _xc.Device`), which a type checker will not
+    # read as a type; the class itself lives in jaxlib's compiled `_jax` module, which ships no stub.
+    from jaxlib._jax import Device
+else:
+    Device = jax.Device
+
+DeviceLike = str | Device
 
 # Accepts "cpu:0", "/cpu:0", "CPU:0", "/device:GPU:1", "/job:localhost/replica:0/task:0/device:GPU:1", "gpu".
 _DEVICE_RE = re.compile(r"(?:.*/)?(?:device:)?(?P<platform>[A-Za-z_]+)(?::(?P<index>\d+))?$")
 
 
-def default_devices() -> list[jax.Device]:
+def default_devices() -> list[Device]:
     """All local devices of the default backend: accelerators if present, else CPU (TF's rule)."""
     return list(jax.local_devices())
 
@@ -27,7 +34,7 @@ def _available() -> str:
     return ", ".join(names)
 
 
-def resolve_device(device: DeviceLike) -> jax.Device:
+def resolve_device(device: DeviceLike) -> Device:
     """One device from a `jax.Device` or a TF-style string; `ValueError` names what exists."""
     if isinstance(device, jax.Device):
         return device
@@ -53,7 +60,7 @@ def resolve_device(device: DeviceLike) -> jax.Device:
     return local[index]
 
 
-def resolve_devices(devices: Sequence[DeviceLike] | None) -> list[jax.Device]:
+def resolve_devices(devices: Sequence[DeviceLike] | None) -> list[Device]:
     """A list of distinct devices; duplicates are an error as in TF."""
     if devices is None:
         return default_devices()
@@ -62,7 +69,7 @@ def resolve_devices(devices: Sequence[DeviceLike] | None) -> list[jax.Device]:
     resolved = [resolve_device(d) for d in devices]
     if not resolved:
         raise ValueError("`devices` must name at least one device.")
-    seen: dict[jax.Device, DeviceLike] = {}
+    seen: dict[Device, DeviceLike] = {}
     for spec, dev in zip(devices, resolved):
         if dev in seen:
             raise ValueError(

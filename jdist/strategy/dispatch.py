@@ -35,6 +35,7 @@ import threading
 from typing import Any
 
 import jax
+import jax.core
 
 _DEFAULT_MAX_IN_FLIGHT = 4
 

@@ -7,13 +7,17 @@ and friends call it with themselves, `jdist.split` with the current strategy.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
+import jax.core
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
-def logical_axes(strategy: Any) -> tuple[str, ...]:
+
+def logical_axes(strategy: Strategy) -> tuple[str, ...]:
     """The mesh axes that form one replica's logical devices (all but the data axis)."""
     return tuple(a for a in strategy.mesh.axis_names if a != strategy.data_axis)
 
@@ -63,13 +67,13 @@ def spec_from_partition_dimensions(shape: Sequence[int], partition_dimensions: S
     return P(*entries)
 
 
-def _in_replica(strategy: Any) -> bool:
+def _in_replica(strategy: Strategy) -> bool:
     mesh = jax.sharding.get_abstract_mesh()
     return (not mesh.empty and strategy.data_axis in getattr(mesh, "manual_axes", ())
             and set(mesh.axis_names) == set(strategy.mesh.axis_names))
 
 
-def _constrain(x: Any, spec: P, strategy: Any) -> Any:
+def _constrain(x: Any, spec: P, strategy: Strategy) -> Any:
     if isinstance(x, jax.core.Tracer):
         if _in_replica(strategy):
             # Inside strategy.run the data axis is manual; the spec covers the other axes.
@@ -79,7 +83,7 @@ def _constrain(x: Any, spec: P, strategy: Any) -> Any:
     return jax.device_put(x, NamedSharding(strategy.mesh, eager))
 
 
-def split_on(strategy: Any, x: Any, partition_dimensions: Sequence[int] | P) -> Any:
+def split_on(strategy: Strategy, x: Any, partition_dimensions: Sequence[int] | P) -> Any:
     """`x` split over the logical devices of each replica of `strategy` (see `jdist.strategy.constraints`)."""
     if isinstance(partition_dimensions, P):
         spec = partition_dimensions
@@ -91,6 +95,6 @@ def split_on(strategy: Any, x: Any, partition_dimensions: Sequence[int] | P) -> 
     return _constrain(x, spec, strategy)
 
 
-def replicate_on(strategy: Any, x: Any) -> Any:
+def replicate_on(strategy: Strategy, x: Any) -> Any:
     """`x` whole on every logical device of each replica of `strategy`."""
     return _constrain(x, P(), strategy)

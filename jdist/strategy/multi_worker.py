@@ -17,6 +17,7 @@ from collections import Counter
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jdist.cluster import runtime
@@ -117,7 +118,7 @@ class MultiWorkerMirroredStrategy(Strategy):
 def _is_host_value(x: Any) -> bool:
     """Values each process holds on its own (may differ per worker), as opposed to global arrays."""
     if isinstance(x, jax.Array):
-        return x.is_fully_addressable and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        return x.is_fully_addressable and not jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
     return isinstance(x, (np.ndarray, np.generic, int, float, bool, complex))
 
 

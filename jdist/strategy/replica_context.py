@@ -105,9 +105,9 @@ class ReplicaContext:
             # Every replica receives all values, so merge_fn computes the same result everywhere.
             return PerReplica(stacked=jax.lax.all_gather(jnp.asarray(x), axis))
 
-        args, kwargs = jax.tree.map(collect, (args, kwargs))
+        merged_args, merged_kwargs = jax.tree.map(collect, (args, kwargs))
         with context.push(self._strategy, None):
-            result = merge_fn(self._strategy, *args, **kwargs)
+            result = merge_fn(self._strategy, *merged_args, **merged_kwargs)
         # A PerReplica handed back gives each replica its own component, as in TF.
         return jax.tree.map(
             lambda v: v.stacked[index] if isinstance(v, PerReplica) else v,

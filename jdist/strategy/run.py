@@ -7,7 +7,7 @@ program. `Strategy` inherits this as `ReplicaRun`.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +21,9 @@ from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import OTHER, aligned_outputs
 from jdist.strategy.values import PerReplica, mark_mirrored, split_mark
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
 
@@ -50,15 +53,20 @@ class ReplicaRun:
         """
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        strategy = self._as_strategy()
         kwargs = dict(kwargs or {})
         if context.in_replica_context():
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
         if objects:
-            return keras_run.run(self, fn, args, kwargs, objects, context)
-        args, kwargs = place_host_batches(self, (tuple(args), kwargs))
+            return keras_run.run(strategy, fn, args, kwargs, objects, context)
+        placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
         with self.scope(), keras_run.guard():
-            return self._run_compiled(fn, args, kwargs)
+            return self._run_compiled(fn, placed_args, placed_kwargs)
+
+    def _as_strategy(self) -> Strategy:
+        """`self`, as the `Strategy` that a `ReplicaRun` always is (its only subclass)."""
+        return cast("Strategy", self)
 
     def _run_compiled(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: isinstance(x, PerReplica))
@@ -107,7 +115,8 @@ class ReplicaRun:
         if split_mark(x) is None:
             return False
         sharding = getattr(x, "sharding", None)
-        if not isinstance(sharding, NamedSharding) or x.ndim == 0 or len(sharding.spec) == 0:
+        if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh) or x.ndim == 0 \
+                or len(sharding.spec) == 0:
             return False
         if sharding.mesh.devices.shape != self._mesh.devices.shape or not np.array_equal(
             sharding.mesh.devices, self._mesh.devices
@@ -122,7 +131,8 @@ class ReplicaRun:
             return leaf.stacked
         if kind == "replicated" and isinstance(leaf, jax.Array):
             sharding = leaf.sharding
-            if not (isinstance(sharding, NamedSharding) and sharding.mesh.devices.shape == self._mesh.devices.shape
+            if not (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh)
+                    and sharding.mesh.devices.shape == self._mesh.devices.shape
                     and np.array_equal(sharding.mesh.devices, self._mesh.devices)):
                 return jax.device_put(leaf, self.replicated_sharding())
         return leaf
@@ -145,7 +155,8 @@ class ReplicaRun:
                     full.append(value[0] if kind == "stacked" else value)
             # A DistributedBatch reaches fn as its plain element; its mask goes to the context.
             (args, kwargs), masks = unwrap_batches(jax.tree.unflatten(treedef, full))
-            with context.push(self, ReplicaContext(self, axis, example_masks=masks)):
+            strategy = self._as_strategy()
+            with context.push(strategy, ReplicaContext(strategy, axis, example_masks=masks)):
                 out = fn(*args, **kwargs)
             out_leaves, out_tree = jax.tree.flatten(out)
             record["tree"] = out_tree

@@ -35,7 +35,7 @@ def _mesh_of(state: Any) -> Any:
     return None
 
 
-def owner_of(state: Any) -> Any:
+def owner_of(state: Any) -> Strategy | None:
     """The most recently entered strategy whose mesh holds `state` and whose layout is the
     state's (None when no such strategy is known)."""
     mesh = _mesh_of(state)

@@ -22,7 +22,7 @@ from jdist.tpu import TPUTopology, initialize_tpu_system
 MODEL_AXIS = "model"
 
 
-def _topology_order(devices: list, shape: tuple[int, int]) -> list:
+def _topology_order(devices: list, shape: tuple[int, ...]) -> list:
     """Real TPU cores in an order where neighbours on the mesh are neighbours on the chip grid."""
     if devices[0].platform != "tpu":
         return devices

@@ -37,10 +37,14 @@ then see only the real rows, as TF's dynamically shaped replicas do.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
+import jax.core
 import numpy as np
+
+if TYPE_CHECKING:
+    from jdist.strategy.devices import Device
 
 
 # ------------------------------------------------------------------- marks
@@ -154,6 +158,7 @@ class PerReplica:
         """The `(num_replicas, ...)` array (padding rows included when masked);
         `ValueError` when shapes differ per replica."""
         if self._stacked is None:
+            assert self._ragged is not None, "a PerReplica holds exactly one of stacked or ragged"
             shapes = [tuple(np.shape(v)) for v in self._ragged]
             raise ValueError(
                 f"Per-replica values have different shapes {shapes}; compiled code needs "
@@ -232,7 +237,8 @@ def replica_shards(x: Any) -> list:
 def _flatten(pr: PerReplica):
     if pr._stacked is not None:
         return (pr._stacked,), ("stacked", None if pr._mask is None else _MaskRef(pr._mask))
-    return tuple(pr._ragged), ("ragged", len(pr._ragged))
+    assert pr._ragged is not None, "a PerReplica holds exactly one of stacked or ragged"
+    return pr._ragged, ("ragged", len(pr._ragged))
 
 
 def _unflatten(aux, children):
@@ -250,7 +256,7 @@ def is_per_replica(x: Any) -> bool:
 
 
 def stack_on_devices(
-    local_values: Sequence[tuple[jax.Device, Any]], mesh: jax.sharding.Mesh, axis: str
+    local_values: Sequence[tuple[Device, Any]], mesh: jax.sharding.Mesh, axis: str
 ) -> PerReplica:
     """Builds a PerReplica from this process's (device, value) pairs, each placed on its device."""
     arrays = [(d, v if isinstance(v, jax.Array) else np.asarray(v)) for d, v in local_values]

@@ -71,9 +71,9 @@ def leading_size(tree: Any, what: str) -> int:
     leaves = jax.tree.leaves(tree)
     if not leaves:
         raise ValueError(f"{what} is empty: pass arrays with a leading batch dimension.")
-    sizes = {np.shape(leaf)[0] if np.ndim(leaf) else None for leaf in leaves}
-    if None in sizes:
+    if any(np.ndim(leaf) == 0 for leaf in leaves):
         raise ValueError(f"Every array in {what} needs a leading batch dimension (rank >= 1).")
+    sizes = {np.shape(leaf)[0] for leaf in leaves}
     if len(sizes) > 1:
         raise ValueError(f"The arrays in {what} disagree on their leading dimension: {sorted(sizes)}.")
     return sizes.pop()

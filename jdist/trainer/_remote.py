@@ -16,7 +16,7 @@ workers).
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -25,6 +25,21 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jdist.strategy import context
 from jdist.trainer import _batching as batching
 from jdist.trainer._steps import StepBuilder
+
+
+class Coordinator(Protocol):
+    """What a remote epoch needs of `strategy.cluster_coordinator()` (TF's `ClusterCoordinator`)."""
+
+    @property
+    def num_workers(self) -> int:
+        """The workers that run scheduled functions."""
+        ...
+
+    def schedule(self, fn: Callable, args: Any = None, kwargs: Any = None) -> Any:
+        ...
+
+    def join(self) -> None:
+        ...
 
 
 class RemoteTrainSteps:
@@ -69,7 +84,7 @@ class RemoteTrainSteps:
 class RemoteEpoch:
     """Schedules an epoch's steps and collects their metric states as they finish."""
 
-    def __init__(self, coordinator: Any, fn: RemoteTrainSteps, steps: StepBuilder, max_pending: int):
+    def __init__(self, coordinator: Coordinator, fn: RemoteTrainSteps, steps: StepBuilder, max_pending: int):
         self._coordinator = coordinator
         self._fn = fn
         self._steps = steps

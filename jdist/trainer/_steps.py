@@ -46,8 +46,9 @@ def per_example(loss_fn: LossFn, y_true: Any, y_pred: Any, batch: int) -> jax.Ar
 class StepBuilder:
     """Builds train / eval / predict step functions for one model, loss and metric set."""
 
-    def __init__(self, model: Any, loss_fn: LossFn, metrics: Sequence[Metric], mesh: Any, data_axis: str,
-                 num_replicas: int, *, policy: Any = "float32", accumulation_steps: int = 1, seed: int = 0):
+    def __init__(self, model: Any, loss_fn: LossFn, metrics: Sequence[Metric | tuple[str, Metric, bool]],
+                 mesh: Any, data_axis: str, num_replicas: int, *, policy: Any = "float32",
+                 accumulation_steps: int = 1, seed: int = 0):
         self.seed = seed
         self.param_shardings: Any = None  # set by the Trainer: the parameters' layout on the mesh
         self.policy = mixed_precision.Policy(policy)
@@ -189,7 +190,7 @@ def scan_steps(step: Callable[[Any, dict, tuple], tuple[Any, dict]]) -> Callable
     def run(state, states, block, active):
         def body(carry, xs):
             batch, has_data = xs
-            return jax.lax.cond(has_data, lambda c: step(*c, batch), lambda c: c, carry), None
+            return jax.lax.cond(has_data, lambda c: step(c[0], c[1], batch), lambda c: c, carry), None
 
         (state, states), _ = jax.lax.scan(body, (state, states), (block, active))
         return state, states

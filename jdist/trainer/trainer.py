@@ -41,7 +41,7 @@ from jdist.strategy import context, dispatch
 from jdist.trainer import _batching as batching, _io as trainer_io
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
-from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps
+from jdist.trainer._remote import Coordinator, RemoteEpoch, RemoteTrainSteps
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.training.accumulation import check_accumulation_steps
 from jdist.training.train_state import TrainState
@@ -171,8 +171,8 @@ class Trainer:
     @state.setter
     def state(self, new_state: Any) -> None:
         """Replaces the state (e.g. restored weights), placed where the strategy keeps it."""
-        self._state = self._place(new_state)
-        self.step = int(jax.device_get(self._state.step))
+        placed = self._state = self._place(new_state)
+        self.step = int(jax.device_get(placed.step))
 
     def state_on_host(self) -> Any:
         """A host (numpy) copy of the training state; `trainer.state = copy` puts it back. With
@@ -293,7 +293,7 @@ class Trainer:
         if self._input.scheduled_remotely(kind):
             return self._run_remote_epoch(blocks, callbacks, hook, first_index)
         limiter = dispatch.InFlightLimiter(self._max_in_flight)
-        wants_logs = callbacks is not None and callbacks.wants(hook)
+        logging_to = callbacks if callbacks is not None and callbacks.wants(hook) else None
         index = first_index - 1
         view = None
         for block in blocks:
@@ -314,8 +314,8 @@ class Trainer:
                     raise
                 limiter.push(dispatch.dispatched(states))
             index += len(block.batches)
-            if wants_logs:
-                callbacks.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
+            if logging_to is not None:
+                logging_to.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
         # No drain: every caller reads the logs next (`_read_logs`), whose program queues behind the
         # last execution and whose fetch waits for all of them: one wait per pass instead of two.
         # At most `max_in_flight` executions and that read are in flight meanwhile.
@@ -326,21 +326,22 @@ class Trainer:
     def _run_remote_epoch(self, blocks: Iterable, callbacks: CallbackList | None, hook: str,
                           first_index: int) -> RemoteEpoch:
         """Schedules each block of `steps_per_execution` steps on a worker, without waiting for it."""
-        coordinator = self.strategy.cluster_coordinator()
+        # The coordinator knows how many workers run the steps (not every strategy has `num_workers`).
+        coordinator: Coordinator = self.strategy.cluster_coordinator()
         if self._remote_steps is None:
             self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
                                                   seed=self.seed, accumulation_steps=self.accumulation_steps)
         epoch = RemoteEpoch(coordinator, self._remote_steps, self._steps,
-                            max_pending=self._max_in_flight * self.strategy.num_workers)
-        wants_logs = callbacks is not None and callbacks.wants(hook)
+                            max_pending=self._max_in_flight * coordinator.num_workers)
+        logging_to = callbacks if callbacks is not None and callbacks.wants(hook) else None
         index = first_index - 1
         for block in blocks:
             self._ensure_state(block.first)
             epoch.schedule(self._state, block.batches)
             index += len(block.batches)
             self.step += len(block.batches)
-            if wants_logs:
-                callbacks.call(hook, index, LazyLogs(lambda: epoch.logs(self.metrics_names)))
+            if logging_to is not None:
+                logging_to.call(hook, index, LazyLogs(lambda: epoch.logs(self.metrics_names)))
         epoch.join()
         if index < 0:
             raise ValueError("The input yielded no batches.")
@@ -375,7 +376,7 @@ class Trainer:
         _check_validation_freq(validation_freq)
         self.history = History()
         cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose,
-                                                  "do_validation": validation_data is not None})
+                                                  "do_validation": validation_data is not None}, self.history)
         self.stop_training = False
         self.epoch = initial_epoch
         self.resume_step = 0
@@ -457,7 +458,7 @@ class Trainer:
         Returns `[loss, *metrics]` (the loss alone without metrics), or a dict with `return_dict=True`.
         """
         input_checks.check_call("evaluate", x, y, sample_weight, batch_size=batch_size, steps=steps)
-        cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
+        cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None})
         with self.strategy.scope():
             data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps,
                                          sample_weight=sample_weight)
@@ -476,7 +477,7 @@ class Trainer:
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Model outputs for every example of `x`, concatenated in example order, padding removed."""
         input_checks.check_call("predict", x, None, None, batch_size=batch_size, steps=steps)
-        cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None}, history=False)
+        cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None})
         outputs: list = []
         k = self.steps_per_execution
         with self.strategy.scope():
@@ -512,12 +513,12 @@ class Trainer:
         return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
 
     def _callbacks(self, callbacks: Sequence[Callback] | None, verbose: int, params: dict,
-                   history: bool = True) -> CallbackList:
+                   history: History | None = None) -> CallbackList:
         # Keras's order: progress bar first, History last (it records what callbacks added to logs).
         items: list[Callback] = [ProgressBar(verbose=verbose)] if verbose else []
         items += list(callbacks or [])
-        if history:
-            items.append(self.history)
+        if history is not None:
+            items.append(history)
         return CallbackList(items, self, dict(params))
 
 

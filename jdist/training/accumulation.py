@@ -7,13 +7,16 @@ peak activation memory is that of one micro-batch.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.strategy import context
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 
 def check_accumulation_steps(steps: Any) -> int:
@@ -23,17 +26,18 @@ def check_accumulation_steps(steps: Any) -> int:
 
 
 def _batch_size(batch: Any) -> int:
-    sizes = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in jax.tree.leaves(batch)}
-    if not sizes:
+    leaves = jax.tree.leaves(batch)
+    if not leaves:
         raise ValueError("The batch has no arrays to split into micro-batches.")
-    if None in sizes:
+    if any(jnp.ndim(x) == 0 for x in leaves):
         raise ValueError("Every leaf of a batch needs a leading batch dimension to split into micro-batches.")
+    sizes = {jnp.shape(x)[0] for x in leaves}
     if len(sizes) > 1:
         raise ValueError(f"The leaves of a batch disagree on the batch size: {sorted(sizes)}.")
     return sizes.pop()
 
 
-def split_microbatches(batch: Any, steps: int, strategy: Any = None) -> Any:
+def split_microbatches(batch: Any, steps: int, strategy: Strategy | None = None) -> Any:
     """`batch` with a new leading axis of `steps` micro-batches, each still sharded over replicas.
 
     In global view (inside `jax.jit` or eagerly) the global batch must be a
@@ -83,7 +87,7 @@ def accumulate_gradients(
     *,
     has_aux: bool = False,
     reduce: str = "mean",
-    strategy: Any = None,
+    strategy: Strategy | None = None,
 ) -> Any:
     """The mean (or `reduce="sum"`: the sum) of `grad_fn(params, micro_batch)` over `steps`
     micro-batches of `batch`, via `lax.scan`.
@@ -123,7 +127,8 @@ def accumulate_gradients(
 def _spec_on(sharding: Any, mesh: Any) -> P:
     """A parameter's spec within a program on `mesh`: replicated when it is stored elsewhere
     (e.g. on a parameter device, as central storage keeps it)."""
-    if isinstance(sharding, NamedSharding) and sharding.mesh.shape_tuple == mesh.shape_tuple \
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, Mesh) \
+            and sharding.mesh.shape_tuple == mesh.shape_tuple \
             and tuple(sharding.mesh.devices.flat) == tuple(mesh.devices.flat):
         return sharding.spec
     return P()
@@ -176,12 +181,14 @@ def scan_accumulate(
         grad_shardings = jax.tree.map(lambda s: NamedSharding(mesh, P(data_axis, *s)), specs)
         by_replica = NamedSharding(mesh, P(data_axis))
 
-        def piece(mb, j, ms):
+        def replica_piece(mb, j, ms):
             shards = jax.tree.map(lambda x: jax.lax.with_sharding_constraint(
                 x.reshape((n, x.shape[0] // n) + x.shape[1:]), by_replica), mb)
             grads, aux, _ = jax.vmap(lambda s, i: grad_fn(params, s, j * n + i, None))(shards, jnp.arange(n))
             aux = jax.tree.map(lambda a: a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:]), aux)
             return jax.lax.with_sharding_constraint(grads, grad_shardings), aux, ms
+
+        piece = replica_piece
     else:
         def piece(mb, j, ms):
             return grad_fn(params, mb, j, ms)

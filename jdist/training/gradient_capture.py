@@ -8,45 +8,30 @@ where the parameters live (the parameter device, or the parameter servers).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import optax
 
 
-@jax.tree_util.register_pytree_node_class
-class NotApplied:
+# NamedTuples, as optax's own states: pytrees without registration, and optimizer states to a type checker.
+class NotApplied(NamedTuple):
     """The proxy's optimizer state until `apply_gradients` is called (an empty pytree)."""
 
-    def tree_flatten(self):
-        return (), None
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls()
-
-
-@jax.tree_util.register_pytree_node_class
-class Captured:
+class Captured(NamedTuple):
     """The proxy's optimizer state after `apply_gradients(grads=g)`: holds `g`."""
 
-    def __init__(self, grads: Any):
-        self.grads = grads
-
-    def tree_flatten(self):
-        return (self.grads,), None
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0])
+    grads: Any
 
 
-def _init(params: Any) -> NotApplied:
+def _init(params: optax.Params) -> NotApplied:
     del params
     return NotApplied()
 
 
-def _update(updates: Any, state: Any, params: Any = None) -> tuple[Any, Captured]:
+def _update(updates: optax.Updates, state: optax.OptState,
+            params: optax.Params | None = None) -> tuple[optax.Updates, Captured]:
     del state, params
     # The parameter change is zero: the proxy's new parameters are discarded anyway.
     return jax.tree.map(lambda g: g * 0, updates), Captured(updates)

@@ -62,7 +62,7 @@ class Fold(Protocol):
     """`(carry, losses, aux, inputs, mask) -> carry`: adds one (micro-)batch's results to what the
     caller keeps (masked loss sums, metric states). `mask` has the dtype of `losses`."""
 
-    def __call__(self, carry: Any, losses: Any, aux: Any, inputs: Any, mask: Any) -> Any:
+    def __call__(self, carry: Any, losses: Any, aux: Any, inputs: Any, mask: Any, /) -> Any:
         ...
 
 

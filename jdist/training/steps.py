@@ -17,7 +17,7 @@ mixed precision `policy` (with dynamic loss scaling when the optimizer is a
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,9 @@ from jdist.input.distributed_batch import place_host_batches, split_batch
 from jdist.strategy import context, dispatch, step_owner
 from jdist.training import step_core
 from jdist.training.accumulation import check_accumulation_steps
+
+if TYPE_CHECKING:
+    from jdist.strategy.base import Strategy
 
 LossFn = Callable[[Any, Any], Any]  # (params, batch) -> per-example loss, or (loss, aux) with has_aux
 
@@ -76,7 +79,7 @@ def _sums(carry: Any, losses: Any, aux: dict, inputs: Any, mask: Any) -> dict:
     return _masked_sums(losses, aux, mask)
 
 
-def _sums_per_replica(strategy: Callable[[], Any]) -> step_core.Fold:
+def _sums_per_replica(strategy: Callable[[], Strategy]) -> step_core.Fold:
     """A `Fold` over micro-batches: loss and metric sums kept per replica (a leading replica axis
     sharded over the data axis) and added up once after the loop, so they cost no collective
     per micro-batch."""
@@ -100,7 +103,7 @@ def _zero_sums(loss_fn: LossFn, policy: mixed_precision.Policy, has_aux: bool, p
     return _masked_sums(per_example, aux, jnp.ones(per_example.shape[:1], per_example.dtype))
 
 
-def _core(loss_fn: LossFn, strategy: Any, has_aux: bool, policy: mixed_precision.Policy,
+def _core(loss_fn: LossFn, strategy: Strategy | None, has_aux: bool, policy: mixed_precision.Policy,
           accumulation_steps: int) -> step_core.StepCore:
     current = lambda: strategy or context.get_strategy()  # noqa: E731
     fold = _sums if accumulation_steps == 1 else _sums_per_replica(current)
@@ -118,7 +121,7 @@ class _Compiled:
     default, its own composition where parameters live apart from the compute devices.
     """
 
-    def __init__(self, fn: Callable, strategy: Any, donate: bool):
+    def __init__(self, fn: Callable, strategy: Strategy | None, donate: bool):
         self._fn = fn  # fn(state, batch, update_shardings); update_shardings may be None
         self._strategy = strategy
         self._donate = donate
@@ -126,10 +129,10 @@ class _Compiled:
         self._checks = input_checks.StepChecks()
 
     @property
-    def strategy(self) -> Any:
+    def strategy(self) -> Strategy:
         return self._strategy or context.get_strategy()
 
-    def strategy_for(self, state: Any) -> Any:
+    def strategy_for(self, state: Any) -> Strategy:
         """Its own strategy, else the current scope's; outside every scope the strategy that
         placed `state` (`jdist.strategy.step_owner`), so a step runs after the scope closed."""
         if self._strategy is not None:
@@ -138,7 +141,7 @@ class _Compiled:
             return context.get_strategy()
         return step_owner.owner_of(state) or context.get_strategy()
 
-    def jitted(self, state: Any, *, donate: bool | None = None, strategy: Any = None) -> Callable:
+    def jitted(self, state: Any, *, donate: bool | None = None, strategy: Strategy | None = None) -> Callable:
         """The compiled step for states shaped like `state` (`strategy.compile_step`: a `jax.jit`
         function unless the strategy composes its own)."""
         donate = self._donate if donate is None else donate
@@ -185,7 +188,7 @@ class _Compiled:
 
 def make_train_step(
     loss_fn: LossFn,
-    strategy: Any = None,
+    strategy: Strategy | None = None,
     *,
     has_aux: bool = False,
     donate: bool = True,
@@ -221,7 +224,7 @@ def make_train_step(
     return _Compiled(step, strategy, donate)
 
 
-def make_eval_step(loss_fn: LossFn, strategy: Any = None, *, has_aux: bool = False,
+def make_eval_step(loss_fn: LossFn, strategy: Strategy | None = None, *, has_aux: bool = False,
                    policy: mixed_precision.Policy | str | None = None) -> Callable:
     """`evaluate(state, batch) -> sums` over the real examples of a global batch."""
     core = _core(loss_fn, strategy, has_aux, mixed_precision.as_policy(policy), 1)
