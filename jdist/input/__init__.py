@@ -5,7 +5,16 @@
 `distributed_batch` what a step receives, `checks` / `label_checks` / `errors` what is refused at the host boundary,
 `prefetch` the background copies, `process_local` the multi-process rule.
 """
+from typing import TYPE_CHECKING
+
 from jdist._lazy import lazy_getattr
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr__` imports them
+    from jdist.input.dataset import DistributedDataset, DistributedIterator
+    from jdist.input.distributed_batch import DistributedBatch
+    from jdist.input.errors import InputError, NonFiniteInputError
+    from jdist.input.options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
+    from jdist.input.sources import ArrayDataset, FileSource
 
 # Imported on first use, so importing one module of this package does not import all of them.
 _NAMES = {
@@ -22,4 +31,16 @@ _NAMES = {
     "NonFiniteInputError": ("jdist.input.errors", "NonFiniteInputError"),
 }
 __getattr__ = lazy_getattr(__name__, _NAMES)
-__all__ = sorted(_NAMES)
+__all__ = [  # the keys of _NAMES
+    "ArrayDataset",
+    "AutoShardPolicy",
+    "DistributedBatch",
+    "DistributedDataset",
+    "DistributedIterator",
+    "FileSource",
+    "InputContext",
+    "InputError",
+    "InputOptions",
+    "InputReplicationMode",
+    "NonFiniteInputError",
+]

@@ -195,9 +195,9 @@ class TrainerChecks:
                 continue
             output = self.check(trainer, batch, where)
             block_checked = None
-            first_of_block = row_of is not None and row_of[1] == 0 and len(row_of[0].mask) > 1
-            if first_of_block and self._labels_fit(row_of[0], output):
-                block_checked = row_of[0]
+            block = row_of[0] if row_of is not None and row_of[1] == 0 and len(row_of[0].mask) > 1 else None
+            if block is not None and self._labels_fit(block, output):
+                block_checked = block
             yield batch
 
     def check(self, trainer: Any, batch: Any, where: str) -> Any:

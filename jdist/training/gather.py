@@ -70,7 +70,11 @@ def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> An
 
 
 def _gather_bucket(leaves: list, split: list, stored: list, mesh: Any, axis: str) -> list:
-    dims = [_gathered_dim(s, t, jnp.shape(x), axis) for x, s, t in zip(leaves, split, stored)]
+    dims: list[int] = []
+    for x, s, t in zip(leaves, split, stored):
+        dim = _gathered_dim(s, t, jnp.shape(x), axis)
+        assert dim is not None, "gather_split buckets only leaves split on one dimension"
+        dims.append(dim)
     n = int(mesh.shape[axis])
 
     def body(*local):
