@@ -4,10 +4,9 @@ observed in TF 2.21 (`tests/tf_observed_values.py`). `Strategy` inherits this as
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.core
@@ -18,6 +17,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jdist.input.distributed_batch import is_distributed_batch, local_examples
 from jdist.strategy import context, dispatch
 from jdist.strategy.reduce_op import ReduceOp
+from jdist.strategy.run import StrategyFields
 from jdist.strategy.values import (
     PerReplica,
     is_mirrored,
@@ -42,19 +42,8 @@ class ValueContext:
         )
 
 
-class CrossReplicaOps:
+class CrossReplicaOps(StrategyFields):
     """What code outside `run` does with per-replica values: the cross-replica half of a `Strategy`."""
-
-    if TYPE_CHECKING:  # provided by `Strategy`
-        _mesh: Mesh
-        _data_axis: str
-        num_replicas_in_sync: int
-        worker_devices: tuple
-
-        def scope(self) -> contextlib.AbstractContextManager: ...
-        def replicated_sharding(self) -> NamedSharding: ...
-
-        def _is_split_batch(self, x: jax.Array) -> bool: ...
 
     def _require_cross_replica(self, method: str, alternative: str) -> None:
         if context.in_replica_context():

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
 
 
-class ReplicaRun:
-    """`run` and how it classifies, compiles and returns: the per-replica half of a `Strategy`."""
+class StrategyFields:
+    """What `Strategy` gives its two halves (`ReplicaRun`, `CrossReplicaOps`), declared for type checkers only."""
 
     if TYPE_CHECKING:  # provided by `Strategy`
         _mesh: Mesh
@@ -39,6 +39,13 @@ class ReplicaRun:
 
         def scope(self) -> contextlib.AbstractContextManager: ...
         def replicated_sharding(self) -> NamedSharding: ...
+        def _is_split_batch(self, x: jax.Array) -> bool: ...
+
+
+class ReplicaRun(StrategyFields):
+    """`run` and how it classifies, compiles and returns: the per-replica half of a `Strategy`."""
+
+    if TYPE_CHECKING:  # provided by `Strategy`
         _run_cache: dict
 
     def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
