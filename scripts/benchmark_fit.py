@@ -79,11 +79,15 @@ def jdist_fit(program, x, y, k: int) -> benchmark.Variant:
     params = model.init(jax.random.key(0), x[:1])
     trainer = jdist.Trainer(model, optax.adam(1e-3), params=params, strategy=jdist.MirroredStrategy(),
                             steps_per_execution=k)
-    gb = program.global_batch
+    return _fit_variant(trainer.fit, program.global_batch, x, y, k)
+
+
+def _fit_variant(fit, gb: int, x, y, k: int) -> benchmark.Variant:
+    """A window is one `fit` call (Keras's signature) of `steps` global batches, in order, silent."""
 
     def run(steps: int) -> float:
         start = time.perf_counter()
-        trainer.fit(x[: steps * gb], y[: steps * gb], batch_size=gb, epochs=1, shuffle=False, verbose=0)
+        fit(x[: steps * gb], y[: steps * gb], batch_size=gb, epochs=1, shuffle=False, verbose=0)
         return time.perf_counter() - start
 
     return benchmark.Variant(run, gb, step_multiple=k, max_steps=len(x) // gb)
@@ -97,14 +101,7 @@ def keras_fit(program, x, y, k: int) -> benchmark.Variant:
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), steps_per_execution=k,
                   jit_compile=True)
-    gb = program.global_batch
-
-    def run(steps: int) -> float:
-        start = time.perf_counter()
-        model.fit(x[: steps * gb], y[: steps * gb], batch_size=gb, epochs=1, shuffle=False, verbose=0)
-        return time.perf_counter() - start
-
-    return benchmark.Variant(run, gb, step_multiple=k, max_steps=len(x) // gb)
+    return _fit_variant(model.fit, program.global_batch, x, y, k)
 
 
 def scan_loop(program, x, y, k: int) -> benchmark.Variant:
@@ -193,13 +190,13 @@ def main(argv=None) -> int:
              "| hand-written scan | jdist / Keras 3 | jdist / TF fit | jdist / scan |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k in args.ks:
-        def cell(name):
+        def cell(name, k=k):
             key = f"{name}/k={k}"
             if key in rates:
                 return benchmark.fmt(summarize(rates[key])["median"])
             return "failed" if key in errors else ""
 
-        def ratio(name):
+        def ratio(name, k=k):
             key = f"{name}/k={k}"
             if key in rates and f"jdist/k={k}" in rates:
                 return benchmark.fmt(paired_ratio(rates[f"jdist/k={k}"], rates[key])["median"], 2)
