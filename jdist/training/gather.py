@@ -47,7 +47,7 @@ def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> An
     split_leaves = treedef.flatten_up_to(split)
     stored_leaves = treedef.flatten_up_to(stored)
     out = list(leaves)
-    buckets: dict[Any, list[list[int]]] = {}
+    buckets: dict[Any, list[list[tuple[int, int]]]] = {}  # dtype -> groups of (leaf index, gathered dim)
     sizes: dict[int, int] = {}
     for i, (leaf, s, t) in enumerate(zip(leaves, split_leaves, stored_leaves)):
         dim = _gathered_dim(s, t, jnp.shape(leaf), axis)
@@ -58,23 +58,18 @@ def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> An
         groups = buckets.setdefault(dtype, [[]])
         if groups[-1] and sizes[id(groups[-1])] + per_replica > BUCKET_BYTES:
             groups.append([])
-        groups[-1].append(i)
+        groups[-1].append((i, dim))
         sizes[id(groups[-1])] = sizes.get(id(groups[-1]), 0) + per_replica
     for groups in buckets.values():
         for group in groups:
-            gathered = _gather_bucket([leaves[i] for i in group], [split_leaves[i] for i in group],
-                                      [stored_leaves[i] for i in group], mesh, axis)
-            for i, value in zip(group, gathered):
+            gathered = _gather_bucket([leaves[i] for i, _ in group], [split_leaves[i] for i, _ in group],
+                                      [stored_leaves[i] for i, _ in group], [d for _, d in group], mesh, axis)
+            for (i, _), value in zip(group, gathered):
                 out[i] = value
     return jax.tree.unflatten(treedef, out)
 
 
-def _gather_bucket(leaves: list, split: list, stored: list, mesh: Any, axis: str) -> list:
-    dims: list[int] = []
-    for x, s, t in zip(leaves, split, stored):
-        dim = _gathered_dim(s, t, jnp.shape(x), axis)
-        assert dim is not None, "gather_split buckets only leaves split on one dimension"
-        dims.append(dim)
+def _gather_bucket(leaves: list, split: list, stored: list, dims: list[int], mesh: Any, axis: str) -> list:
     n = int(mesh.shape[axis])
 
     def body(*local):
