@@ -7,7 +7,13 @@ from .cnn import CNN
 from .losses import classification_loss, lm_loss
 from .mlp import MLP
 from .pooling import max_pool_2x2
-from .transformer import MEGATRON_RULES, StackedTransformerLM, TransformerConfig, TransformerLM
+from .transformer import (
+    MEGATRON_RULES,
+    StackedTransformerLM,
+    TransformerConfig,
+    TransformerLM,
+    attention_implementation,
+)
 
 __all__ = [
     "CNN",
@@ -16,6 +22,7 @@ __all__ = [
     "StackedTransformerLM",
     "TransformerConfig",
     "TransformerLM",
+    "attention_implementation",
     "classification_loss",
     "lm_loss",
     "max_pool_2x2",

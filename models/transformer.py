@@ -16,8 +16,8 @@ from jax.sharding import PartitionSpec as P
 
 from .losses import lm_loss
 
-__all__ = ["TransformerConfig", "TransformerLM", "StackedTransformerLM", "MEGATRON_RULES", "lm_loss",
-           "stack_params", "unstack_params"]
+__all__ = ["TransformerConfig", "TransformerLM", "StackedTransformerLM", "MEGATRON_RULES", "attention_implementation",
+           "lm_loss", "stack_params", "unstack_params"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,8 +31,13 @@ class TransformerConfig:
     d_ff: int = 512
     max_len: int = 128
     dtype: Any = jnp.float32
+    # "xla": attention as einsums and a float32 softmax (any backend). "cudnn": cuDNN's fused (flash)
+    # attention, NVIDIA GPUs with bf16/f16 compute only. "auto": cuDNN where it applies, else XLA.
+    attention: str = "auto"
 
     def __post_init__(self):
+        if self.attention not in ("auto", "xla", "cudnn"):
+            raise ValueError(f"attention={self.attention!r}: expected 'auto', 'xla' or 'cudnn'")
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by "
@@ -41,6 +46,15 @@ class TransformerConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.num_heads
+
+
+def attention_implementation(cfg: TransformerConfig) -> str:
+    """cuDNN's fused attention needs an NVIDIA GPU, 16-bit compute and a head size it supports."""
+    if cfg.attention != "auto":
+        return cfg.attention
+    half = jnp.dtype(cfg.dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    gpu = jax.default_backend() == "gpu"
+    return "cudnn" if gpu and half and cfg.head_dim % 8 == 0 and cfg.head_dim <= 128 else "xla"
 
 
 class CausalSelfAttention(nn.Module):
@@ -58,6 +72,9 @@ class CausalSelfAttention(nn.Module):
         proj = lambda name: nn.DenseGeneral(  # noqa: E731
             (cfg.num_heads, cfg.head_dim), dtype=cfg.dtype, name=name)
         q, k, v = proj("query")(x), proj("key")(x), proj("value")(x)
+        if attention_implementation(cfg) == "cudnn":  # no (seq, seq) scores in memory
+            out = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="cudnn")
+            return nn.DenseGeneral(cfg.d_model, axis=(-2, -1), dtype=cfg.dtype, name="out")(out)
         q = q * cfg.head_dim**-0.5
         # Softmax in float32 whatever the compute dtype.
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32)

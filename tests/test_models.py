@@ -90,6 +90,22 @@ def test_transformer_is_causal():
     assert not np.allclose(before[:, 7:], after[:, 7:])
 
 
+def test_attention_implementation_rule(monkeypatch):
+    """auto: cuDNN's fused attention only on GPUs, in 16-bit compute, with a head size it supports."""
+    from jdist.models import attention_implementation
+
+    bf16 = dataclasses.replace(SMALL_LM, dtype=jnp.bfloat16)
+    assert attention_implementation(bf16) == "xla"  # CPU
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert attention_implementation(bf16) == "cudnn"
+    assert attention_implementation(dataclasses.replace(bf16, attention="xla")) == "xla"
+    assert attention_implementation(SMALL_LM) == "xla"  # float32
+    wide_heads = dataclasses.replace(bf16, d_model=320, num_heads=2)  # head size 160 > 128
+    assert attention_implementation(wide_heads) == "xla"
+    with pytest.raises(ValueError, match="attention='flash'"):
+        dataclasses.replace(SMALL_LM, attention="flash")
+
+
 def test_transformer_rejects_too_long_sequence():
     tokens = jnp.zeros((1, SMALL_LM.max_len + 1), jnp.int32)
     with pytest.raises(ValueError, match="max_len"):
