@@ -126,3 +126,33 @@ def test_global_batch_must_divide_over_compute_devices():
     strategy = jdist.CentralStorageStrategy()
     with pytest.raises(ValueError, match="does not divide among 8 replicas"):
         strategy.distribute_batch({"x": np.zeros((12, 2))})
+
+
+class _FakeDevice:
+    """Just what `explicit_parameter_store` reads of a device: its platform and memory kinds."""
+
+    def __init__(self, platform, kinds):
+        self.platform, self._kinds = platform, kinds
+
+    def addressable_memories(self):
+        return [type("Memory", (), {"kind": kind})() for kind in self._kinds]
+
+
+@pytest.mark.parametrize("compute_platform, kinds, several, expected", [
+    # A host CPU named beside GPUs: the first GPU's pinned_host memory, one GPU or several.
+    ("gpu", ("device", "pinned_host"), False, ("first compute", "pinned_host")),
+    ("gpu", ("device", "pinned_host"), True, ("first compute", "pinned_host")),
+    # GPUs without host memory spaces: the CPU device itself.
+    ("gpu", ("device",), False, ("cpu", None)),
+    # CPU compute devices: the named CPU device, in pinned_host only with several compute devices.
+    ("cpu", ("device", "pinned_host"), False, ("cpu", None)),
+    ("cpu", ("device", "pinned_host"), True, ("cpu", "pinned_host")),
+])
+def test_explicit_host_parameter_device_beside_accelerators(compute_platform, kinds, several, expected):
+    from jdist.strategy.central_storage import explicit_parameter_store
+
+    cpu = _FakeDevice("cpu", ("device", "pinned_host"))
+    compute = [_FakeDevice(compute_platform, kinds) for _ in range(2 if several else 1)]
+    names = {id(cpu): "cpu", id(compute[0]): "first compute"}
+    device, kind = explicit_parameter_store(cpu, compute)
+    assert (names[id(device)], kind) == expected

@@ -41,6 +41,21 @@ def default_parameter_store(compute_devices: Sequence[Device]) -> tuple[Device, 
     return jax.local_devices(backend="cpu")[0], None
 
 
+def explicit_parameter_store(device: Device, compute_devices: Sequence[Device]) -> tuple[Device, str | None]:
+    """Where an explicit `parameter_device` keeps the parameters.
+
+    A host CPU named beside accelerator compute devices means host memory: the first compute
+    device's `pinned_host` memory, so the optimizer update runs on the accelerator and only the
+    storage is on the host (TF runs the update on the CPU; same values, several times slower).
+    Otherwise the named device, in its `pinned_host` memory when there are several compute devices.
+    """
+    first = compute_devices[0]
+    if device.platform == "cpu" and first.platform != "cpu" and HOST_MEMORY_KIND in _memory_kinds(first):
+        return first, HOST_MEMORY_KIND
+    several = len(compute_devices) > 1
+    return device, HOST_MEMORY_KIND if several and HOST_MEMORY_KIND in _memory_kinds(device) else None
+
+
 class CentralStorageStrategy(Strategy):
     """`jdist.CentralStorageStrategy(compute_devices=None, parameter_device=None)`.
 
@@ -49,7 +64,7 @@ class CentralStorageStrategy(Strategy):
     one (then this is `OneDeviceStrategy`), else host memory. An explicit
     `parameter_device` ("cpu:0", a `jax.Device`) stores the parameters in its
     `pinned_host` memory when it is one of several compute devices, else in its
-    default memory.
+    default memory; "cpu:0" beside GPUs means the first GPU's `pinned_host` memory.
     """
 
     def __init__(self, compute_devices: Sequence[DeviceLike] | None = None,
@@ -59,9 +74,7 @@ class CentralStorageStrategy(Strategy):
         if parameter_device is None:
             device, kind = default_parameter_store(compute)
         else:
-            device = resolve_device(parameter_device)
-            several = len(compute) > 1
-            kind = HOST_MEMORY_KIND if several and HOST_MEMORY_KIND in _memory_kinds(device) else None
+            device, kind = explicit_parameter_store(resolve_device(parameter_device), compute)
         self._parameter_device = device
         self._memory_kind = kind
         self._parameter_sharding = SingleDeviceSharding(device, memory_kind=kind)
