@@ -6,15 +6,16 @@ and CentralStorageStrategy with its parameters in host memory.
     python scripts/gpu_check.py --cpu-smoke            # every code path on 2 CPU devices, tiny, float32
 
 1. MFU: `jdist.models.TransformerLM` with bf16 compute (float32 parameters, Adam) trained by
-   `make_train_step` under MirroredStrategy (all GPUs) and OneDeviceStrategy. MFU is XLA's cost analysis of
-   the compiled step (FLOPs per device x devices) x steps/s over the devices' peak dense bf16 FLOP/s, from a
-   table of known `device_kind`s; an unknown kind reports achieved FLOP/s only.
+   `make_train_step` under MirroredStrategy (all GPUs) and OneDeviceStrategy, and the same step written by
+   hand. MFU is the model-FLOPs count (`model_flops_per_step`) x steps/s over the devices' peak dense bf16
+   FLOP/s, from a table of known `device_kind`s; an unknown kind reports model FLOP/s only.
 2. All-reduce: `psum` over all devices of an S-byte float32 buffer per device, for several S, against the
    ring model 2(n-1)/n * S / B (B: `--link-gbps`, else the known per-direction NVLink figure). With one GPU
    the all-reduce moves nothing and the script says so.
 3. CentralStorageStrategy: parameters and optimizer state stored in the `pinned_host` memory kind (its
    choice with several compute devices; with one it keeps them on that device, as TF does, and the script
-   says which memory it used), step time and the loss before and after.
+   says which memory it used; with one GPU also `parameter_device="cpu:0"`, which is that GPU's pinned_host
+   memory), step time and the loss before and after.
 """
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--d-model", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--attention", default="auto", choices=("auto", "xla", "cudnn"),
+                        help="TransformerConfig.attention: auto takes cuDNN's fused attention on GPUs in bf16")
     parser.add_argument("--allreduce-mib", default="1,16,64,256",
                         help="comma list of buffer sizes per device, MiB")
     args = parser.parse_args(argv)
@@ -118,7 +121,7 @@ def transformer_program(args, dtype):
 
     config = models.TransformerConfig(vocab_size=256, d_model=args.d_model, num_heads=args.heads,
                                       num_layers=args.layers, d_ff=4 * args.d_model, max_len=args.seq_len,
-                                      dtype=dtype)
+                                      dtype=dtype, attention=args.attention)
     model = models.TransformerLM(config)
     # One compiled init (flax's eager init compiles every op of the model on its own).
     params = jax.jit(model.init)(jax.random.key(0), jnp.zeros((1, args.seq_len), jnp.int32))
@@ -152,12 +155,6 @@ def train(strategy, args, program, *, steps: int | None = None) -> dict:
     step_fn = jdist.make_train_step(loss, strategy)
     global_batch = args.per_device_batch * strategy.num_replicas_in_sync
     batches = [strategy.distribute_batch(b) for b in token_batches(args, global_batch)]
-    flops = float("nan")
-    try:
-        cost = step_fn.lower(state, batches[0]).compile().cost_analysis()
-        flops = float(cost.get("flops", float("nan"))) * strategy.num_replicas_in_sync
-    except TypeError:  # a strategy that runs a step as several programs (CentralStorageStrategy)
-        pass
     holder = {"state": state}
 
     def step(i):
@@ -169,8 +166,54 @@ def train(strategy, args, program, *, steps: int | None = None) -> dict:
     steps = steps or args.steps
     seconds = timed(step, steps) / steps
     last = jax.device_get(step(0))
-    return {"seconds_per_step": seconds, "flops_per_step": flops, "global_batch": global_batch,
+    return {"seconds_per_step": seconds, "global_batch": global_batch,
             "loss_first": float(first["loss"] / first["count"]), "loss_last": float(last["loss"] / last["count"])}
+
+
+def model_flops_per_step(program, args, global_batch: int) -> float:
+    """Training FLOPs of one step by the model-FLOPs count MFU is defined with (PaLM, appendix B):
+    6 N per token for the weight matmuls (N: parameters, less the embedding lookups) plus the causal
+    attention's 6 L d T per token (half of PaLM's 12 L d T: the masked half is never computed).
+
+    XLA's cost analysis is not used: on GPUs it leaves out cuBLAS and cuDNN custom calls."""
+    import jax
+
+    _, params, _, _ = program
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    n = sum(leaf.size for path, leaf in flat if not any(getattr(k, "key", None) in ("embed", "pos_embed")
+                                                         for k in path))
+    tokens = global_batch * args.seq_len
+    return 6 * n * tokens + 6 * args.layers * args.d_model * args.seq_len * tokens
+
+
+def train_hand_written(device, args, program) -> dict:
+    """The same step written by hand (`jax.jit` of value_and_grad + optax on one device, the state donated):
+    the reference jdist's OneDeviceStrategy row is read against."""
+    import jax
+    import optax
+
+    model, params, tx, loss = program
+    params = jax.tree.map(lambda x: x.copy(), jax.device_put(params, device))  # its own copy: it is donated
+    opt_state = tx.init(params)
+
+    def hand_step(params, opt_state, batch):
+        value, grads = jax.value_and_grad(lambda p: loss(p, batch).mean())(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    hand_step = jax.jit(hand_step, donate_argnums=(0, 1))
+    batches = [jax.device_put(b, device) for b in token_batches(args, args.per_device_batch)]
+    holder = {"state": (params, opt_state)}
+
+    def step(i):
+        p, o, value = hand_step(*holder["state"], batches[i % len(batches)])
+        holder["state"] = (p, o)
+        return value
+
+    first = float(step(0))
+    timed(step, 2)
+    seconds = timed(step, args.steps) / args.steps
+    return {"seconds_per_step": seconds, "loss_first": first, "loss_last": float(step(0))}
 
 
 def mfu_section(devices, args, program) -> list[str]:
@@ -178,26 +221,37 @@ def mfu_section(devices, args, program) -> list[str]:
 
     kind = devices[0].device_kind
     peak = args.peak_tflops * 1e12 if args.peak_tflops else lookup(PEAK_BF16_FLOPS, kind)
-    compute = program[0].config.dtype.__name__
-    lines = [f"## 1. Transformer, {compute} compute ({args.layers} layers, d_model {args.d_model}, "
-             f"seq {args.seq_len}, {args.per_device_batch} sequences per device)", ""]
+    from jdist.models import attention_implementation
+
+    config = program[0].config
+    lines = [f"## 1. Transformer, {config.dtype.__name__} compute, {attention_implementation(config)} attention "
+             f"({args.layers} layers, d_model {args.d_model}, seq {args.seq_len}, {args.per_device_batch} "
+             "sequences per device)", ""]
     if peak is None:
         lines.append(f"No known peak bf16 FLOP/s for device kind {kind!r}: MFU is not computed, only the "
-                     "achieved FLOP/s (pass --peak-tflops, or add the kind to PEAK_BF16_FLOPS).")
+                     "model FLOP/s (pass --peak-tflops, or add the kind to PEAK_BF16_FLOPS).")
     else:
         lines.append(f"Peak dense bf16 per device ({kind}): {peak / 1e12:g} TFLOP/s"
                      + (" (--peak-tflops)." if args.peak_tflops else " (known figure for this device kind)."))
-    lines += ["", "| strategy | devices | ms / step | tokens/s | achieved TFLOP/s | MFU | loss first -> last |",
+    lines += ["", "| strategy | devices | ms / step | tokens/s | model TFLOP/s | MFU | loss first -> last |",
               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    rows = []
     for name, strategy in (("MirroredStrategy", jdist.MirroredStrategy(devices=devices)),
                            ("OneDeviceStrategy", jdist.OneDeviceStrategy(devices[0]))):
         r = train(strategy, args, program)
-        n = strategy.num_replicas_in_sync
-        achieved = r["flops_per_step"] / r["seconds_per_step"]
+        rows.append((name, strategy.num_replicas_in_sync, r))
+    hand = train_hand_written(devices[0], args, program)
+    hand.update(global_batch=args.per_device_batch)
+    rows.append(("hand-written jax.jit (one device)", 1, hand))
+    for name, n, r in rows:
+        achieved = model_flops_per_step(program, args, r["global_batch"]) / r["seconds_per_step"]
         mfu = f"{100 * achieved / (peak * n):.1f}%" if peak else "unknown peak"
         tokens = r["global_batch"] * args.seq_len / r["seconds_per_step"]
         lines.append(f"| {name} | {n} | {1e3 * r['seconds_per_step']:.2f} | {tokens:,.0f} | "
                      f"{achieved / 1e12:.3f} | {mfu} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |")
+    ratio = hand["seconds_per_step"] / rows[1][2]["seconds_per_step"]
+    lines += ["", f"OneDeviceStrategy / hand-written, steps/s: {ratio:.3f} (both run the same model, batch and "
+              "Adam). FLOPs: the model-FLOPs count, 6 N T + 6 L d T^2 per sequence (see model_flops_per_step)."]
     return lines
 
 
@@ -245,17 +299,22 @@ def allreduce_section(devices, args, program=None) -> list[str]:
 def central_storage_section(devices, args, program) -> list[str]:
     import jdist
 
-    strategy = jdist.CentralStorageStrategy(compute_devices=devices)
-    kind = strategy.parameter_memory_kind
-    lines = ["", "## 3. CentralStorageStrategy", "",
-             f"{strategy!r}: parameters and optimizer state in memory kind {kind!r}."]
-    if kind != "pinned_host":
-        lines.append("Not pinned_host: with one compute device the strategy keeps the parameters on it (TF's "
-                     "rule); host memory is used from two compute devices on.")
-    r = train(strategy, args, program, steps=max(3, args.steps // 2))
-    lines.append(f"{1e3 * r['seconds_per_step']:.2f} ms / step (global batch {r['global_batch']}); "
-                 f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f} "
-                 f"({'down' if r['loss_last'] < r['loss_first'] else 'NOT down'}).")
+    lines = ["", "## 3. CentralStorageStrategy", ""]
+    variants = [("default", jdist.CentralStorageStrategy(compute_devices=devices))]
+    if len(devices) == 1:  # TF's rule keeps the parameters on the one GPU; also store them on the host CPU
+        variants.append(("parameter_device='cpu:0'",
+                         jdist.CentralStorageStrategy(compute_devices=devices, parameter_device="cpu:0")))
+    for name, strategy in variants:
+        kind = strategy.parameter_memory_kind
+        lines.append(f"{name}: {strategy!r}: parameters and optimizer state in memory kind {kind!r}.")
+        if kind != "pinned_host" and name == "default":
+            lines.append("Not pinned_host: with one compute device the strategy keeps the parameters on it (TF's "
+                         "rule); host memory is used from two compute devices on.")
+        r = train(strategy, args, program, steps=max(3, args.steps // 2))
+        lines.append(f"{1e3 * r['seconds_per_step']:.2f} ms / step (global batch {r['global_batch']}); "
+                     f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f} "
+                     f"({'down' if r['loss_last'] < r['loss_first'] else 'NOT down'}).")
+        lines.append("")
     return lines
 
 
