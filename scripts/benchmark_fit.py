@@ -19,7 +19,6 @@ the ratios are paired (see `scripts/benchmark.py`).
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import sys
 import time
@@ -134,19 +133,19 @@ def scan_loop(program, x, y, k: int) -> benchmark.Variant:
     gb = program.global_batch
     holder = {"state": state}
 
+    def execution(i: int):
+        first = i * k
+        xs = x[first * gb:(first + k) * gb].reshape((k, gb) + x.shape[1:])
+        ys = y[first * gb:(first + k) * gb].reshape(k, gb)
+        holder["state"], losses = k_steps(holder["state"], jax.device_put(xs, sharded), jax.device_put(ys, sharded))
+        return losses
+
+    # At most MAX_IN_FLIGHT executions ahead (the Trainer's bound: XLA:CPU's collective hazard), and the
+    # window ends when the last one has finished.
+    executions = benchmark.timed_steps(execution, MAX_IN_FLIGHT)
+
     def run(steps: int) -> float:
-        start = time.perf_counter()
-        pending = collections.deque()
-        for first in range(0, steps, k):
-            xs = x[first * gb:(first + k) * gb].reshape((k, gb) + x.shape[1:])
-            ys = y[first * gb:(first + k) * gb].reshape(k, gb)
-            holder["state"], losses = k_steps(holder["state"], jax.device_put(xs, sharded),
-                                              jax.device_put(ys, sharded))
-            pending.append(losses)
-            if len(pending) > MAX_IN_FLIGHT:  # the Trainer's bound (XLA:CPU's collective hazard)
-                jax.block_until_ready(pending.popleft())
-        jax.block_until_ready(pending)
-        return time.perf_counter() - start
+        return executions(steps // k)
 
     return benchmark.Variant(run, gb, step_multiple=k, max_steps=len(x) // gb)
 

@@ -151,3 +151,41 @@ def test_gpu_check_without_a_gpu_says_so():
         return
     with pytest.raises(SystemExit, match="needs an NVIDIA GPU.*--cpu-smoke"):
         gpu_check.gpu_devices(False)
+
+
+class _Pending:
+    """Stands for a dispatched program's output: records when the loop waits for it."""
+
+    def __init__(self, log, i):
+        self.log, self.i = log, i
+
+    def block_until_ready(self):
+        self.log.append(self.i)
+        return self
+
+
+def test_timed_steps_waits_for_every_step_before_the_window_ends():
+    """A window's time must include its last steps: a loop that returns with work still queued makes
+    the variant look faster and bills the next one (a deque passed whole to jax.block_until_ready is
+    a leaf, and nothing is waited for)."""
+    import benchmark
+
+    waited = []
+    run = benchmark.timed_steps(lambda i: _Pending(waited, i), max_in_flight=2)
+    run(5)
+    assert sorted(waited) == [0, 1, 2, 3, 4]
+
+
+def test_fit_benchmark_scan_loop_runs_whole_windows(monkeypatch):
+    """The hand-written scan of scripts/benchmark_fit.py: one execution per k steps, each waited for."""
+    import benchmark
+    import benchmark_fit
+
+    calls = []
+    monkeypatch.setattr(benchmark, "timed_steps", lambda step, max_in_flight: (
+        lambda n: calls.append((n, max_in_flight)) or 0.0))
+    program = benchmark_fit.make_program("small_mlp")
+    x, y = benchmark_fit.data(program, 16)
+    variant = benchmark_fit.scan_loop(program, x, y, 8)
+    variant.run(16)
+    assert calls == [(2, benchmark_fit.MAX_IN_FLIGHT)]
