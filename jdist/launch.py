@@ -393,6 +393,8 @@ class Launcher:
                 self._signal_all(signal.SIGKILL)
                 self._wait_all(2.0)
             self.finish()
+            for worker in self.workers:
+                self.say(f"{worker.label} {describe_exit(worker.code)}.")
             return 130
         finally:
             if self._dir is not None:
@@ -438,6 +440,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    # Explicitly, not inherited: a command started with `&` from a script (nohup, CI) has SIGINT
+    # ignored, and would pass that on to the workers too. A handler (unlike SIG_IGN) is not
+    # inherited, so the workers start with SIGINT's default action.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return launcher.run()
 
 

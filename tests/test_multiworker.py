@@ -8,6 +8,7 @@ import os
 import queue
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -42,10 +43,10 @@ def child_env():
 class Running:
     """A launcher run whose merged output is read line by line without blocking the test."""
 
-    def __init__(self, cmd):
+    def __init__(self, cmd, preexec_fn=None):
         self.started = time.monotonic()
         self.process = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
+                                        stderr=subprocess.STDOUT, text=True, preexec_fn=preexec_fn)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -479,11 +480,17 @@ def test_root_cause_is_the_first_worker_that_stopped_on_its_own():
         launch.Launcher(["true"], 2, None, 10.0, False, max_restarts=-1)
 
 
-def test_ctrl_c_stops_every_worker(tmp_path):
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_stops_every_worker(tmp_path, inherited):
+    """SIGINT stops the job with 130, also when the launcher was started with SIGINT ignored (what a
+    non-interactive shell does to a command run with `&`, e.g. `nohup ... &`); the workers then get
+    SIGINT's default action back and stop at once, not at the SIGKILL 5 s later."""
     script = tmp_path / "sleepy.py"
     script.write_text("import time\nprint('waiting', flush=True)\ntime.sleep(600)\n")
-    run = Running(launcher_cmd("--num-workers", "2", script=script))
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited == "ignored" else None
+    run = Running(launcher_cmd("--num-workers", "2", script=script), preexec_fn=ignore)
     run.wait_for(r"^\[worker 1\] waiting", 30)
-    run.process.send_signal(2)  # SIGINT, as Ctrl-C in a terminal
+    run.process.send_signal(signal.SIGINT)  # as Ctrl-C in a terminal
     assert run.finish(30) == 130, run.output()
     assert "[launch] interrupted: stopping every worker." in run.output()
+    assert "killed by SIGKILL" not in run.output(), run.output()
