@@ -32,7 +32,8 @@ class TransformerConfig:
     max_len: int = 128
     dtype: Any = jnp.float32
     # "xla": attention as einsums and a float32 softmax (any backend). "cudnn": cuDNN's fused (flash)
-    # attention, NVIDIA GPUs with bf16/f16 compute only. "auto": cuDNN where it applies, else XLA.
+    # attention, NVIDIA GPUs with bf16/f16 compute only. "auto": cuDNN where it applies (JAX's default
+    # backend a GPU), else XLA.
     attention: str = "auto"
 
     def __post_init__(self):
