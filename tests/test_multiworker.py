@@ -43,10 +43,10 @@ def child_env():
 class Running:
     """A launcher run whose merged output is read line by line without blocking the test."""
 
-    def __init__(self, cmd, preexec_fn=None):
+    def __init__(self, cmd):
         self.started = time.monotonic()
         self.process = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, preexec_fn=preexec_fn)
+                                        stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -487,8 +487,12 @@ def test_ctrl_c_stops_every_worker(tmp_path, inherited):
     SIGINT's default action back and stop at once, not at the SIGKILL 5 s later."""
     script = tmp_path / "sleepy.py"
     script.write_text("import time\nprint('waiting', flush=True)\ntime.sleep(600)\n")
-    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited == "ignored" else None
-    run = Running(launcher_cmd("--num-workers", "2", script=script), preexec_fn=ignore)
+    cmd = launcher_cmd("--num-workers", "2", script=script)
+    if inherited == "ignored":  # SIG_IGN survives exec: start the launcher through a shim that ignores SIGINT
+        shim = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.execv(sys.argv[1], sys.argv[1:])")
+        cmd = [sys.executable, "-c", shim, *cmd]
+    run = Running(cmd)
     run.wait_for(r"^\[worker 1\] waiting", 30)
     run.process.send_signal(signal.SIGINT)  # as Ctrl-C in a terminal
     assert run.finish(30) == 130, run.output()
