@@ -213,16 +213,16 @@ def train_hand_written(device, args, program) -> dict:
     first = float(step(0))
     timed(step, 2)
     seconds = timed(step, args.steps) / args.steps
-    return {"seconds_per_step": seconds, "loss_first": first, "loss_last": float(step(0))}
+    return {"seconds_per_step": seconds, "global_batch": args.per_device_batch, "loss_first": first,
+            "loss_last": float(step(0))}
 
 
 def mfu_section(devices, args, program) -> list[str]:
     import jdist
+    from jdist.models import attention_implementation
 
     kind = devices[0].device_kind
     peak = args.peak_tflops * 1e12 if args.peak_tflops else lookup(PEAK_BF16_FLOPS, kind)
-    from jdist.models import attention_implementation
-
     config = program[0].config
     lines = [f"## 1. Transformer, {config.dtype.__name__} compute, {attention_implementation(config)} attention "
              f"({args.layers} layers, d_model {args.d_model}, seq {args.seq_len}, {args.per_device_batch} "
@@ -235,21 +235,18 @@ def mfu_section(devices, args, program) -> list[str]:
                      + (" (--peak-tflops)." if args.peak_tflops else " (known figure for this device kind)."))
     lines += ["", "| strategy | devices | ms / step | tokens/s | model TFLOP/s | MFU | loss first -> last |",
               "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
-    rows = []
-    for name, strategy in (("MirroredStrategy", jdist.MirroredStrategy(devices=devices)),
-                           ("OneDeviceStrategy", jdist.OneDeviceStrategy(devices[0]))):
-        r = train(strategy, args, program)
-        rows.append((name, strategy.num_replicas_in_sync, r))
+    mirrored = train(jdist.MirroredStrategy(devices=devices), args, program)
+    one_device = train(jdist.OneDeviceStrategy(devices[0]), args, program)
     hand = train_hand_written(devices[0], args, program)
-    hand.update(global_batch=args.per_device_batch)
-    rows.append(("hand-written jax.jit (one device)", 1, hand))
+    rows = [("MirroredStrategy", len(devices), mirrored), ("OneDeviceStrategy", 1, one_device),
+            ("hand-written jax.jit (one device)", 1, hand)]
     for name, n, r in rows:
         achieved = model_flops_per_step(program, args, r["global_batch"]) / r["seconds_per_step"]
         mfu = f"{100 * achieved / (peak * n):.1f}%" if peak else "unknown peak"
         tokens = r["global_batch"] * args.seq_len / r["seconds_per_step"]
         lines.append(f"| {name} | {n} | {1e3 * r['seconds_per_step']:.2f} | {tokens:,.0f} | "
                      f"{achieved / 1e12:.3f} | {mfu} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} |")
-    ratio = hand["seconds_per_step"] / rows[1][2]["seconds_per_step"]
+    ratio = hand["seconds_per_step"] / one_device["seconds_per_step"]
     lines += ["", f"OneDeviceStrategy / hand-written, steps/s: {ratio:.3f} (both run the same model, batch and "
               "Adam). FLOPs: the model-FLOPs count, 6 N T + 6 L d T^2 per sequence (see model_flops_per_step)."]
     return lines
