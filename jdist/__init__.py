@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from jdist import (
     callbacks,
     cluster,
-    data,
     losses,
     metrics,
     mixed_precision,
@@ -86,12 +85,13 @@ __version__ = "0.1.0"
 
 # Checkpointing pulls in orbax/tensorstore; load it on first use (type checkers see it here).
 if TYPE_CHECKING:
-    from jdist import checkpoint as checkpoint
+    from jdist import checkpoint as checkpoint, data as data
     from jdist.checkpoint import preemption as preemption
     from jdist.checkpoint.preemption import PreemptionCheckpointHandler, TerminationConfig
 
 _LAZY = {
     "checkpoint": ("jdist.checkpoint", None),
+    "data": ("jdist.data", None),  # tf.data on grain, which imports orbax: loaded on first use
     "preemption": ("jdist.checkpoint.preemption", None),
     "PreemptionCheckpointHandler": ("jdist.checkpoint.preemption", "PreemptionCheckpointHandler"),
     "TerminationConfig": ("jdist.checkpoint.preemption", "TerminationConfig"),

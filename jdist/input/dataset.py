@@ -51,6 +51,7 @@ from jdist.input.split import (
     rows_of,
     stack_slots,
 )
+from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -78,7 +79,7 @@ def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions |
     if not isinstance(dataset, FileSource):
         check_dataset(dataset)
     plan = replica_plan(strategy.mesh, strategy.data_axis)
-    policy, reason = choose_shard_policy(options.auto_shard_policy, dataset, plan.num_workers)
+    policy, reason = choose_shard_policy(_requested_policy(options, dataset), dataset, plan.num_workers)
     if plan.num_workers > 1:
         logger.info("Input sharding over %d workers: %s (%s).", plan.num_workers, policy.name, reason)
     if isinstance(dataset, FileSource):
@@ -110,6 +111,15 @@ def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[
     for ds in datasets:
         check_dataset(ds)
     return DistributedDataset(strategy, plan, options, _FUNCTION, datasets)
+
+
+def _requested_policy(options: InputOptions, dataset: Any) -> AutoShardPolicy:
+    """InputOptions' policy, or, where it is AUTO, the one the dataset's `tf.data.Options` set (as TF reads it)."""
+    if options.auto_shard_policy is not AutoShardPolicy.AUTO:
+        return options.auto_shard_policy
+    dataset_options = getattr(dataset, "options", None)
+    distribute = getattr(dataset_options(), "experimental_distribute", None) if callable(dataset_options) else None
+    return AutoShardPolicy(getattr(distribute, "auto_shard_policy", AutoShardPolicy.AUTO))
 
 
 def choose_shard_policy(policy: AutoShardPolicy, dataset: Any, num_workers: int) -> tuple[AutoShardPolicy, str]:
@@ -220,6 +230,18 @@ class DistributedDataset:
         return self._options
 
     @property
+    def element_spec(self) -> Any:
+        """The element's `TensorSpec`s as each replica sees them (`jdist.input.tensor_spec`)."""
+        source = self._datasets[0]
+        spec = getattr(source, "element_spec", None)
+        if spec is None:
+            if self._layout.spec is None:
+                leaves, treedef = as_numpy_leaves(open_cursor(source, 0).next())
+                self._layout.spec = ElementSpec.of(leaves, treedef)
+            spec = spec_of_batch(self._layout.spec.zeros(0), self._layout.spec.treedef)
+        return per_replica_spec(spec, self._plan.num_replicas)
+
+    @property
     def per_replica_batch_size(self) -> int | None:
         """Rows per replica in every batch (real examples plus padding); known after the first batch."""
         return self._layout.per_replica
@@ -296,6 +318,18 @@ class DistributedIterator:
     def get_next(self) -> DistributedBatch:
         """TF's name for `next(iterator)`."""
         return next(self)
+
+    def get_next_as_optional(self) -> Optional:
+        """The next batch as an `Optional`, with no value at the end (TF's loop over a dataset of
+        unknown length)."""
+        try:
+            return Optional(next(self), True)
+        except StopIteration:
+            return Optional()
+
+    @property
+    def element_spec(self) -> Any:
+        return self._dataset.element_spec
 
     def get_state(self) -> dict:
         return dict(self._state)

@@ -18,13 +18,26 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 import jax
 import numpy as np
 
 
 # ------------------------------------------------------------------ sources
+@runtime_checkable
+class PassSource(Protocol):
+    """A dataset read in numbered passes, each in its own order (`jdist.data.Dataset`: TF's
+    reshuffle per iteration), and resumable inside a pass.
+
+    `begin_pass(index)` returns `(index, iterator)`: pass `index` (the next unread pass when
+    None), as an iterator with grain's `get_state()` / `set_state()`. The same index always
+    gives the same elements, so a saved `(index, state)` resumes exactly, in any process.
+    """
+
+    def begin_pass(self, index: int | None = None) -> tuple[int, Any]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class FileSource:
     """A dataset read from files, which `AutoShardPolicy.FILE` can split across workers.
@@ -129,8 +142,8 @@ class _IndexCursor:
 
 
 class _GrainIteratorCursor:
-    def __init__(self, dataset: Any, state: Any):
-        self._it = iter(dataset)
+    def __init__(self, iterator: Any, state: Any):
+        self._it = iterator
         if state is not None:
             grain_state = state["grain"]
             self._it.set_state(grain_state.encode() if state.get("bytes") else grain_state)
@@ -143,6 +156,20 @@ class _GrainIteratorCursor:
         if isinstance(grain_state, bytes):  # DataLoader iterators hold JSON bytes
             return {"grain": grain_state.decode(), "bytes": True}
         return {"grain": grain_state}
+
+
+class _PassCursor:
+    """A `PassSource`'s next pass (or the saved one), its position kept as grain's state."""
+
+    def __init__(self, dataset: PassSource, state: Any):
+        self._pass, iterator = dataset.begin_pass(None if state is None else int(state["pass"]))
+        self._inner = _GrainIteratorCursor(iterator, state)
+
+    def next(self) -> Any:
+        return self._inner.next()
+
+    def state(self) -> Any:
+        return {"pass": self._pass, **self._inner.state()}
 
 
 class _CountingCursor:
@@ -187,12 +214,14 @@ def check_dataset(dataset: Any) -> None:
 def open_cursor(dataset: Any, epoch: int, state: Any = None) -> Any:
     """A cursor over `dataset`'s batches for `epoch`, resumed at `state` if given."""
     map_types, iter_types = _grain_types()
+    if isinstance(dataset, PassSource):
+        return _PassCursor(dataset, state)
     if isinstance(dataset, map_types) or isinstance(dataset, ArrayDataset):
         return _IndexCursor(dataset, epoch, state["index"] if state else 0, epoch_aware=True)
     if isinstance(dataset, (list, tuple)):
         return _IndexCursor(dataset, epoch, state["index"] if state else 0, epoch_aware=False)
     if isinstance(dataset, iter_types):
-        return _GrainIteratorCursor(dataset, state)
+        return _GrainIteratorCursor(iter(dataset), state)
     skip = state["count"] if state else 0
     if _is_tf_dataset(dataset):
         return _CountingCursor(dataset.skip(skip).as_numpy_iterator(), 0, count=skip)
@@ -210,4 +239,9 @@ def dataset_length(dataset: Any) -> int | None:
     """The number of batches per epoch, when the source knows it."""
     if isinstance(dataset, (ArrayDataset, list, tuple)):
         return len(dataset)
+    if isinstance(dataset, PassSource):
+        try:
+            return len(dataset)  # type: ignore[arg-type]  # tf.data datasets have __len__
+        except TypeError:  # tf.data's infinite or unknown cardinality
+            return None
     return None  # grain's len() counts indices its filters may leave empty

@@ -21,6 +21,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist.input.dataset import DistributedDataset, DistributedIterator
+from jdist.input.sources import PassSource
 from jdist.trainer import _batching as batching
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class TrainerInput:
                                  "part of its elements, (x, y, sample_weight).")
             batches, known = self._distributed_batches(x, y, batch_size, steps, kind=kind, persistent=persistent)
         else:
-            batches, known = self._iterable_batches(x, y, batch_size, steps, need_y=need_y,
+            batches, known = self._iterable_batches(x, y, batch_size, steps, need_y=need_y, epoch=epoch,
                                                     persistent=persistent, class_weight=class_weight)
         return Pass(self, kind, batches, known)
 
@@ -142,14 +143,17 @@ class TrainerInput:
                 steps or available)
 
     def _iterable_batches(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, need_y: bool,
-                          persistent: dict | None, class_weight: Any) -> tuple[Iterator, int | None]:
+                          epoch: int, persistent: dict | None, class_weight: Any) -> tuple[Iterator, int | None]:
         if y is not None:
             raise ValueError("y must be None when x is an iterable of (x, y) batches.")
-        if not isinstance(x, Iterable):
+        if isinstance(x, PassSource):  # tf.data: epoch e reads its own order, also after a restart
+            one_shot, (_, source) = False, x.begin_pass(epoch)
+        elif not isinstance(x, Iterable):
             raise TypeError(f"x must be arrays (numpy / jax, or a pytree of them) or an iterable of batches, "
                             f"got {x!r}.")
-        one_shot = iter(x) is x
-        source = persistent.setdefault("iterator", x) if persistent is not None and one_shot else iter(x)
+        else:
+            one_shot = iter(x) is x
+            source = persistent.setdefault("iterator", x) if persistent is not None and one_shot else iter(x)
         source = iter(source)
         try:
             first = next(source)

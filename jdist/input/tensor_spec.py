@@ -1,0 +1,75 @@
+"""What TF scripts read off datasets and iterators: `TensorSpec`, `PerReplicaSpec`, `Optional`.
+
+`DistributedDataset.element_spec` is the dataset's element spec seen by one replica: the
+batch dimension is None (a replica's share of the last batch may be shorter), and with
+several replicas each component is a `PerReplicaSpec` of one spec per replica, as TF 2.21
+prints it. `DistributedIterator.get_next_as_optional()` returns an `Optional`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """`tf.TensorSpec`: a component's shape (None for a dimension that varies) and dtype."""
+
+    shape: tuple
+    dtype: Any
+    name: str | None = None
+
+    def __repr__(self) -> str:
+        dtype = np.dtype(self.dtype)
+        kind = "string" if dtype.kind in "OS" else dtype.name
+        return f"TensorSpec(shape={self.shape}, dtype=tf.{kind}, name={self.name})"
+
+    def is_compatible_with(self, value: Any) -> bool:
+        shape = np.shape(value)
+        return len(shape) == len(self.shape) and all(a is None or a == b for a, b in zip(self.shape, shape)) and \
+            np.dtype(getattr(value, "dtype", type(value))) == np.dtype(self.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerReplicaSpec:
+    """One component's spec on each replica (TF's `PerReplicaSpec`)."""
+
+    specs: tuple
+
+    def __repr__(self) -> str:
+        return f"PerReplicaSpec({', '.join(map(repr, self.specs))})"
+
+
+def per_replica_spec(spec: Any, num_replicas: int) -> Any:
+    """`spec` (a tree of TensorSpecs of global batches) as each replica sees it."""
+    def one(s: TensorSpec) -> Any:
+        local = TensorSpec((None, *tuple(s.shape)[1:]), s.dtype)
+        return local if num_replicas == 1 else PerReplicaSpec((local,) * num_replicas)
+    return jax.tree.map(one, spec, is_leaf=lambda x: isinstance(x, TensorSpec))
+
+
+def spec_of_batch(leaves: list, treedef: Any) -> Any:
+    """TensorSpecs of one host batch's leaves, batch dimension unknown."""
+    return jax.tree.unflatten(treedef, [TensorSpec((None, *np.shape(x)[1:]), np.asarray(x).dtype) for x in leaves])
+
+
+class Optional:
+    """`tf.experimental.Optional`: a value, or none at the end of the data."""
+
+    def __init__(self, value: Any = None, has_value: bool = False):
+        self._value, self._has_value = value, has_value
+
+    def has_value(self) -> bool:
+        return self._has_value
+
+    def get_value(self) -> Any:
+        if not self._has_value:
+            raise ValueError("Optional.get_value: this Optional has no value (the iterator reached the end); "
+                             "check has_value() first")
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Optional(has_value={self._has_value})"

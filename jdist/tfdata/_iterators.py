@@ -1,0 +1,78 @@
+"""The few iterators `tf.data` needs that grain does not have, as grain `IterDataset`s.
+
+Each is checkpointable through grain's `get_state` / `set_state`. Their state is the
+number of elements already returned in this pass: restoring rebuilds the pass and
+replays that many elements. Every pass is a pure function of its key (seeds included),
+so the replay gives the same elements, and the position is exact.
+
+- `BufferShuffle`: TF's shuffle buffer (fill `buffer_size` elements, then return a
+  random one and put the next input in its place), so element k of the output comes
+  from the first k + buffer_size inputs, as in TF.
+- `Generated`: elements from a Python callable (`from_generator`, `unbatch`, `cache`,
+  `repeat`, `skip`: anything easier to say as a Python generator over its inputs).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import grain
+import numpy as np
+
+
+class _ReplayIterator(grain.DatasetIterator):
+    """Iterates `make()`; its state is how many elements it returned."""
+
+    def __init__(self, make: Callable[[], Iterator]):
+        super().__init__()
+        self._make = make
+        self._it = make()
+        self._count = 0
+
+    def __next__(self) -> Any:
+        value = next(self._it)
+        self._count += 1
+        return value
+
+    def get_state(self) -> dict[str, Any]:
+        return {"count": self._count}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._it = self._make()
+        self._count = 0
+        for _ in range(int(state["count"])):
+            next(self._it)
+            self._count += 1
+
+
+class Generated(grain.IterDataset):
+    """A grain `IterDataset` whose each pass is a fresh `make()` generator."""
+
+    def __init__(self, make: Callable[[], Iterator]):
+        super().__init__()
+        self._make_iterator = make
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return _ReplayIterator(self._make_iterator)
+
+    def __str__(self) -> str:
+        return "Generated"
+
+
+def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) -> Iterator:
+    """TF's windowed shuffle over the elements of `source()`, drawn with numpy's PCG64 from `seed`."""
+    rng = np.random.default_rng(seed)
+    it = source()
+    buffer: list = []
+    for element in it:
+        buffer.append(element)
+        if len(buffer) >= buffer_size:
+            break
+    while buffer:
+        i = int(rng.integers(len(buffer)))
+        out = buffer[i]
+        try:
+            buffer[i] = next(it)
+        except StopIteration:
+            buffer[i] = buffer[-1]
+            buffer.pop()
+        yield out

@@ -1,0 +1,512 @@
+"""`tf.data.Dataset` on grain: TF's transformations and semantics, elements as numpy arrays.
+
+    ds = jdist.data.Dataset.from_tensor_slices((images, labels)).map(scale).cache().shuffle(10000).batch(64)
+    dist_ds = strategy.experimental_distribute_dataset(ds)
+
+A `Dataset` is a recipe: each pass (each `for` loop, or each epoch of a distributed
+dataset) builds a grain pipeline from it, keyed by the pass number so shuffles draw a
+new, reproducible order per pass (TF's `reshuffle_each_iteration=True`) and `repeat`
+reshuffles each repetition. Pipelines that keep random access (slices, `range`, `map`,
+`batch`, `take`, `skip`, `shard`, `enumerate`, `repeat(n)`, a shuffle whose buffer holds
+every element) stay grain `MapDataset`s, so a saved position restores in O(1); the rest
+(`filter`, `unbatch`, `from_generator`, a windowed shuffle, `cache`) are grain
+`IterDataset`s whose position is replayed (see `_iterators`). `Dataset` is itself a
+grain `IterDataset`, so grain's and Keras's own loaders take it as it is.
+
+Semantics observed in TF 2.21 and kept here: a Python list is one tensor, a tuple or dict
+is structure; `batch` keeps the short remainder unless `drop_remainder=True`;
+`shard(n, i)` takes elements i, i + n, ...; `cardinality()` is -1 when infinite, -2 when
+unknown; `len()` raises TypeError for both; `shuffle(b)` fills a buffer of `b` elements
+and returns a random one, replacing it with the next input.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Iterator
+
+import grain
+import numpy as np
+
+from jdist.tfdata import structure
+from jdist.tfdata._iterators import Generated, buffer_shuffle
+from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
+from jdist.tfdata.structure import HostTensor
+
+Key = tuple
+_SEQUENTIAL = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+
+
+def _derive_seed(seed: int, key: Key) -> int:
+    """A 32-bit seed (grain's range) for one pass: a function of the user's seed and the pass key only."""
+    return int(np.random.SeedSequence([seed, *key]).generate_state(1, np.uint32)[0])
+
+
+class _Slices(grain.MapDataset):
+    """Element i of every component: `from_tensor_slices`'s random-access source."""
+
+    def __init__(self, components: Any, length: int):
+        super().__init__()
+        self._components, self._length = components, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        return structure.map_leaves(lambda a: a[index % self._length], self._components)
+
+    def __str__(self) -> str:
+        return f"Slices(len={self._length})"
+
+
+class _Repeated(grain.MapDataset):
+    """`count` passes of a random-access child, each built with its own key (own shuffle order)."""
+
+    def __init__(self, make: Callable[[Key], grain.MapDataset], key: Key, length: int, count: int):
+        super().__init__()
+        self._make, self._key, self._n, self._count = make, key, length, count
+        self._built: dict[int, grain.MapDataset] = {}
+
+    def __len__(self) -> int:
+        return self._n * self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        rep, i = divmod(int(index), self._n)
+        child = self._built.get(rep)
+        if child is None:
+            if len(self._built) > 2:
+                self._built.clear()
+            child = self._built[rep] = self._make((*self._key, rep))
+        return child[i]
+
+
+def _as_iter(ds: grain.MapDataset | grain.IterDataset, threads: int = 0) -> grain.IterDataset:
+    if isinstance(ds, grain.MapDataset):
+        threaded = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=2 * threads)
+        return ds.to_iter_dataset(_SEQUENTIAL if threads <= 0 else threaded)
+    return ds
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"Dataset.{name}: expected an int, got {type(value).__name__} {value!r}")
+    return int(value)
+
+
+class Dataset(grain.IterDataset):
+    """`tf.data.Dataset`: see the module docstring. Build one with a static constructor."""
+
+    def __init__(self, make: Callable[[Key], Any], cardinality: int, spec: Callable[[], Any], *,
+                 options: Options | None = None, threads: int = 0, kind: str = "Dataset"):
+        super().__init__()
+        self._make_pass = make
+        self._cardinality = int(cardinality)
+        self._spec_fn = spec
+        self._spec: Any = None
+        self._options = options or Options()
+        self._threads = threads
+        self._kind = kind
+        self._passes = 0
+
+    # ---------------------------------------------------------------- derived datasets
+    def _derive(self, make: Callable[[Key], Any], cardinality: int, spec: Callable[[], Any], kind: str,
+                threads: int | None = None) -> Dataset:
+        return Dataset(make, cardinality, spec, options=self._options, kind=kind,
+                       threads=self._threads if threads is None else threads)
+
+    def _build(self, key: Key) -> Any:
+        return self._make_pass(key)
+
+    def _iter_pass(self, key: Key) -> grain.IterDataset:
+        return _as_iter(self._build(key), self._threads)
+
+    def _elements(self, key: Key) -> Iterator:
+        return iter(self._iter_pass(key))
+
+    # ---------------------------------------------------------------- sources
+    @staticmethod
+    def from_tensor_slices(tensors: Any, name: str | None = None) -> Dataset:
+        """One element per row of `tensors` (a tensor, or a tuple/dict of tensors sharing dim 0)."""
+        components = structure.normalize(tensors)
+        parts = structure.leaves(components)
+        if not parts:
+            raise ValueError("from_tensor_slices: `tensors` holds no tensor")
+        if any(np.ndim(p) == 0 for p in parts):
+            raise ValueError("from_tensor_slices: every component needs at least one dimension to slice (got a "
+                             "scalar); use Dataset.from_tensors for a single element")
+        sizes = [int(np.shape(p)[0]) for p in parts]
+        if len(set(sizes)) != 1:
+            raise ValueError(f"from_tensor_slices: every component must have the same size in dimension 0; got "
+                             f"{sizes}")
+        components = structure.map_leaves(
+            lambda a: a.astype(object) if a.dtype.kind == "S" else a, components)
+        n = sizes[0]
+        source = _Slices(components, n)
+        return Dataset(lambda key: source, n, lambda: structure.spec_of(source[0]) if n else
+                       structure.map_leaves(lambda a: structure.TensorSpec(a.shape[1:], a.dtype), components),
+                       kind="TensorSliceDataset")
+
+    @staticmethod
+    def from_tensors(tensors: Any, name: str | None = None) -> Dataset:
+        """One element: `tensors` itself."""
+        element = structure.normalize(tensors)
+        source = grain.MapDataset.source([element])
+        return Dataset(lambda key: source, 1, lambda: structure.spec_of(element), kind="TensorDataset")
+
+    @staticmethod
+    def range(*args: int, output_type: Any = np.int64, name: str | None = None) -> Dataset:
+        """`range(stop)`, `range(start, stop[, step])`: int64 scalars, as TF's."""
+        bounds = range(*(_check_count("range", a) for a in args))
+        dtype = np.dtype(getattr(output_type, "as_numpy_dtype", output_type))
+        source = _Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))
+        return Dataset(lambda key: source, len(bounds), lambda: structure.TensorSpec((), dtype), kind="RangeDataset")
+
+    @staticmethod
+    def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
+                       args: tuple | None = None, output_signature: Any = None, name: str | None = None) -> Dataset:
+        """Elements from `generator(*args)`, called again for each pass; checked against `output_signature`."""
+        if not callable(generator):
+            raise TypeError("from_generator: `generator` must be a callable that returns an iterator (pass the "
+                            "generator function, not a generator object)")
+        if output_signature is None and output_types is None:
+            raise TypeError("from_generator: give `output_signature` (a structure of TensorSpecs), as TF requires")
+        call_args = tuple(args or ())
+
+        def make(key: Key) -> grain.IterDataset:
+            def elements() -> Iterator:
+                for element in generator(*call_args):
+                    element = structure.normalize(element)
+                    if output_signature is not None:
+                        _check_signature(element, output_signature)
+                    yield element
+            return Generated(elements)
+
+        def spec() -> Any:
+            if output_signature is not None:
+                return structure.map_leaves(_as_spec, output_signature)
+            return structure.map_leaves(lambda t: structure.TensorSpec((), t), output_types)
+
+        return Dataset(make, UNKNOWN, spec, kind="FlatMapDataset")
+
+    @staticmethod
+    def zip(*datasets: Any, name: str | None = None) -> Dataset:
+        """Elements of several datasets side by side (a tuple, or the structure given), until one ends."""
+        nested = datasets[0] if len(datasets) == 1 and not isinstance(datasets[0], Dataset) else datasets
+        parts = structure.leaves(nested)
+        if not parts or not all(isinstance(d, Dataset) for d in parts):
+            raise TypeError("Dataset.zip takes Datasets, or one tuple/dict of Datasets")
+        cards = [d._cardinality for d in parts]
+        finite = [c for c in cards if c >= 0]
+        card = min(finite) if finite else (UNKNOWN if UNKNOWN in cards else INFINITE)
+        if UNKNOWN in cards and finite:
+            card = UNKNOWN
+
+        def rebuild(values: list) -> Any:
+            it = iter(values)
+            return structure.map_leaves(lambda _: next(it), nested)
+
+        def make(key: Key) -> Any:
+            built = [d._build(key) for d in parts]
+            if all(isinstance(b, grain.MapDataset) for b in built):
+                n = min(len(b) for b in built)
+                return grain.experimental.ZipMapDataset([b.slice(slice(0, n)) for b in built]).map(
+                    lambda values: rebuild(list(values)))
+            return Generated(lambda: (rebuild(list(v)) for v in zip(*(iter(_as_iter(b)) for b in built))))
+
+        return Dataset(make, card, lambda: structure.map_leaves(lambda d: d.element_spec, nested), kind="ZipDataset")
+
+    # ---------------------------------------------------------------- transformations
+    def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
+            deterministic: bool | None = None, name: str | None = None) -> Dataset:
+        """`map_func` on each element (a tuple is spread into arguments), as TF; runs on the host, in numpy."""
+        if isinstance(map_func, grain.transforms.Map):  # grain's own loaders (Keras's adapter) map this way
+            transform = map_func
+
+            def apply(element: Any) -> Any:
+                return transform.map(element)
+        elif callable(map_func):
+            def apply(element: Any) -> Any:
+                return structure.normalize(structure.call(map_func, element))
+        else:
+            raise TypeError(f"Dataset.map: `map_func` must be callable, got {type(map_func).__name__}")
+        threads = self._threads
+        if num_parallel_calls is not None and num_parallel_calls != 1:
+            threads = max(threads, 4 if num_parallel_calls == AUTOTUNE else _check_count("map", num_parallel_calls))
+
+        def spec() -> Any:
+            first = next(self._elements((0,)), None)
+            if first is None:
+                raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be inspected")
+            out = structure.spec_of(apply(first))
+            if _leading_unknown(self.element_spec):
+                out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
+                                           if s.shape else s, out)
+            return out
+
+        return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, "MapDataset", threads)
+
+    def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
+        """The elements for which `predicate` is true (a boolean scalar)."""
+        def keep(element: Any) -> bool:
+            verdict = np.asarray(structure.call(predicate, element))
+            if verdict.shape != () or verdict.dtype != np.bool_:
+                raise TypeError(f"Dataset.filter: `predicate` must return a scalar bool; got dtype {verdict.dtype} "
+                                f"shape {verdict.shape}")
+            return bool(verdict)
+        return self._derive(lambda key: _as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
+                            lambda: self.element_spec, "FilterDataset")
+
+    def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls: int | None = None,
+              deterministic: bool | None = None, name: str | None = None) -> Dataset:
+        """Consecutive elements stacked `batch_size` at a time; the short last batch kept unless dropped."""
+        size = _check_count("batch", batch_size)
+        if size < 1:
+            raise ValueError(f"Dataset.batch: batch_size must be positive, got {size}")
+        card = self._cardinality
+        if card >= 0:
+            card = card // size if drop_remainder else -(-card // size)
+        return self._derive(
+            lambda key: self._build(key).batch(size, drop_remainder=bool(drop_remainder), batch_fn=structure.stack),
+            card, lambda: structure.batched_spec(self.element_spec, size if drop_remainder else None),
+            "BatchDataset")
+
+    def unbatch(self, name: str | None = None) -> Dataset:
+        """The rows of each element, one by one (the inverse of `batch`)."""
+        def make(key: Key) -> grain.IterDataset:
+            return Generated(lambda: (row for batch in self._elements(key) for row in structure.unstack(batch)))
+        return self._derive(make, UNKNOWN, lambda: structure.unbatched_spec(self.element_spec), "UnbatchDataset")
+
+    def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
+                name: str | None = None) -> Dataset:
+        """TF's windowed shuffle: a buffer of `buffer_size` elements, one drawn at random at a time."""
+        size = _check_count("shuffle", buffer_size)
+        if size < 1 and size != AUTOTUNE:
+            raise ValueError(f"Dataset.shuffle: buffer_size must be positive, got {size}")
+        base = int(np.random.default_rng().integers(1 << 62)) if seed is None else _check_count("shuffle", seed)
+        full = self._cardinality >= 0 and (size >= self._cardinality or size == AUTOTUNE)
+
+        def make(key: Key) -> Any:
+            pass_seed = _derive_seed(base, key if reshuffle_each_iteration else ())
+            built = self._build(key)
+            if full and isinstance(built, grain.MapDataset):
+                return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
+            return Generated(lambda: buffer_shuffle(lambda: iter(_as_iter(built, self._threads)), size, pass_seed))
+
+        return self._derive(make, self._cardinality, lambda: self.element_spec, "ShuffleDataset")
+
+    def repeat(self, count: int | None = None, name: str | None = None) -> Dataset:
+        """The dataset `count` times (forever for None or -1); each repetition is a new pass (reshuffled)."""
+        n = -1 if count is None else _check_count("repeat", count)
+        card = self._cardinality
+        if n < 0:
+            card = INFINITE if card != 0 else 0
+        elif card >= 0:
+            card *= n
+        elif card == INFINITE and n == 0:
+            card = 0
+
+        def make(key: Key) -> Any:
+            if n >= 0 and self._cardinality >= 0 and isinstance(self._build(key + (0,)), grain.MapDataset):
+                return _Repeated(self._build, key, self._cardinality, n)
+            reps = itertools.count() if n < 0 else range(n)
+
+            def elements() -> Iterator:
+                for rep in reps:
+                    empty = True
+                    for element in self._elements((*key, rep)):
+                        empty = False
+                        yield element
+                    if empty:
+                        return
+            return Generated(elements)
+
+        return self._derive(make, card, lambda: self.element_spec, "RepeatDataset")
+
+    def take(self, count: int, name: str | None = None) -> Dataset:
+        """The first `count` elements (all for -1)."""
+        n = _check_count("take", count)
+        if n < 0:
+            return self
+        card = n if self._cardinality == INFINITE else (min(n, self._cardinality) if self._cardinality >= 0
+                                                         else UNKNOWN)
+
+        def make(key: Key) -> Any:
+            built = self._build(key)
+            if isinstance(built, grain.MapDataset):
+                return built.slice(slice(0, n))
+            return Generated(lambda: itertools.islice(iter(built), n))
+        return self._derive(make, card, lambda: self.element_spec, "TakeDataset")
+
+    def skip(self, count: int, name: str | None = None) -> Dataset:
+        """All but the first `count` elements (none for -1)."""
+        n = _check_count("skip", count)
+        card = self._cardinality
+        if n < 0:
+            card = 0
+        elif card >= 0:
+            card = max(0, card - n)
+
+        def make(key: Key) -> Any:
+            built = self._build(key)
+            if isinstance(built, grain.MapDataset):
+                return built.slice(slice(len(built), None) if n < 0 else slice(n, None))
+            return Generated(lambda: itertools.islice(iter(built), 0 if n < 0 else n, 0 if n < 0 else None))
+        return self._derive(make, card, lambda: self.element_spec, "SkipDataset")
+
+    def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:
+        """Elements `index`, `index + num_shards`, ...: this worker's share (TF's `shard`)."""
+        num, i = _check_count("shard", num_shards), _check_count("shard", index)
+        if num < 1 or not 0 <= i < num:
+            raise ValueError(f"Dataset.shard: need num_shards >= 1 and 0 <= index < num_shards; got "
+                             f"num_shards={num}, index={i}")
+        card = self._cardinality
+        if card >= 0:
+            card = len(range(i, card, num))
+
+        def make(key: Key) -> Any:
+            built = self._build(key)
+            if isinstance(built, grain.MapDataset):
+                return built.slice(slice(i, None, num))
+            return Generated(lambda: itertools.islice(iter(built), i, None, num))
+        return self._derive(make, card, lambda: self.element_spec, "ShardDataset")
+
+    def enumerate(self, start: int = 0, name: str | None = None) -> Dataset:
+        """(index, element) pairs, indices int64 from `start`."""
+        first = _check_count("enumerate", start)
+
+        def make(key: Key) -> Any:
+            built = self._build(key)
+            return built.map_with_index(lambda i, element: (np.int64(first + i), element))
+        return self._derive(make, self._cardinality,
+                            lambda: (structure.TensorSpec((), np.dtype(np.int64)), self.element_spec),
+                            "EnumerateDataset")
+
+    def cache(self, filename: str = "", name: str | None = None) -> Dataset:
+        """Keeps the elements of the first complete pass in memory; later passes read them back (so a
+        shuffle before `cache` is frozen, as in TF)."""
+        if filename:
+            raise NotImplementedError("Dataset.cache(filename): jdist caches in memory only; call cache() "
+                                      "without a file name (docs/input.md#tf-data)")
+        store: dict[str, list] = {}
+
+        def make(key: Key) -> Any:
+            if "done" in store:
+                return grain.MapDataset.source(store["done"])
+
+            def elements() -> Iterator:
+                filled = []
+                for element in self._elements(key):
+                    filled.append(element)
+                    yield element
+                store.setdefault("done", filled)
+            return Generated(elements)
+        return self._derive(make, self._cardinality, lambda: self.element_spec, "CacheDataset")
+
+    def prefetch(self, buffer_size: int, name: str | None = None) -> Dataset:
+        """Elements unchanged. Batches are read ahead by jdist's distributed iterator (its
+        `experimental_per_replica_buffer_size`) and by the Trainer; `map(num_parallel_calls=...)` sets
+        how many threads read ahead here."""
+        _check_count("prefetch", buffer_size)
+        return self._derive(self._build, self._cardinality, lambda: self.element_spec, "PrefetchDataset")
+
+    def with_options(self, options: Options, name: str | None = None) -> Dataset:
+        """The same elements with `options` merged over this dataset's (TF's `with_options`)."""
+        if not isinstance(options, Options):
+            raise TypeError(f"with_options takes a tf.data.Options, got {type(options).__name__}")
+        out = self._derive(self._build, self._cardinality, lambda: self.element_spec, self._kind)
+        out._options = self._options.merge(options)
+        return out
+
+    def options(self) -> Options:
+        return self._options
+
+    def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:  # type: ignore[override]
+        """`transformation_func(self)`, which must return a Dataset."""
+        out = transformation_func(self)
+        if not isinstance(out, Dataset):
+            raise TypeError("Dataset.apply: the transformation must return a Dataset")
+        return out
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def element_spec(self) -> Any:
+        """The `TensorSpec` structure of an element (None for a dimension that varies, as after `batch`)."""
+        if self._spec is None:
+            self._spec = self._spec_fn()
+        return self._spec
+
+    def cardinality(self) -> HostTensor:
+        """The number of elements: -1 (`INFINITE_CARDINALITY`) or -2 (`UNKNOWN_CARDINALITY`) when not known."""
+        return HostTensor.of(np.int64(self._cardinality))
+
+    def __len__(self) -> int:
+        if self._cardinality == INFINITE:
+            raise TypeError("The dataset is infinite.")
+        if self._cardinality == UNKNOWN:
+            raise TypeError("The dataset length is unknown.")
+        return self._cardinality
+
+    def __bool__(self) -> bool:
+        return True  # a Dataset is truthy even when empty or of unknown length (no __len__ call)
+
+    def __iter__(self) -> grain.DatasetIterator:
+        """The next pass: elements as host tensors (numpy arrays with `.numpy()`), reshuffled per pass."""
+        return iter(self._iter_pass((self._claim_pass(),)).map(lambda e: structure.map_leaves(HostTensor.of, e)))
+
+    def as_numpy_iterator(self) -> Iterator:
+        """The next pass, as plain numpy values."""
+        return self.begin_pass()[1]
+
+    def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
+        """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:
+        how distributed datasets and the Trainer read and resume a dataset (`jdist.input.sources.PassSource`).
+        Later passes continue after it, so a resumed run reshuffles as the uninterrupted one."""
+        index = self._claim_pass(index)
+        return index, iter(self._iter_pass((index,)))
+
+    def _claim_pass(self, index: int | None = None) -> int:
+        index = self._passes if index is None else int(index)
+        self._passes = max(self._passes, index + 1)
+        return index
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
+        """Folds `reduce_func(state, element)` over one pass."""
+        state = structure.normalize(initial_state)
+        for element in self.as_numpy_iterator():
+            state = structure.normalize(reduce_func(state, element))
+        return state
+
+    def __repr__(self) -> str:
+        try:
+            spec = self.element_spec
+        except Exception:  # an empty mapped dataset has no spec to show
+            spec = "?"
+        return f"<_{self._kind} element_spec={spec}>"
+
+
+def _leading_unknown(spec: Any) -> bool:
+    parts = structure.leaves(spec)
+    return bool(parts) and all(s.shape and s.shape[0] is None for s in parts)
+
+
+def _as_spec(value: Any) -> structure.TensorSpec:
+    shape: Any = getattr(value, "shape", ())
+    dims = tuple(None if d is None else int(d) for d in (shape.as_list() if hasattr(shape, "as_list") else shape))
+    dtype = getattr(value, "dtype", value)
+    return structure.TensorSpec(dims, np.dtype(getattr(dtype, "as_numpy_dtype", dtype)))
+
+
+def _check_signature(element: Any, signature: Any) -> None:
+    specs = structure.leaves(structure.map_leaves(_as_spec, signature))
+    values = structure.leaves(element)
+    if len(specs) != len(values):
+        raise TypeError(f"from_generator: the generator yielded {len(values)} component(s), but output_signature "
+                        f"has {len(specs)}")
+    for spec, value in zip(specs, values):
+        shape = np.shape(value)
+        if len(shape) != len(spec.shape) or any(a is not None and a != b for a, b in zip(spec.shape, shape)):
+            raise TypeError(f"from_generator: an element of shape {shape} does not match output_signature's "
+                            f"{spec}")

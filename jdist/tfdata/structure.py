@@ -1,0 +1,149 @@
+"""Elements as `tf.data` sees them: nested tuples and dicts of numpy arrays, lists read as tensors.
+
+TF's `tf.data` treats a tuple or a dict as structure and a Python list as one tensor
+(`from_tensor_slices([1, 2, 3])` is three int32 scalars, not a tuple of three datasets);
+Python ints become int32 and Python floats float32, while numpy arrays keep their dtype;
+strings become bytes (observed in TF 2.21: `[b'a', b'c', b'e']`). These helpers convert
+once, at the edge, so every transformation works on numpy leaves.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from jdist.input.tensor_spec import TensorSpec
+
+
+def to_leaf(value: Any) -> np.ndarray | np.generic:
+    """One tensor: numpy keeps its dtype; Python numbers take TF's default dtypes; text becomes bytes."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind == "U":
+            if not value.ndim:
+                return np.bytes_(str(value).encode())
+            return np.char.encode(np.asarray(value, dtype=str), "utf-8").astype(object)
+        return value
+    if hasattr(value, "__array__") and not isinstance(value, (list, str, bytes)):
+        return np.asarray(value)
+    if isinstance(value, str):
+        return np.bytes_(value.encode("utf-8"))
+    if isinstance(value, bytes):
+        return np.bytes_(value)
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        return np.char.encode(array, "utf-8").astype(object)
+    if array.dtype.kind == "S":
+        return array.astype(object)
+    if array.dtype == np.float64 and _python_numbers(value, float):
+        return array.astype(np.float32)
+    if array.dtype == np.int64 and _python_numbers(value, int):
+        return array.astype(np.int32)
+    if array.dtype == object:
+        raise TypeError(f"tf.data: cannot convert {type(value).__name__} {value!r:.80} to a tensor: its items have "
+                        "different shapes or types. Give a numpy array, or a tuple/dict of arrays for several "
+                        "components.")
+    return array
+
+
+def _python_numbers(value: Any, kind: type) -> bool:
+    """Whether `value` is built from Python numbers (not numpy ones), which TF converts with its own defaults."""
+    if isinstance(value, (list, tuple)):
+        return all(_python_numbers(v, kind) for v in value)
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def normalize(element: Any) -> Any:
+    """The element with every tensor converted by `to_leaf`; tuples, dicts and namedtuples kept."""
+    if isinstance(element, dict):
+        return {k: normalize(v) for k, v in element.items()}
+    if isinstance(element, tuple):
+        items = [normalize(v) for v in element]
+        return type(element)(*items) if hasattr(element, "_fields") else tuple(items)
+    return to_leaf(element)
+
+
+def map_leaves(fn: Callable[[Any], Any], element: Any) -> Any:
+    """`fn` over the tensors of `element`, keeping its structure."""
+    if isinstance(element, dict):
+        return {k: map_leaves(fn, v) for k, v in element.items()}
+    if isinstance(element, tuple):
+        items = [map_leaves(fn, v) for v in element]
+        return type(element)(*items) if hasattr(element, "_fields") else tuple(items)
+    return fn(element)
+
+
+def leaves(element: Any) -> list:
+    """The tensors of `element` in order (dict entries in insertion order)."""
+    if isinstance(element, dict):
+        return [x for v in element.values() for x in leaves(v)]
+    if isinstance(element, tuple):
+        return [x for v in element for x in leaves(v)]
+    return [element]
+
+
+def call(fn: Callable, element: Any) -> Any:
+    """Calls a user function on an element as TF does: a tuple is spread into arguments."""
+    if isinstance(element, tuple) and not hasattr(element, "_fields"):
+        return fn(*element)
+    return fn(element)
+
+
+def stack(elements: list) -> Any:
+    """A batch of same-structured elements: each tensor stacked along a new leading axis."""
+    first = elements[0]
+    if isinstance(first, dict):
+        return {k: stack([e[k] for e in elements]) for k in first}
+    if isinstance(first, tuple):
+        items = [stack([e[i] for e in elements]) for i in range(len(first))]
+        return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
+    try:
+        out = np.stack([np.asarray(e) for e in elements])
+        return out.astype(object) if out.dtype.kind == "S" else out  # TF batches strings as bytes objects
+    except ValueError as err:
+        shapes = sorted({np.shape(e) for e in elements})
+        raise ValueError(f"batch: the elements have different shapes {shapes}; batch needs one shape per "
+                         "component (pad or resize them in a map first)") from err
+
+
+def unstack(batch: Any) -> list:
+    """The rows of a batched element (the inverse of `stack`)."""
+    parts = leaves(batch)
+    if not parts:
+        return []
+    sizes = {int(np.shape(p)[0]) if np.ndim(p) else -1 for p in parts}
+    if -1 in sizes or len(sizes) != 1:
+        raise ValueError(f"unbatch: every component needs the same leading dimension; got {sorted(sizes)} (-1: a "
+                         "scalar)")
+    (n,) = sizes
+    return [map_leaves(lambda x, i=i: x[i], batch) for i in range(n)]
+
+
+def spec_of(element: Any) -> Any:
+    """The `TensorSpec` structure of one element."""
+    return map_leaves(lambda x: TensorSpec(tuple(np.shape(x)), np.asarray(x).dtype), element)
+
+
+def batched_spec(spec: Any, size: int | None) -> Any:
+    return map_leaves(lambda s: TensorSpec((size, *s.shape), s.dtype), spec)
+
+
+def unbatched_spec(spec: Any) -> Any:
+    return map_leaves(lambda s: TensorSpec(s.shape[1:], s.dtype), spec)
+
+
+class HostTensor(np.ndarray):
+    """A numpy array with TF's `.numpy()`: what iterating a `tf.data.Dataset` gives a TF script.
+
+    It is an `np.ndarray` (a view, no copy), so numpy, JAX and jdist take it as one.
+    """
+
+    @staticmethod
+    def of(value: Any) -> Any:
+        if isinstance(value, (bytes, str)):
+            return value
+        return np.asarray(value).view(HostTensor)
+
+    def numpy(self) -> Any:
+        """The value as numpy: a numpy scalar for a scalar, else an array (TF's `EagerTensor.numpy`)."""
+        plain = self.view(np.ndarray)
+        return plain[()] if plain.ndim == 0 else plain
