@@ -68,6 +68,23 @@ def test_strings_lists_tuples_and_dicts_as_tf_reads_them():
     assert repr(D.from_tensors([1, 2]).element_spec) == "TensorSpec(shape=(2,), dtype=tf.int32, name=None)"
 
 
+def test_from_generator_casts_to_its_types_as_tf():
+    # TF: from_generator(..., output_types=(tf.float32), output_shapes=tf.TensorShape([4])) on float64 arrays
+    #   -> TensorSpec(shape=(4,), dtype=tf.float32, name=None), elements float32
+    ds = D.from_generator(lambda: iter([np.arange(4.0), np.ones(4)]), output_types=np.float32, output_shapes=[4])
+    assert repr(ds.element_spec) == "TensorSpec(shape=(4,), dtype=tf.float32, name=None)"
+    assert [x.dtype for x in ds.as_numpy_iterator()] == [np.float32] * 2
+    # TF: output_types=(tf.int64, tf.float32) alone -> shapes <unknown>; [(np.int64(1), array([1.5, 2.5], float32))]
+    pair = D.from_generator(lambda: iter([(1, [1.5, 2.5])]), output_types=(np.int64, np.float32))
+    assert repr(pair.element_spec[0]) == "TensorSpec(shape=<unknown>, dtype=tf.int64, name=None)"
+    (first, second), = pair.as_numpy_iterator()
+    assert type(first) is np.int64 and second.dtype == np.float32 and second.tolist() == [1.5, 2.5]
+    # TF: TensorSpec([2, None]) -> TensorSpec(shape=(2, None), dtype=tf.float32, name=None)
+    assert repr(TensorSpec([2, None])) == "TensorSpec(shape=(2, None), dtype=tf.float32, name=None)"
+    # A generator re-runs for each pass (TF calls it again per iteration).
+    assert values(ds) == values(ds)
+
+
 def test_iteration_gives_tensors_with_numpy():
     x, y = next(iter(D.from_tensor_slices((np.arange(3.0), np.arange(3)))))
     assert isinstance(x, HostTensor) and x.numpy() == 0.0 and type(y.numpy()) is np.int64

@@ -18,19 +18,31 @@ import numpy as np
 class TensorSpec:
     """`tf.TensorSpec`: a component's shape (None for a dimension that varies) and dtype."""
 
-    shape: tuple
-    dtype: Any
+    shape: Any
+    dtype: Any = np.float32
     name: str | None = None
+
+    def __post_init__(self):
+        # TF's forms: a list, a TensorShape (`as_list()`), None for an unknown rank (kept as None); TF's dtypes.
+        shape = self.shape
+        if shape is not None:
+            dims = shape.as_list() if hasattr(shape, "as_list") else shape
+            shape = tuple(None if d is None else int(d) for d in dims)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(getattr(self.dtype, "as_numpy_dtype", self.dtype)))
 
     def __repr__(self) -> str:
         dtype = np.dtype(self.dtype)
         kind = "string" if dtype.kind in "OS" else dtype.name
-        return f"TensorSpec(shape={self.shape}, dtype=tf.{kind}, name={self.name})"
+        shape = "<unknown>" if self.shape is None else self.shape
+        return f"TensorSpec(shape={shape}, dtype=tf.{kind}, name={self.name})"
 
     def is_compatible_with(self, value: Any) -> bool:
+        """Whether `value` (an array) has this spec's dtype and a shape this spec allows."""
         shape = np.shape(value)
-        return len(shape) == len(self.shape) and all(a is None or a == b for a, b in zip(self.shape, shape)) and \
-            np.dtype(getattr(value, "dtype", type(value))) == np.dtype(self.dtype)
+        fits = self.shape is None or len(shape) == len(self.shape) and all(
+            a is None or a == b for a, b in zip(self.shape, shape))
+        return fits and np.dtype(getattr(value, "dtype", type(value))) == self.dtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +58,7 @@ class PerReplicaSpec:
 def per_replica_spec(spec: Any, num_replicas: int) -> Any:
     """`spec` (a tree of TensorSpecs of global batches) as each replica sees it."""
     def one(s: TensorSpec) -> Any:
-        local = TensorSpec((None, *tuple(s.shape)[1:]), s.dtype)
+        local = TensorSpec(None if s.shape is None else (None, *s.shape[1:]), s.dtype)
         return local if num_replicas == 1 else PerReplicaSpec((local,) * num_replicas)
     return jax.tree.map(one, spec, is_leaf=lambda x: isinstance(x, TensorSpec))
 

@@ -8,6 +8,8 @@ so the replay gives the same elements, and the position is exact.
 - `BufferShuffle`: TF's shuffle buffer (fill `buffer_size` elements, then return a
   random one and put the next input in its place), so element k of the output comes
   from the first k + buffer_size inputs, as in TF.
+- `Slices`, `Repeated`: random-access sources (`from_tensor_slices`, `repeat(n)`), so
+  batches index straight into them.
 - `Generated`: elements from a Python callable (`from_generator`, `unbatch`, `cache`,
   `repeat`, `skip`: anything easier to say as a Python generator over its inputs).
 """
@@ -17,6 +19,8 @@ from typing import Any, Callable, Iterator
 
 import grain
 import numpy as np
+
+from jdist.tfdata import structure
 
 
 class _ReplayIterator(grain.DatasetIterator):
@@ -76,3 +80,55 @@ def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) 
             buffer[i] = buffer[-1]
             buffer.pop()
         yield out
+
+
+_SEQUENTIAL = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+
+
+class Slices(grain.MapDataset):
+    """Element i of every component: `from_tensor_slices`'s random-access source."""
+
+    def __init__(self, components: Any, length: int):
+        super().__init__()
+        self._components, self._length = components, length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        return structure.map_leaves(lambda a: a[index % self._length], self._components)
+
+    def __str__(self) -> str:
+        return f"Slices(len={self._length})"
+
+
+class Repeated(grain.MapDataset):
+    """`count` passes of a random-access child, each built with its own key (own shuffle order)."""
+
+    def __init__(self, make: Callable[[tuple], grain.MapDataset], key: tuple, length: int, count: int):
+        super().__init__()
+        self._make, self._key, self._n, self._count = make, key, length, count
+        self._built: dict[int, grain.MapDataset] = {}
+
+    def __len__(self) -> int:
+        return self._n * self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        rep, i = divmod(int(index), self._n)
+        child = self._built.get(rep)
+        if child is None:
+            if len(self._built) > 2:
+                self._built.clear()
+            child = self._built[rep] = self._make((*self._key, rep))
+        return child[i]
+
+
+def as_iter(ds: grain.MapDataset | grain.IterDataset, threads: int = 0) -> grain.IterDataset:
+    if isinstance(ds, grain.MapDataset):
+        threaded = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=2 * threads)
+        return ds.to_iter_dataset(_SEQUENTIAL if threads <= 0 else threaded)
+    return ds

@@ -28,66 +28,16 @@ import grain
 import numpy as np
 
 from jdist.tfdata import structure
-from jdist.tfdata._iterators import Generated, buffer_shuffle
+from jdist.tfdata._iterators import Generated, Repeated, Slices, as_iter, buffer_shuffle
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
 
 Key = tuple
-_SEQUENTIAL = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
 
 
 def _derive_seed(seed: int, key: Key) -> int:
     """A 32-bit seed (grain's range) for one pass: a function of the user's seed and the pass key only."""
     return int(np.random.SeedSequence([seed, *key]).generate_state(1, np.uint32)[0])
-
-
-class _Slices(grain.MapDataset):
-    """Element i of every component: `from_tensor_slices`'s random-access source."""
-
-    def __init__(self, components: Any, length: int):
-        super().__init__()
-        self._components, self._length = components, length
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return self.slice(index)
-        return structure.map_leaves(lambda a: a[index % self._length], self._components)
-
-    def __str__(self) -> str:
-        return f"Slices(len={self._length})"
-
-
-class _Repeated(grain.MapDataset):
-    """`count` passes of a random-access child, each built with its own key (own shuffle order)."""
-
-    def __init__(self, make: Callable[[Key], grain.MapDataset], key: Key, length: int, count: int):
-        super().__init__()
-        self._make, self._key, self._n, self._count = make, key, length, count
-        self._built: dict[int, grain.MapDataset] = {}
-
-    def __len__(self) -> int:
-        return self._n * self._count
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return self.slice(index)
-        rep, i = divmod(int(index), self._n)
-        child = self._built.get(rep)
-        if child is None:
-            if len(self._built) > 2:
-                self._built.clear()
-            child = self._built[rep] = self._make((*self._key, rep))
-        return child[i]
-
-
-def _as_iter(ds: grain.MapDataset | grain.IterDataset, threads: int = 0) -> grain.IterDataset:
-    if isinstance(ds, grain.MapDataset):
-        threaded = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=2 * threads)
-        return ds.to_iter_dataset(_SEQUENTIAL if threads <= 0 else threaded)
-    return ds
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -121,7 +71,7 @@ class Dataset(grain.IterDataset):
         return self._make_pass(key)
 
     def _iter_pass(self, key: Key) -> grain.IterDataset:
-        return _as_iter(self._build(key), self._threads)
+        return as_iter(self._build(key), self._threads)
 
     def _elements(self, key: Key) -> Iterator:
         return iter(self._iter_pass(key))
@@ -144,7 +94,7 @@ class Dataset(grain.IterDataset):
         components = structure.map_leaves(
             lambda a: a.astype(object) if a.dtype.kind == "S" else a, components)
         n = sizes[0]
-        source = _Slices(components, n)
+        source = Slices(components, n)
         return Dataset(lambda key: source, n, lambda: structure.spec_of(source[0]) if n else
                        structure.map_leaves(lambda a: structure.TensorSpec(a.shape[1:], a.dtype), components),
                        kind="TensorSliceDataset")
@@ -161,7 +111,7 @@ class Dataset(grain.IterDataset):
         """`range(stop)`, `range(start, stop[, step])`: int64 scalars, as TF's."""
         bounds = range(*(_check_count("range", a) for a in args))
         dtype = np.dtype(getattr(output_type, "as_numpy_dtype", output_type))
-        source = _Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))
+        source = Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))
         return Dataset(lambda key: source, len(bounds), lambda: structure.TensorSpec((), dtype), kind="RangeDataset")
 
     @staticmethod
@@ -174,22 +124,13 @@ class Dataset(grain.IterDataset):
         if output_signature is None and output_types is None:
             raise TypeError("from_generator: give `output_signature` (a structure of TensorSpecs), as TF requires")
         call_args = tuple(args or ())
+        signature = structure.signature_from(output_signature, output_types, output_shapes)
 
         def make(key: Key) -> grain.IterDataset:
-            def elements() -> Iterator:
-                for element in generator(*call_args):
-                    element = structure.normalize(element)
-                    if output_signature is not None:
-                        _check_signature(element, output_signature)
-                    yield element
-            return Generated(elements)
+            return Generated(lambda: (structure.conform(structure.normalize(element), signature)
+                                      for element in generator(*call_args)))
 
-        def spec() -> Any:
-            if output_signature is not None:
-                return structure.map_leaves(_as_spec, output_signature)
-            return structure.map_leaves(lambda t: structure.TensorSpec((), t), output_types)
-
-        return Dataset(make, UNKNOWN, spec, kind="FlatMapDataset")
+        return Dataset(make, UNKNOWN, lambda: signature, kind="FlatMapDataset")
 
     @staticmethod
     def zip(*datasets: Any, name: str | None = None) -> Dataset:
@@ -214,7 +155,7 @@ class Dataset(grain.IterDataset):
                 n = min(len(b) for b in built)
                 return grain.experimental.ZipMapDataset([b.slice(slice(0, n)) for b in built]).map(
                     lambda values: rebuild(list(values)))
-            return Generated(lambda: (rebuild(list(v)) for v in zip(*(iter(_as_iter(b)) for b in built))))
+            return Generated(lambda: (rebuild(list(v)) for v in zip(*(iter(as_iter(b)) for b in built))))
 
         return Dataset(make, card, lambda: structure.map_leaves(lambda d: d.element_spec, nested), kind="ZipDataset")
 
@@ -241,7 +182,7 @@ class Dataset(grain.IterDataset):
             if first is None:
                 raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be inspected")
             out = structure.spec_of(apply(first))
-            if _leading_unknown(self.element_spec):
+            if structure.leading_unknown(self.element_spec):
                 out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
                                            if s.shape else s, out)
             return out
@@ -256,7 +197,7 @@ class Dataset(grain.IterDataset):
                 raise TypeError(f"Dataset.filter: `predicate` must return a scalar bool; got dtype {verdict.dtype} "
                                 f"shape {verdict.shape}")
             return bool(verdict)
-        return self._derive(lambda key: _as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
+        return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
                             lambda: self.element_spec, "FilterDataset")
 
     def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls: int | None = None,
@@ -293,7 +234,7 @@ class Dataset(grain.IterDataset):
             built = self._build(key)
             if full and isinstance(built, grain.MapDataset):
                 return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
-            return Generated(lambda: buffer_shuffle(lambda: iter(_as_iter(built, self._threads)), size, pass_seed))
+            return Generated(lambda: buffer_shuffle(lambda: iter(as_iter(built, self._threads)), size, pass_seed))
 
         return self._derive(make, self._cardinality, lambda: self.element_spec, "ShuffleDataset")
 
@@ -310,7 +251,7 @@ class Dataset(grain.IterDataset):
 
         def make(key: Key) -> Any:
             if n >= 0 and self._cardinality >= 0 and isinstance(self._build(key + (0,)), grain.MapDataset):
-                return _Repeated(self._build, key, self._cardinality, n)
+                return Repeated(self._build, key, self._cardinality, n)
             reps = itertools.count() if n < 0 else range(n)
 
             def elements() -> Iterator:
@@ -485,28 +426,3 @@ class Dataset(grain.IterDataset):
         except Exception:  # an empty mapped dataset has no spec to show
             spec = "?"
         return f"<_{self._kind} element_spec={spec}>"
-
-
-def _leading_unknown(spec: Any) -> bool:
-    parts = structure.leaves(spec)
-    return bool(parts) and all(s.shape and s.shape[0] is None for s in parts)
-
-
-def _as_spec(value: Any) -> structure.TensorSpec:
-    shape: Any = getattr(value, "shape", ())
-    dims = tuple(None if d is None else int(d) for d in (shape.as_list() if hasattr(shape, "as_list") else shape))
-    dtype = getattr(value, "dtype", value)
-    return structure.TensorSpec(dims, np.dtype(getattr(dtype, "as_numpy_dtype", dtype)))
-
-
-def _check_signature(element: Any, signature: Any) -> None:
-    specs = structure.leaves(structure.map_leaves(_as_spec, signature))
-    values = structure.leaves(element)
-    if len(specs) != len(values):
-        raise TypeError(f"from_generator: the generator yielded {len(values)} component(s), but output_signature "
-                        f"has {len(specs)}")
-    for spec, value in zip(specs, values):
-        shape = np.shape(value)
-        if len(shape) != len(spec.shape) or any(a is not None and a != b for a, b in zip(spec.shape, shape)):
-            raise TypeError(f"from_generator: an element of shape {shape} does not match output_signature's "
-                            f"{spec}")

@@ -124,11 +124,52 @@ def spec_of(element: Any) -> Any:
 
 
 def batched_spec(spec: Any, size: int | None) -> Any:
-    return map_leaves(lambda s: TensorSpec((size, *s.shape), s.dtype), spec)
+    return map_leaves(lambda s: TensorSpec(None if s.shape is None else (size, *s.shape), s.dtype), spec)
 
 
 def unbatched_spec(spec: Any) -> Any:
-    return map_leaves(lambda s: TensorSpec(s.shape[1:], s.dtype), spec)
+    return map_leaves(lambda s: TensorSpec(None if s.shape is None else s.shape[1:], s.dtype), spec)
+
+
+def leading_unknown(spec: Any) -> bool:
+    parts = leaves(spec)
+    return bool(parts) and all(s.shape and s.shape[0] is None for s in parts)
+
+
+def as_spec(value: Any) -> TensorSpec:
+    """A TensorSpec from a TensorSpec-like value (jdist's, or anything with `shape` and `dtype`)."""
+    return value if isinstance(value, TensorSpec) else TensorSpec(getattr(value, "shape", ()), value.dtype)
+
+
+def signature_from(output_signature: Any, output_types: Any, output_shapes: Any) -> Any:
+    """`from_generator`'s structure of TensorSpecs, from `output_signature` or TF's older types/shapes pair."""
+    if output_signature is not None:
+        return map_leaves(as_spec, output_signature)
+    if output_shapes is None:
+        return map_leaves(lambda t: TensorSpec(None, t), output_types)
+    shapes = leaves(output_shapes) if isinstance(output_shapes, (tuple, dict)) else [output_shapes]
+    it = iter(shapes)
+    return map_leaves(lambda t: TensorSpec(next(it), t), output_types)
+
+
+def conform(element: Any, signature: Any) -> Any:
+    """`element` with each tensor cast to its spec's dtype (as TF converts generator output), shapes checked."""
+    specs, values = leaves(signature), leaves(element)
+    if len(specs) != len(values):
+        raise TypeError(f"from_generator: the generator yielded {len(values)} component(s), but output_signature "
+                        f"has {len(specs)}")
+    it = iter(zip(specs, values))
+
+    def one(_: Any) -> Any:
+        spec, value = next(it)
+        if not spec.is_compatible_with(np.empty(np.shape(value), np.dtype(spec.dtype))):
+            raise TypeError(f"from_generator: an element of shape {np.shape(value)} does not match "
+                            f"output_signature's {spec}")
+        if np.dtype(spec.dtype).kind == "O":
+            return value
+        array = np.asarray(value, dtype=spec.dtype)
+        return array[()] if array.ndim == 0 else array  # scalars as numpy scalars, as slicing gives them
+    return map_leaves(one, element)
 
 
 class HostTensor(np.ndarray):
