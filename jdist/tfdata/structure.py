@@ -54,6 +54,8 @@ def _python_numbers(value: Any, kind: type) -> bool:
 
 def normalize(element: Any) -> Any:
     """The element with every tensor converted by `to_leaf`; tuples, dicts and namedtuples kept."""
+    if type(element) is np.ndarray and element.dtype.kind != "U":  # the common case, first
+        return element
     if isinstance(element, dict):
         return {k: normalize(v) for k, v in element.items()}
     if isinstance(element, tuple):
