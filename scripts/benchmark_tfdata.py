@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             variants["tf_data"] = (tf_process.run, args.read_batches * args.batch, args.read_batches)
         except WorkerError as error:
             print(f"tf_data: not measured ({str(error).splitlines()[0]})")
-    for name, (run, _, n) in variants.items():  # warm-up: compile, fill buffers
+    for run, _, n in variants.values():  # warm-up: compile, fill buffers
         run(n)
     rates: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
