@@ -213,6 +213,8 @@ def test_shuffle_is_tfs_window_and_reshuffles_per_pass():
         assert all(value < k + buffer for k, value in enumerate(order))
     assert passes[0] != passes[1] != passes[2]
     assert values(D.range(n).shuffle(buffer, seed=7)) == passes[0]  # reproducible by seed
+    # A stream (no random access after filter) is shuffled by the same buffer, element by element.
+    assert values(D.range(n).filter(lambda x: x >= 0).shuffle(buffer, seed=7)) == passes[0]
     fixed = D.range(n).shuffle(buffer, seed=7, reshuffle_each_iteration=False)
     assert values(fixed) == values(fixed)
     # repeat after shuffle reshuffles each repetition (TF: [0, 3, 2, 1, 1, 2, 3, 0] for range(4), seed 2)

@@ -64,7 +64,7 @@ class Generated(grain.IterDataset):
 
 def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) -> Iterator:
     """TF's windowed shuffle over the elements of `source()`, drawn with numpy's PCG64 from `seed`."""
-    rng = np.random.default_rng(seed)
+    draws = _Draws(seed)
     it = source()
     buffer: list = []
     for element in it:
@@ -72,7 +72,7 @@ def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) 
         if len(buffer) >= buffer_size:
             break
     while buffer:
-        i = int(rng.integers(len(buffer)))
+        i = draws.below(len(buffer))
         out = buffer[i]
         try:
             buffer[i] = next(it)
@@ -80,6 +80,28 @@ def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) 
             buffer[i] = buffer[-1]
             buffer.pop()
         yield out
+
+
+def window_permutation(n: int, buffer_size: int, seed: int) -> np.ndarray:
+    """The order `buffer_shuffle` gives `range(n)` for this seed: the same draws, made on indices, so a
+    random-access dataset stays random access (and resumes in O(1)) under a windowed shuffle."""
+    return np.fromiter(buffer_shuffle(lambda: iter(range(n)), buffer_size, seed), np.int64, count=n)
+
+
+class _Draws:
+    """Uniform integers below a bound, from floats drawn in blocks (one numpy call per 4096 draws)."""
+
+    def __init__(self, seed: int):
+        self._rng = np.random.default_rng(seed)
+        self._block = np.empty(0)
+        self._next = 0
+
+    def below(self, bound: int) -> int:
+        if self._next == len(self._block):
+            self._block, self._next = self._rng.random(4096), 0
+        value = self._block[self._next]
+        self._next += 1
+        return min(int(value * bound), bound - 1)
 
 
 _SEQUENTIAL = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
@@ -125,6 +147,22 @@ class Repeated(grain.MapDataset):
                 self._built.clear()
             child = self._built[rep] = self._make((*self._key, rep))
         return child[i]
+
+
+class Permuted(grain.MapDataset):
+    """Element `order[i]` of a random-access parent at position i."""
+
+    def __init__(self, parent: grain.MapDataset, order: np.ndarray):
+        super().__init__(parent)
+        self._order = order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.slice(index)
+        return self._parent[int(self._order[index % len(self._order)])]
 
 
 def as_iter(ds: grain.MapDataset | grain.IterDataset, threads: int = 0) -> grain.IterDataset:

@@ -28,7 +28,15 @@ import grain
 import numpy as np
 
 from jdist.tfdata import structure
-from jdist.tfdata._iterators import Generated, Repeated, Slices, as_iter, buffer_shuffle
+from jdist.tfdata._iterators import (
+    Generated,
+    Permuted,
+    Repeated,
+    Slices,
+    as_iter,
+    buffer_shuffle,
+    window_permutation,
+)
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
 
@@ -232,8 +240,10 @@ class Dataset(grain.IterDataset):
         def make(key: Key) -> Any:
             pass_seed = _derive_seed(base, key if reshuffle_each_iteration else ())
             built = self._build(key)
-            if full and isinstance(built, grain.MapDataset):
-                return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
+            if isinstance(built, grain.MapDataset) and self._cardinality >= 0:
+                if full:
+                    return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
+                return Permuted(built, window_permutation(self._cardinality, size, pass_seed))
             return Generated(lambda: buffer_shuffle(lambda: iter(as_iter(built, self._threads)), size, pass_seed))
 
         return self._derive(make, self._cardinality, lambda: self.element_spec, "ShuffleDataset")
