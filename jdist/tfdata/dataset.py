@@ -260,8 +260,9 @@ class Dataset(grain.IterDataset):
             card = 0
 
         def make(key: Key) -> Any:
-            if n >= 0 and self._cardinality >= 0 and isinstance(self._build(key + (0,)), grain.MapDataset):
-                return Repeated(self._build, key, self._cardinality, n)
+            if self._cardinality > 0 and isinstance(self._build(key + (0,)), grain.MapDataset):
+                # Random access also when endless: 2**40 elements stand for forever.
+                return Repeated(self._build, key, self._cardinality, n if n >= 0 else (1 << 40) // self._cardinality)
             reps = itertools.count() if n < 0 else range(n)
 
             def elements() -> Iterator:
