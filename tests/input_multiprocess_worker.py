@@ -79,7 +79,11 @@ def scenario_data():
     out = {"uneven": epoch(strategy.experimental_distribute_dataset(grain.MapDataset.range(15).batch(4))),
            "uneven_drop": epoch(strategy.experimental_distribute_dataset(
                grain.MapDataset.range(15).batch(4, drop_remainder=True))),
-           "big": epoch(strategy.experimental_distribute_dataset(jdist.ArrayDataset(np.arange(45), 16)))}
+           "big": epoch(strategy.experimental_distribute_dataset(jdist.ArrayDataset(np.arange(45), 16))),
+           # tf.data (jdist.data): the same split; a seeded windowed shuffle is the same on every worker.
+           "tfdata": epoch(strategy.experimental_distribute_dataset(jdist.data.Dataset.range(15).batch(4))),
+           "tfdata_shuffled": epoch(strategy.experimental_distribute_dataset(
+               jdist.data.Dataset.range(45).shuffle(10, seed=3).batch(16)))}
     return out
 
 
@@ -118,7 +122,12 @@ def scenario_function():
         contexts.append([ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync])
         return dataset_fn(ctx)
 
-    return {"steps": epoch(strategy.distribute_datasets_from_function(recording_fn)), "contexts": contexts}
+    def tfdata_fn(ctx):  # TF's distributed-input tutorial: shard, then batch per replica
+        return jdist.data.Dataset.range(15).shard(ctx.num_input_pipelines, ctx.input_pipeline_id).batch(
+            ctx.get_per_replica_batch_size(ctx.num_replicas_in_sync))
+
+    return {"steps": epoch(strategy.distribute_datasets_from_function(recording_fn)), "contexts": contexts,
+            "tfdata": epoch(strategy.distribute_datasets_from_function(tfdata_fn))}
 
 
 def scenario_training():

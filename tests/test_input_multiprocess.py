@@ -119,6 +119,16 @@ def test_tf_multi_worker_expectations(run2):
     assert [s["local"] for s in results[1]["data"]["uneven_drop"]] == worker1[:3]
     assert [s["local"] for s in results[0]["function"]["steps"]] == worker0
     assert [s["local"] for s in results[1]["function"]["steps"]] == worker1
+    for w, expected in enumerate([worker0, worker1]):  # tf.data pipelines through jdist.data: the same
+        assert [s["local"] for s in results[w]["data"]["tfdata"]] == expected
+        assert [s["local"] for s in results[w]["function"]["tfdata"]] == expected
+
+
+def test_seeded_tfdata_shuffle_splits_one_order_over_workers(run):
+    _, results = run
+    shuffled = [results[w]["data"]["tfdata_shuffled"] for w in range(2)]
+    assert sorted(_flat(shuffled[0]) + _flat(shuffled[1])) == list(range(45))  # disjoint and complete
+    assert _flat(shuffled[0]) + _flat(shuffled[1]) != list(range(45))
 
 
 def test_file_policy_gives_each_worker_its_own_files(run):
@@ -137,7 +147,7 @@ def test_file_policy_gives_each_worker_its_own_files(run):
     # AUTO says what it chose, once per distributed dataset.
     for w in range(2):
         log = results[w]["log"]
-        assert len(log) == 8
+        assert len(log) == 10  # one line per distributed dataset the scenarios make
         assert sum("FILE (AUTO chose FILE: 4 files over 2 workers)" in line for line in log) == 3
 
 
