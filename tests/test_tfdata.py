@@ -185,6 +185,29 @@ def test_map_with_numpy_ops_and_parallel_calls_keeps_order():
     assert got[0][0].dtype == np.float32 and [len(b[1]) for b in got] == [8, 8, 4]
 
 
+def test_map_functions_cannot_change_the_source_rows():
+    """TF tensors are immutable: the Keras tutorial's `image /= 255` makes a new tensor in TF. On numpy rows it
+    would divide the dataset's own array again every epoch; here it is out of place, and item assignment fails."""
+    images = np.arange(6, dtype=np.float32).reshape(3, 2)
+
+    def scale(image, label):
+        image /= 2
+        return image, label
+
+    ds = D.from_tensor_slices((images, np.arange(3))).map(scale)
+    first, second = values(ds), values(ds)
+    assert first == second and first[0] == ([0.0, 0.5], 0)
+    np.testing.assert_array_equal(images, np.arange(6, dtype=np.float32).reshape(3, 2))
+    assert images.flags.writeable  # the caller's array is left as it was
+
+    def assign(image, label):
+        image[0] = 7.0
+        return image, label
+
+    with pytest.raises(ValueError, match="read-only"):
+        values(D.from_tensor_slices((images, np.arange(3))).map(assign))
+
+
 def test_cache_freezes_the_first_pass():
     ds = D.range(20).shuffle(20, seed=3).cache()
     first, second = values(ds), values(ds)

@@ -99,8 +99,7 @@ class Dataset(grain.IterDataset):
         if len(set(sizes)) != 1:
             raise ValueError(f"from_tensor_slices: every component must have the same size in dimension 0; got "
                              f"{sizes}")
-        components = structure.map_leaves(
-            lambda a: a.astype(object) if a.dtype.kind == "S" else a, components)
+        components = structure.map_leaves(structure.read_only, components)
         n = sizes[0]
         source = Slices(components, n)
         return Dataset(lambda key: source, n, lambda: structure.spec_of(source[0]) if n else

@@ -52,6 +52,14 @@ def _python_numbers(value: Any, kind: type) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
+def read_only(array: Any) -> np.ndarray:
+    """A view of `array` that refuses writes (strings as bytes objects, as TF batches them): a dataset's
+    source rows can then never be changed in place by a map function."""
+    view = (array.astype(object) if array.dtype.kind == "S" else array).view()
+    view.flags.writeable = False
+    return view
+
+
 def normalize(element: Any) -> Any:
     """The element with every tensor converted by `to_leaf`; tuples, dicts and namedtuples kept."""
     if type(element) is np.ndarray and element.dtype.kind != "U":  # the common case, first
@@ -84,7 +92,9 @@ def leaves(element: Any) -> list:
 
 
 def call(fn: Callable, element: Any) -> Any:
-    """Calls a user function on an element as TF does: a tuple is spread into arguments."""
+    """Calls a user function on an element as TF does: a tuple is spread into arguments, and each tensor
+    is a `HostTensor` (immutable to augmented assignment, as TF's tensors)."""
+    element = map_leaves(HostTensor.of, element)
     if isinstance(element, tuple) and not hasattr(element, "_fields"):
         return fn(*element)
     return fn(element)
@@ -190,3 +200,44 @@ class HostTensor(np.ndarray):
         """The value as numpy: a numpy scalar for a scalar, else an array (TF's `EagerTensor.numpy`)."""
         plain = self.view(np.ndarray)
         return plain[()] if plain.ndim == 0 else plain
+
+    # TF tensors are immutable: `image /= 255` in a map function makes a new tensor. numpy would divide the
+    # dataset's own rows in place (every epoch again), so augmented assignment here is out of place.
+    def __iadd__(self, other):
+        return self + other
+
+    def __isub__(self, other):
+        return self - other
+
+    def __imul__(self, other):
+        return self * other
+
+    def __itruediv__(self, other):
+        return self / other
+
+    def __ifloordiv__(self, other):
+        return self // other
+
+    def __imod__(self, other):
+        return self % other
+
+    def __ipow__(self, other):
+        return self**other
+
+    def __imatmul__(self, other):
+        return self @ other
+
+    def __iand__(self, other):
+        return self & other
+
+    def __ior__(self, other):
+        return self | other
+
+    def __ixor__(self, other):
+        return self ^ other
+
+    def __ilshift__(self, other):
+        return self << other
+
+    def __irshift__(self, other):
+        return self >> other
