@@ -1,22 +1,86 @@
-"""`jdist.function`: TF's `@tf.function`, accepted as written.
+"""`jdist.function`: TF's `@tf.function`, with TF's tracing as far as it concerns compilation.
 
-In jdist, `strategy.run` already traces and compiles the replica function (once per
-argument structure, as `tf.function` retraces), and `strategy.reduce` runs on the
-results, so a function that calls them needs no second compilation around it: the
-decorator returns the function unchanged. Code outside `strategy.run` that should be
+TF traces a function once per input signature (shapes and dtypes of arrays, values of Python
+scalars, identity of other objects) and reuses the graph. Here the Python body runs on every call
+(so side effects such as `print` happen every call, unlike TF), but what it compiles is made once
+per signature: `strategy.run` compiles its replica function once, even when the body defines that
+function anew on each call (TF's multi-worker tutorial does), because the call runs under a
+`jdist.strategy.traced_functions.Site` kept for its signature. `experimental_get_tracing_count()`
+counts the signatures seen, as TF's does (observed in TF 2.21: f(x, 2) with x float32 scalars twice,
+then with 3, then a shape (1,) x, then an int32 x: 4). Code outside `strategy.run` that should be
 compiled uses `jax.jit`.
 """
 from __future__ import annotations
 
+import collections
 import functools
 from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from jdist.strategy import traced_functions
+
+_MAX_SIGNATURES = 32
+
+
+def _signature(value: Any) -> Any:
+    leaves, treedef = jax.tree.flatten(value)
+    keys = []
+    for leaf in leaves:
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            keys.append(("array", tuple(leaf.shape), str(leaf.dtype)))
+        elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
+            keys.append(("value", type(leaf), leaf))
+        else:
+            keys.append(("object", id(leaf)))
+    return treedef, tuple(keys)
+
+
+class Function:
+    """A `@tf.function`: calls `func`, under a `Site` per input signature (see the module docstring)."""
+
+    def __init__(self, func: Callable, options: dict[str, Any]):
+        self.python_function = func
+        self.options = options
+        self._sites: collections.OrderedDict[Any, traced_functions.Site] = collections.OrderedDict()
+        self._tracing_count = 0
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = _signature((args, kwargs))
+        site = self._sites.get(key)
+        if site is None:
+            site = self._sites[key] = traced_functions.Site()
+            self._tracing_count += 1
+            while len(self._sites) > _MAX_SIGNATURES:
+                self._sites.popitem(last=False)
+        else:
+            self._sites.move_to_end(key)
+        with traced_functions.active(site):
+            return self.python_function(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """A method decorated with `@tf.function`: one `Function` per instance, as TF binds them."""
+        if instance is None:
+            return self
+        bound = instance.__dict__.get(f"_jdist_function_{id(self)}")
+        if bound is None:
+            bound = Function(self.python_function.__get__(instance, owner), self.options)
+            instance.__dict__[f"_jdist_function_{id(self)}"] = bound
+        return bound
+
+    def experimental_get_tracing_count(self) -> int:
+        """How many input signatures this function has been called with (TF's count of traces)."""
+        return self._tracing_count
 
 
 def function(func: Callable | None = None, *, input_signature: Any = None, autograph: bool = True,
              jit_compile: bool | None = None, reduce_retracing: bool = False,
              experimental_compile: bool | None = None, **ignored: Any) -> Any:
-    """`@jdist.function` or `@jdist.function(...)`: returns `func` itself (see the module docstring)."""
+    """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring)."""
+    options = dict(input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
+                   reduce_retracing=reduce_retracing)
     if func is None:
-        return functools.partial(function, input_signature=input_signature, autograph=autograph,
-                                 jit_compile=jit_compile, reduce_retracing=reduce_retracing)
-    return func
+        return functools.partial(function, **options)
+    return Function(func, options)
