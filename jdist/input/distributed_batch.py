@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import jax
+import jax.core
 import numpy as np
 
 from jdist.strategy.values import PerReplica, mark_split, outside_mesh, replica_shards

@@ -6,6 +6,7 @@ work (TF 2.21 refuses the former: "Cannot interpret 'tf.float32' as a data type"
 """
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import ml_dtypes
@@ -24,23 +25,23 @@ class DType:
         return self.dtype.type
 
     @property
-    def is_floating(self) -> bool:
+    def is_floating(self) -> builtins.bool:
         return self.dtype.kind == "f" or self.dtype == ml_dtypes.bfloat16
 
     @property
-    def is_integer(self) -> bool:
+    def is_integer(self) -> builtins.bool:
         return self.dtype.kind in "iu"
 
     @property
-    def is_unsigned(self) -> bool:
+    def is_unsigned(self) -> builtins.bool:
         return self.dtype.kind == "u"
 
     @property
-    def is_bool(self) -> bool:
+    def is_bool(self) -> builtins.bool:
         return self.dtype.kind == "b"
 
     @property
-    def is_complex(self) -> bool:
+    def is_complex(self) -> builtins.bool:
         return self.dtype.kind == "c"
 
     @property
@@ -59,7 +60,7 @@ class DType:
     def base_dtype(self) -> "DType":
         return self
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: Any) -> builtins.bool:
         try:
             return self.dtype == as_dtype(other).dtype
         except TypeError:

@@ -210,12 +210,18 @@ def transpose(a: Any, perm: Sequence[int] | None = None, conjugate: bool = False
 def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
     """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64)."""
     x = convert_to_tensor(input)
-    return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(numpy_dtype(output_type))
+    return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
 
 
 def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
     x = convert_to_tensor(input)
-    return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(numpy_dtype(output_type))
+    return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
+
+
+def _index_dtype(x: Any, output_type: Any) -> Any:
+    """`output_type`, as JAX can hold it inside compiled code (int64 is int32 without jax_enable_x64)."""
+    target = numpy_dtype(output_type)
+    return jax.dtypes.canonicalize_dtype(target) if is_jax(x) else target
 
 
 def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
