@@ -52,7 +52,7 @@ from jdist.tf_compat.dtypes import (
     uint32,
     uint64,
 )
-from jdist.tf_compat.namespace import Namespace, not_provided
+from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as TF's names do)
     abs,
     add,
@@ -119,6 +119,7 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     zeros,
     zeros_like,
 )
+from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
 
 # TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).

@@ -3,12 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DOCS = "docs/tf_mapping.md"
-
-
-def not_provided(path: str) -> AttributeError:
-    """The error for a TensorFlow name outside jdist's surface."""
-    return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
+from jdist.tf_compat.unsupported import alternative, not_provided
 
 
 class Namespace:
@@ -21,8 +16,6 @@ class Namespace:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        from jdist.tf_compat.unsupported import alternative
-
         message = alternative(f"{self.__name__}.{name}")
         if message is not None:
             raise AttributeError(message)

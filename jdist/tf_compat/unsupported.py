@@ -3,7 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from jdist.tf_compat.namespace import DOCS
+DOCS = "docs/tf_mapping.md"
+
+
+def not_provided(path: str) -> AttributeError:
+    """The error for a TensorFlow name outside jdist's surface."""
+    return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
 
 _SAVED_MODEL = (
     "jdist does not provide `{name}`: a SavedModel is a TensorFlow graph, and jdist runs JAX programs. "
