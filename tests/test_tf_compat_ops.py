@@ -125,3 +125,26 @@ def test_config_splits_the_cpu_before_jax_starts():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["3", "3"], out.stdout + out.stderr
+
+
+def test_nest_spec_and_errors_as_tf():
+    # Observed, TF 2.21: flatten sorts dict keys and keeps None; pack_sequence_as refills; TensorSpec's repr.
+    assert tf.nest.flatten({"b": [1, None], "a": 2}) == [2, 1, None]
+    assert tf.nest.map_structure(lambda x: x, (1, None)) == (1, None)
+    assert tf.nest.pack_sequence_as({"b": [0, 0], "a": 0}, [7, 8, 9]) == {"b": [8, 9], "a": 7}
+    spec = tf.TensorSpec((None, 2), tf.float32)
+    assert repr(tf.TensorSpec((2,), tf.int32)) == "TensorSpec(shape=(2,), dtype=tf.int32, name=None)"
+    assert spec.is_compatible_with(np.ones((3, 2), np.float32)) and not spec.is_compatible_with(np.ones((3, 3)))
+
+    @tf.function(input_signature=[tf.TensorSpec((None,), tf.float32)])
+    def double(x):
+        return x * 2
+
+    double(np.ones(2, np.float32))
+    double(np.ones(3, np.float32))
+    assert double.experimental_get_tracing_count() == 1  # TF 2.21: one trace for an input_signature
+    strategy = tf.distribute.MirroredStrategy()
+    iterator = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(np.arange(8)).batch(8)))
+    iterator.get_next()
+    with pytest.raises(tf.errors.OutOfRangeError):  # TF's end of a distributed iterator
+        iterator.get_next()

@@ -6,9 +6,9 @@ scalars, identity of other objects) and reuses the graph. Here the Python body r
 per signature: `strategy.run` compiles its replica function once, even when the body defines that
 function anew on each call (TF's multi-worker tutorial does), because the call runs under a
 `jdist.strategy.traced_functions.Site` kept for its signature. `experimental_get_tracing_count()`
-counts the signatures seen, as TF's does (observed in TF 2.21: f(x, 2) with x float32 scalars twice,
-then with 3, then a shape (1,) x, then an int32 x: 4). Code outside `strategy.run` that should be
-compiled uses `jax.jit`.
+counts the signatures seen (one when an `input_signature` is given), as TF's does (observed in TF 2.21:
+f(x, 2) with x float32 scalars twice, then with 3, then a shape (1,) x, then an int32 x: 4). Code
+outside `strategy.run` that should be compiled uses `jax.jit`.
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class Function:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        key = _signature((args, kwargs))
+        # An input_signature is one trace in TF whatever the inputs (they must match it): one site.
+        key = "input_signature" if self.options.get("input_signature") is not None else _signature((args, kwargs))
         site = self._sites.get(key)
         if site is None:
             site = self._sites[key] = traced_functions.Site()

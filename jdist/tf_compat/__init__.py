@@ -26,6 +26,7 @@ from jdist.tf_compat import (
     config as _config,
     dtypes as _dtypes,
     keras_namespace as _keras_namespace,
+    nest as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
     unsupported as _unsupported,
@@ -33,6 +34,7 @@ from jdist.tf_compat import (
 from jdist.tf_compat.distribute import distribute
 from jdist.tf_compat.dtypes import (
     DType,
+    TensorSpec,
     as_dtype,
     bfloat16,
     bool,
@@ -145,6 +147,15 @@ math = Namespace(
 )
 nn = Namespace("tf.nn", **_nn_ops.NN)
 random = Namespace("tf.random", **_nn_ops.RANDOM)
+errors = Namespace(
+    "tf.errors",
+    # jdist's iterators end as Python's do; TF's `except tf.errors.OutOfRangeError` after `get_next()` catches it.
+    OutOfRangeError=StopIteration,
+)
+nest = Namespace(
+    "tf.nest",
+    map_structure=_nest.map_structure, flatten=_nest.flatten, pack_sequence_as=_nest.pack_sequence_as,
+)
 config = Namespace(
     "tf.config",
     list_physical_devices=_config.list_physical_devices, list_logical_devices=_config.list_logical_devices,
@@ -172,17 +183,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "Variable", "__version__", "abs", "add", "add_n", "argmax", "argmin", "as_dtype",
-    "bfloat16", "bool", "cast", "clip_by_value", "complex128", "complex64", "concat", "config", "constant",
-    "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal", "exp", "expand_dims",
-    "fill", "float16", "float32", "float64", "function", "gather", "greater", "greater_equal", "half",
-    "identity", "int16", "int32", "int64", "int8", "less", "less_equal", "logical_and", "logical_not",
-    "logical_or", "math", "matmul", "maximum", "minimum", "multiply", "negative", "nn", "not_equal",
-    "one_hot", "ones", "ones_like", "pow", "print", "random", "range", "rank", "reduce_all", "reduce_any",
-    "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "reshape",
-    "round", "shape", "sign", "size", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient",
-    "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32", "uint64", "uint8", "unstack",
-    "where", "zeros", "zeros_like",
+    "DType", "GradientTape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
+    "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "complex128", "complex64", "concat",
+    "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
+    "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
+    "greater_equal", "half", "identity", "int16", "int32", "int64", "int8", "less", "less_equal",
+    "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
+    "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
+    "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
+    "reduce_prod", "reduce_sum", "reshape", "round", "shape", "sign", "size", "split", "sqrt", "square",
+    "squeeze", "stack", "stop_gradient", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
+    "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
 ]
 
 

@@ -21,11 +21,11 @@ _SAVED_MODEL = (
 _MESSAGES = {
     "tf.saved_model": _SAVED_MODEL,
     "tf.estimator": (
-        "jdist does not provide `{name}`: Estimators were removed from TensorFlow 2.16. Port the model_fn to a "
+        "jdist does not provide `{name}`: TensorFlow 2.21 has no tf.estimator either. Port the model_fn to a "
         "Keras model trained with model.fit under a jdist strategy, or with jdist.Trainer (docs/trainer.md). "
         f"See {DOCS}."),
     "tf.keras.estimator": (
-        "jdist does not provide `{name}`: Estimators were removed from TensorFlow 2.16; train the Keras model "
+        "jdist does not provide `{name}`: TensorFlow 2.21 has no Estimators either; train the Keras model "
         f"with model.fit or jdist.Trainer. See {DOCS}."),
     "tf.hub": (
         "jdist does not provide `{name}`: TF Hub modules are SavedModels (TensorFlow graphs). Load Keras 3 "
