@@ -119,10 +119,12 @@ def test_config_lists_devices_and_refuses_a_late_split():
 
 
 def test_config_splits_the_cpu_before_jax_starts():
-    code = ("import jdist.tf_compat as tf\ncpu = tf.config.list_physical_devices('CPU')[0]\n"
+    # The guide's order: look for GPUs first (with JAX_PLATFORMS=cpu: none, and JAX is not started), then split.
+    code = ("import jdist.tf_compat as tf\nassert tf.config.list_physical_devices('GPU') == []\n"
+            "cpu = tf.config.list_physical_devices('CPU')[0]\n"
             "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)\n"
             "print(len(tf.config.list_logical_devices('CPU')), tf.distribute.MirroredStrategy().num_replicas_in_sync)")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["3", "3"], out.stdout + out.stderr
 

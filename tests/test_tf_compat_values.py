@@ -146,3 +146,23 @@ def test_variable_is_mirrored_in_scope_and_updated_by_run():
     assert repr(w) == "<tf.Variable 'w:0' shape=(2,) dtype=int32, numpy=array([1, 2], dtype=int32)>"
     with pytest.raises(ValueError, match="initial_value"):
         tf.Variable()
+
+
+def test_variable_is_differentiated_and_updated_like_a_keras_weight():
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        w = tf.Variable(2.0)
+        optimizer = tf.keras.optimizers.SGD(0.1)
+        optimizer.build([w])
+    x = np.linspace(0.5, 2.0, 16, dtype=np.float32)
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(w * x, global_batch_size=16)
+        optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return loss
+
+    loss = strategy.reduce("SUM", strategy.run(step, args=(strategy.distribute_batch(x),)), axis=None)
+    # One device: loss = mean(w * x), d loss / d w = mean(x), one SGD step.
+    np.testing.assert_allclose(float(loss), 2.0 * x.mean(), rtol=1e-6)
+    np.testing.assert_allclose(float(w.numpy()), 2.0 - 0.1 * x.mean(), rtol=1e-6)

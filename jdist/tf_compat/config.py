@@ -9,6 +9,7 @@ already has is accepted.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -61,9 +62,18 @@ def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice
     for kind in _types(device_type):
         if kind == "CPU":
             found.append(PhysicalDevice("/physical_device:CPU:0", "CPU"))
-        elif any(importlib.util.find_spec(p) is not None for p in _ACCELERATOR_PLUGINS[kind]):
+        elif _may_have(kind):
             found += [PhysicalDevice(f"/physical_device:{kind}:{i}", kind) for i, _ in enumerate(_jax_devices(kind))]
     return found
+
+
+def _may_have(kind: str) -> bool:
+    """Whether JAX could have `kind` devices: allowed by JAX_PLATFORMS and its plugin installed (known
+    without starting JAX, which would fix the CPU device count)."""
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if platforms and not any(p.strip() in (_PLATFORM[kind], "cuda", "rocm") for p in platforms.split(",")):
+        return False
+    return any(importlib.util.find_spec(p) is not None for p in _ACCELERATOR_PLUGINS[kind])
 
 
 def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
