@@ -166,3 +166,27 @@ def test_variable_is_differentiated_and_updated_like_a_keras_weight():
     # One device: loss = mean(w * x), d loss / d w = mean(x), one SGD step.
     np.testing.assert_allclose(float(loss), 2.0 * x.mean(), rtol=1e-6)
     np.testing.assert_allclose(float(w.numpy()), 2.0 - 0.1 * x.mean(), rtol=1e-6)
+
+
+def test_replica_functions_are_reused_only_over_the_same_captures():
+    from jdist.strategy.traced_functions import equivalent
+
+    class Model:
+        def step(self, x):
+            return x
+
+    shared, other = Model(), Model()
+
+    def make(model, scale):
+        def helper(x):
+            return x * scale
+
+        def step_fn(x):
+            return helper(model.step(x))
+        return step_fn
+
+    assert equivalent(make(shared, 2.0), make(shared, 2.0))  # new objects, same code over the same captures
+    assert not equivalent(make(shared, 2.0), make(other, 2.0))  # another model
+    assert not equivalent(make(shared, 2.0), make(shared, 3.0))  # another Python value
+    assert not equivalent(make(shared, np.ones(2)), make(shared, np.ones(2)))  # arrays: only the same one
+    assert equivalent(shared.step, shared.step) and not equivalent(shared.step, other.step)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from typing import Any, Callable, Iterator
 
 _ACTIVE: list["Site"] = []
@@ -58,6 +59,8 @@ def equivalent(a: Any, b: Any, depth: int = 0) -> bool:
         return False
     if isinstance(a, _SCALARS):
         return a == b
+    if isinstance(a, types.MethodType):  # the same method of the same instance
+        return a.__self__ is b.__self__ and equivalent(a.__func__, b.__func__, depth + 1)
     if isinstance(a, functools.partial):
         return (equivalent(a.func, b.func, depth + 1) and equivalent(a.args, b.args, depth + 1)
                 and equivalent(a.keywords, b.keywords, depth + 1))
@@ -65,8 +68,9 @@ def equivalent(a: Any, b: Any, depth: int = 0) -> bool:
         return len(a) == len(b) and all(equivalent(x, y, depth + 1) for x, y in zip(a, b))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(equivalent(a[k], b[k], depth + 1) for k in a)
-    code = getattr(a, "__code__", None)
-    if code is None or code is not getattr(b, "__code__", None) or a.__globals__ is not b.__globals__:
+    if not isinstance(a, types.FunctionType):
+        return False
+    if a.__code__ is not b.__code__ or a.__globals__ is not b.__globals__:
         return False
     return (equivalent(a.__defaults__, b.__defaults__, depth + 1)
             and equivalent(a.__kwdefaults__, b.__kwdefaults__, depth + 1)
