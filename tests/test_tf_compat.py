@@ -20,6 +20,10 @@ def test_names_are_jdist_objects():
     assert tf.distribute.ParameterServerStrategy is jdist.ParameterServerStrategy
     assert tf.distribute.experimental.CentralStorageStrategy is jdist.CentralStorageStrategy
     assert tf.distribute.experimental.coordinator.ClusterCoordinator is jdist.ClusterCoordinator
+    assert tf.distribute.coordinator.ClusterCoordinator is jdist.ClusterCoordinator
+    assert tf.distribute.coordinator.experimental_get_current_worker_index is jdist.get_current_worker_index
+    assert tf.distribute.cluster_resolver.TFConfigClusterResolver is jdist.cluster.TFConfigClusterResolver
+    assert tf.distribute.cluster_resolver.SimpleClusterResolver is jdist.cluster.SimpleClusterResolver
     assert tf.distribute.ReduceOp is jdist.ReduceOp
     assert tf.distribute.get_strategy is jdist.get_strategy
     assert tf.distribute.get_replica_context is jdist.get_replica_context
