@@ -190,3 +190,46 @@ def test_replica_functions_are_reused_only_over_the_same_captures():
     assert not equivalent(make(shared, 2.0), make(shared, 3.0))  # another Python value
     assert not equivalent(make(shared, np.ones(2)), make(shared, np.ones(2)))  # arrays: only the same one
     assert equivalent(shared.step, shared.step) and not equivalent(shared.step, other.step)
+
+
+def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, caplog):
+    """TF's multi_worker_with_ctl tutorial's shape: `train_step(iterator)` with `step_fn` inside, a new iterator
+    per epoch, `tf.Variable` epoch counters saved by `tf.train.Checkpoint`."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
+        optimizer = tf.keras.optimizers.RMSprop(0.01)
+        optimizer.build(model.trainable_variables)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
+        epoch = tf.Variable(initial_value=tf.constant(0, dtype=tf.int32), name="epoch")
+    rows = np.random.default_rng(0).random((32, 4), dtype=np.float32)
+    dataset = strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices((rows, np.arange(32) % 2)).batch(16))
+
+    @tf.function
+    def train_step(iterator):
+        def step_fn(inputs):
+            x, y = inputs
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(loss_fn(y, model(x, training=True)))
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(next(iterator),)), axis=None)
+
+    checkpoint = tf.train.Checkpoint(model=model, epoch=epoch)
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
+        while epoch.numpy() < 3:
+            iterator = iter(dataset)
+            losses = [float(train_step(iterator)) for _ in range(2)]
+            assert all(np.isfinite(losses))
+            checkpoint.save(str(tmp_path / "ckpt"))
+            epoch.assign_add(1)
+            if int(epoch.numpy()) == 1:
+                after_first_epoch = len(caplog.records)
+    late = [r.getMessage()[:300] for r in caplog.records[after_first_epoch:] if "Compiling" in r.getMessage()]
+    assert not late, late
+    assert train_step.experimental_get_tracing_count() == 1  # TF: one trace (iterators trace by their spec)
+    restored = tf.Variable(0, name="epoch")
+    tf.train.Checkpoint(model=model, epoch=restored).restore(tf.train.latest_checkpoint(str(tmp_path)))
+    assert int(restored.numpy()) == 2  # saved before the last assign_add

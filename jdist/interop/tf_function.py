@@ -5,7 +5,7 @@ scalars, identity of other objects) and reuses the graph. Here the Python body r
 (so side effects such as `print` happen every call, unlike TF), but what it compiles is made once
 per signature: `strategy.run` compiles its replica function once, even when the body defines that
 function anew on each call (TF's multi-worker tutorial does), because the call runs under a
-`jdist.strategy.traced_functions.Site` kept for its signature. `experimental_get_tracing_count()`
+`jdist.strategy.traced_functions.Site` kept for the function. `experimental_get_tracing_count()`
 counts the signatures seen (one when an `input_signature` is given), as TF's does (observed in TF 2.21:
 f(x, 2) with x float32 scalars twice, then with 3, then a shape (1,) x, then an int32 x: 4). Code
 outside `strategy.run` that should be compiled uses `jax.jit`.
@@ -32,33 +32,38 @@ def _signature(value: Any) -> Any:
             keys.append(("array", tuple(leaf.shape), str(leaf.dtype)))
         elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
+        elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
+            keys.append(("iterator", type(leaf)))
         else:
             keys.append(("object", id(leaf)))
     return treedef, tuple(keys)
 
 
 class Function:
-    """A `@tf.function`: calls `func`, under a `Site` per input signature (see the module docstring)."""
+    """A `@tf.function`: calls `func` under its `Site` (see the module docstring).
+
+    One site per function, not per signature: a replica function is reused across signatures too (the
+    strategy compiles per argument shape anyway), so a new iterator each epoch compiles nothing new."""
 
     def __init__(self, func: Callable, options: dict[str, Any]):
         self.python_function = func
         self.options = options
-        self._sites: collections.OrderedDict[Any, traced_functions.Site] = collections.OrderedDict()
+        self._site = traced_functions.Site()
+        self._signatures: collections.OrderedDict[Any, None] = collections.OrderedDict()
         self._tracing_count = 0
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # An input_signature is one trace in TF whatever the inputs (they must match it): one site.
+        # An input_signature is one trace in TF whatever the inputs (they must match it).
         key = "input_signature" if self.options.get("input_signature") is not None else _signature((args, kwargs))
-        site = self._sites.get(key)
-        if site is None:
-            site = self._sites[key] = traced_functions.Site()
-            self._tracing_count += 1
-            while len(self._sites) > _MAX_SIGNATURES:
-                self._sites.popitem(last=False)
+        if key in self._signatures:
+            self._signatures.move_to_end(key)
         else:
-            self._sites.move_to_end(key)
-        with traced_functions.active(site):
+            self._signatures[key] = None
+            self._tracing_count += 1
+            while len(self._signatures) > _MAX_SIGNATURES:
+                self._signatures.popitem(last=False)
+        with traced_functions.active(self._site):
             return self.python_function(*args, **kwargs)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:

@@ -1,12 +1,12 @@
-"""The replica functions of a `tf.function` call, made once per input signature, as TF's tracing does.
+"""The replica functions of a `tf.function`, compiled once, as TF's tracing makes them once.
 
 TF traces a `@tf.function` once per input signature: a `step_fn` defined inside it and passed to
 `strategy.run` is created once, in that trace. Python makes a new function object on every call,
 and `strategy.run` compiles per function object, so without help every step would compile again.
-While a `jdist.function` runs (`jdist.interop.tf_function`), it holds a `Site` for the call's
-signature; `strategy.run` asks `canonical(fn)` for the function it compiled first when the new one
-is the same code over the same captured objects (recursively: nested functions compare by code and
-captures, other captures by identity, Python scalars by value), and so reuses its compiled program.
+While a `jdist.function` runs (`jdist.interop.tf_function`), it holds its `Site`; `strategy.run`
+asks `canonical(fn)` for the function it compiled first when the new one is the same code over the
+same captured objects (recursively: nested functions compare by code and captures, methods by
+instance, other captures by identity, Python scalars by value), and so reuses its compiled program.
 A function over different captures (an array captured from the call) is compiled anew: the result
 is never stale.
 """
@@ -22,9 +22,9 @@ _SCALARS = (int, float, bool, str, bytes, type(None))
 
 
 class Site:
-    """The replica functions seen under one (tf.function, input signature): bounded, oldest dropped."""
+    """The replica functions seen under one `tf.function`: bounded, oldest dropped."""
 
-    def __init__(self, limit: int = 16):
+    def __init__(self, limit: int = 32):
         self.functions: list[Callable] = []
         self.limit = limit
 

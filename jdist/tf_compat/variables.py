@@ -3,9 +3,10 @@
 Being a `keras.Variable` is what makes it work everywhere TF scripts use variables: created in
 `strategy.scope()` it is placed by the strategy (replicated: mirrored), `strategy.run` hands it to the
 compiled replica function and writes back what the function assigned (as for Keras models' weights,
-`jdist.interop.keras_run`), and `assign` / `assign_add` / `assign_sub`, `numpy()`, arithmetic
-operators, `shape`, `name`, `trainable` are Keras's. `dtype` is Keras's string ("float32"), which
-compares equal to `tf.float32`. Needs Keras on JAX (`KERAS_BACKEND=jax`), as `tf.keras` does.
+`jdist.interop.keras_run`), `tf.train.Checkpoint(epoch=v)` saves and restores it, and `assign` /
+`assign_add` / `assign_sub`, `numpy()`, arithmetic operators, `shape`, `name`, `trainable` are
+Keras's. `dtype` is Keras's string ("float32"), which compares equal to `tf.float32`. Needs Keras on
+JAX (`KERAS_BACKEND=jax`), as `tf.keras` does.
 """
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def variable_class() -> type:
     class TFVariable(keras.Variable):  # type: ignore[misc, valid-type]
         def read_value(self) -> Any:
             return self.value
+
+        @property
+        def variables(self) -> list:
+            """`[self]`: what `tf.train.Checkpoint` and `strategy.run` collect from trackable objects."""
+            return [self]
 
         def __repr__(self) -> str:
             """TF's (observed, TF 2.21): `<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>`."""
