@@ -77,7 +77,7 @@ def main(epochs: int = 10, buffer_size: int | None = None, initial_weights: list
         # Set reduction to `NONE` so you can do the reduction yourself.
         loss_object = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True,
-            reduction=None)
+            reduction=tf.keras.losses.Reduction.NONE)
 
         def compute_loss(labels, predictions, model_losses):
             per_example_loss = loss_object(labels, predictions)

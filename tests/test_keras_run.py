@@ -122,12 +122,13 @@ def test_a_method_finds_the_model_on_its_instance():
     np.testing.assert_allclose(second - first, np.full((8, 2), 4.0), rtol=1e-6)
 
 
-def test_function_returns_the_function():
+def test_function_wraps_the_function_and_calls_it():
     def f(x):
-        return x
+        return x + 1
 
-    assert jdist.function(f) is f
-    assert jdist.function(jit_compile=True)(f) is f
+    wrapped, configured = jdist.function(f), jdist.function(jit_compile=True)(f)
+    assert wrapped.python_function is f and configured.python_function is f and wrapped.__name__ == "f"
+    assert wrapped(1) == configured(1) == 2
 
 
 def test_dataset_shuffle_buffers():

@@ -20,6 +20,10 @@ def test_names_are_jdist_objects():
     assert tf.distribute.ParameterServerStrategy is jdist.ParameterServerStrategy
     assert tf.distribute.experimental.CentralStorageStrategy is jdist.CentralStorageStrategy
     assert tf.distribute.experimental.coordinator.ClusterCoordinator is jdist.ClusterCoordinator
+    assert tf.distribute.coordinator.ClusterCoordinator is jdist.ClusterCoordinator
+    assert tf.distribute.coordinator.experimental_get_current_worker_index is jdist.get_current_worker_index
+    assert tf.distribute.cluster_resolver.TFConfigClusterResolver is jdist.cluster.TFConfigClusterResolver
+    assert tf.distribute.cluster_resolver.SimpleClusterResolver is jdist.cluster.SimpleClusterResolver
     assert tf.distribute.ReduceOp is jdist.ReduceOp
     assert tf.distribute.get_strategy is jdist.get_strategy
     assert tf.distribute.get_replica_context is jdist.get_replica_context
@@ -32,10 +36,19 @@ def test_names_are_jdist_objects():
     assert tf.train is jdist.train and tf.train.Checkpoint is jdist.train.Checkpoint
 
 
-def test_keras_is_keras3_on_jax():
+def test_keras_is_tf_2_21s_keras_namespace_on_jax():
     import keras
+    from keras._tf_keras import keras as tf_keras_namespace
 
-    assert tf.keras is keras and keras.backend.backend() == "jax"
+    # Observed, TF 2.21 with Keras 3.15: tf.keras.__name__ == "keras._tf_keras.keras",
+    # tf.keras.losses.Reduction.NONE == "none" (also AUTO, SUM, SUM_OVER_BATCH_SIZE).
+    assert tf.keras is tf_keras_namespace and keras.backend.backend() == "jax"
+    assert tf.keras.Sequential is keras.Sequential and tf.keras.layers.Dense is keras.layers.Dense
+    reduction = tf.keras.losses.Reduction
+    assert (reduction.NONE, reduction.SUM, reduction.AUTO, reduction.SUM_OVER_BATCH_SIZE) == (
+        "none", "sum", "auto", "sum_over_batch_size")
+    assert tf.metrics.Mean is keras.metrics.Mean and tf.optimizers.SGD is keras.optimizers.SGD
+    assert tf.losses.SparseCategoricalCrossentropy is keras.losses.SparseCategoricalCrossentropy
 
 
 def test_add_n_adds_in_order_and_checks_its_input():
@@ -49,10 +62,10 @@ def test_add_n_adds_in_order_and_checks_its_input():
 
 
 @pytest.mark.parametrize("get, name", [
-    (lambda: tf.Variable, "tf.Variable"),
-    (lambda: tf.distribute.NcclAllReduce, "tf.distribute.NcclAllReduce"),
+    (lambda: tf.RaggedTensor, "tf.RaggedTensor"),
     (lambda: tf.distribute.experimental.rpc, "tf.distribute.experimental.rpc"),
-    (lambda: tf.nn.relu, "tf.nn.relu"),
+    (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
+    (lambda: tf.math.bessel_i0, "tf.math.bessel_i0"),
 ])
 def test_unknown_name_is_an_error_naming_it(get, name):
     with pytest.raises(AttributeError, match=rf"jdist does not provide `{name}`.*docs/tf_mapping.md"):

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import jax
+import jax.core
 import numpy as np
 
-from jdist.strategy.values import mark_split, replica_shards
+from jdist.strategy.values import PerReplica, mark_split, outside_mesh, replica_shards
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -48,8 +49,16 @@ class DistributedBatch:
         )
 
     def __repr__(self) -> str:
-        shapes = jax.tree.map(lambda x: tuple(np.shape(x)), self.value)
-        return f"DistributedBatch(value={shapes}, mask={tuple(np.shape(self.mask))})"
+        """The element with each leaf shown as TF prints a distributed batch: a `PerReplica` of every
+        replica's real examples (observed, TF 2.21: `(PerReplica:{0: <tf.Tensor ...>, ...}, ...)`)."""
+        if self.on_host or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(self)):
+            shapes = jax.tree.map(lambda x: tuple(np.shape(x)), self.value)
+            return f"DistributedBatch(value={shapes}, mask={tuple(np.shape(self.mask))})"
+        with outside_mesh(self):
+            parts = local_examples(self)
+            per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
+            shown = jax.tree.unflatten(jax.tree.structure(self.value), [PerReplica(ragged=p) for p in per_leaf])
+            return f"DistributedBatch(value={shown!r})"
 
 
 jax.tree_util.register_pytree_node(

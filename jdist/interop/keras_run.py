@@ -38,8 +38,9 @@ the variables behave as TF's mirrored ones:
   BatchNormalization's moving statistics in `training=True`).
 
 The model and the optimizer must be built before `run` (TF 2.21 needs the optimizer
-built there too under `MirroredStrategy` with two or more replicas: building it inside
-the first `tf.function` step fails with "You must feed a value for placeholder tensor").
+built there too when it has slot variables, such as Adam, under `MirroredStrategy` with two or more
+replicas: building it inside the first `tf.function` step fails with "You must feed a value for
+placeholder tensor"; plain SGD, without slots, runs there unbuilt).
 """
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def _keras():
 
 
 def _is_stateful(obj: Any, keras: Any) -> bool:
-    return isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric))
+    """Keras models, layers, optimizers, metrics, and bare variables (`tf.Variable` of `jdist.tf_compat`)."""
+    return isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric, keras.Variable))
 
 
 def _referenced(fn: Any) -> list:
@@ -148,8 +150,9 @@ def _check_built(objects: Sequence[Any], keras: Any) -> None:
         if isinstance(obj, keras.optimizers.Optimizer) and not obj.built:
             raise ValueError(
                 f"strategy.run: optimizer {obj.name!r} has no variables yet. Build it in the strategy's scope "
-                "before run: `optimizer.build(model.trainable_variables)` (TF 2.21 needs the same under "
-                "MirroredStrategy with 2+ replicas).")
+                "before run: `optimizer.build(model.trainable_variables)` (TF 2.21 needs the same for "
+                "optimizers with slot variables, such as Adam, under MirroredStrategy with 2+ replicas; plain "
+                "SGD runs there without it).")
         if isinstance(obj, keras.layers.Layer) and not isinstance(obj, keras.metrics.Metric) and not obj.built:
             raise ValueError(
                 f"strategy.run: Keras model {obj.name!r} is not built, so its variables would be created inside "
@@ -160,7 +163,7 @@ def _check_built(objects: Sequence[Any], keras: Any) -> None:
 def _variables(objects: Sequence[Any]) -> list:
     found: dict[int, Any] = {}
     for obj in objects:
-        for v in obj.variables:
+        for v in (obj,) if not hasattr(obj, "variables") else obj.variables:
             found.setdefault(id(v), v)
     return list(found.values())
 

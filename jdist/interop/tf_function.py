@@ -1,22 +1,92 @@
-"""`jdist.function`: TF's `@tf.function`, accepted as written.
+"""`jdist.function`: TF's `@tf.function`, with TF's tracing as far as it concerns compilation.
 
-In jdist, `strategy.run` already traces and compiles the replica function (once per
-argument structure, as `tf.function` retraces), and `strategy.reduce` runs on the
-results, so a function that calls them needs no second compilation around it: the
-decorator returns the function unchanged. Code outside `strategy.run` that should be
-compiled uses `jax.jit`.
+TF traces a function once per input signature (shapes and dtypes of arrays, values of Python
+scalars, identity of other objects) and reuses the graph. Here the Python body runs on every call
+(so side effects such as `print` happen every call, unlike TF), but what it compiles is made once
+per signature: `strategy.run` compiles its replica function once, even when the body defines that
+function anew on each call (TF's multi-worker tutorial does), because the call runs under a
+`jdist.strategy.traced_functions.Site` kept for the function. `experimental_get_tracing_count()`
+counts the signatures seen (one when an `input_signature` is given), as TF's does (observed in TF 2.21:
+f(x, 2) with x float32 scalars twice, then with 3, then a shape (1,) x, then an int32 x: 4). Code
+outside `strategy.run` that should be compiled uses `jax.jit`.
 """
 from __future__ import annotations
 
+import collections
 import functools
 from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from jdist.strategy import traced_functions
+
+_MAX_SIGNATURES = 32
+
+
+def _signature(value: Any) -> Any:
+    leaves, treedef = jax.tree.flatten(value)
+    keys = []
+    for leaf in leaves:
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            keys.append(("array", tuple(leaf.shape), str(leaf.dtype)))
+        elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
+            keys.append(("value", type(leaf), leaf))
+        elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
+            keys.append(("iterator", type(leaf)))
+        else:
+            keys.append(("object", id(leaf)))
+    return treedef, tuple(keys)
+
+
+class Function:
+    """A `@tf.function`: calls `func` under its `Site` (see the module docstring).
+
+    One site per function, not per signature: a replica function is reused across signatures too (the
+    strategy compiles per argument shape anyway), so a new iterator each epoch compiles nothing new."""
+
+    def __init__(self, func: Callable, options: dict[str, Any]):
+        self.python_function = func
+        self.options = options
+        self._site = traced_functions.Site()
+        self._signatures: collections.OrderedDict[Any, None] = collections.OrderedDict()
+        self._tracing_count = 0
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # An input_signature is one trace in TF whatever the inputs (they must match it).
+        key = "input_signature" if self.options.get("input_signature") is not None else _signature((args, kwargs))
+        if key in self._signatures:
+            self._signatures.move_to_end(key)
+        else:
+            self._signatures[key] = None
+            self._tracing_count += 1
+            while len(self._signatures) > _MAX_SIGNATURES:
+                self._signatures.popitem(last=False)
+        with traced_functions.active(self._site):
+            return self.python_function(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """A method decorated with `@tf.function`: one `Function` per instance, as TF binds them."""
+        if instance is None:
+            return self
+        bound = instance.__dict__.get(f"_jdist_function_{id(self)}")
+        if bound is None:
+            bound = Function(self.python_function.__get__(instance, owner), self.options)
+            instance.__dict__[f"_jdist_function_{id(self)}"] = bound
+        return bound
+
+    def experimental_get_tracing_count(self) -> int:
+        """How many input signatures this function has been called with (TF's count of traces)."""
+        return self._tracing_count
 
 
 def function(func: Callable | None = None, *, input_signature: Any = None, autograph: bool = True,
              jit_compile: bool | None = None, reduce_retracing: bool = False,
              experimental_compile: bool | None = None, **ignored: Any) -> Any:
-    """`@jdist.function` or `@jdist.function(...)`: returns `func` itself (see the module docstring)."""
+    """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring)."""
+    options = dict(input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
+                   reduce_retracing=reduce_retracing)
     if func is None:
-        return functools.partial(function, input_signature=input_signature, autograph=autograph,
-                                 jit_compile=jit_compile, reduce_retracing=reduce_retracing)
-    return func
+        return functools.partial(function, **options)
+    return Function(func, options)

@@ -23,6 +23,7 @@ from jdist.strategy.values import (
     is_mirrored,
     local_components,
     local_row_counts,
+    outside_mesh,
     split_mark,
     stack_on_devices,
 )
@@ -198,7 +199,8 @@ class CrossReplicaOps(StrategyFields):
 
         leaves, treedef = jax.tree.flatten(
             value, is_leaf=lambda x: isinstance(x, PerReplica) or is_distributed_batch(x))
-        split = [components(leaf) for leaf in leaves]
+        with outside_mesh(value):  # host-side reads inside strategy.scope()
+            split = [components(leaf) for leaf in leaves]
         if all(s is None for s in split):
             return (value,)
         count = max(len(s) for s in split if s is not None)

@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.input.distributed_batch import place_host_batches, unwrap_batches
 from jdist.interop import keras_run
-from jdist.strategy import context, dispatch
+from jdist.strategy import context, dispatch, traced_functions
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import OTHER, aligned_outputs
@@ -62,6 +62,7 @@ class ReplicaRun(StrategyFields):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
         strategy = self._as_strategy()
         kwargs = dict(kwargs or {})
+        fn = traced_functions.canonical(fn)  # inside a tf.function: the replica function of its first call
         if context.in_replica_context():
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables

@@ -36,6 +36,7 @@ then see only the real rows, as TF's dynamically shaped replicas do.
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -176,14 +177,32 @@ class PerReplica:
         """The components held by this process, in replica order (TF's `.values`)."""
         if self._ragged is not None:
             return self._ragged
-        parts = local_components(self._stacked)
-        if self._mask is None:
-            return parts
-        return tuple(p[:count] for p, count in zip(parts, local_row_counts(self._mask)))
+        with outside_mesh(self._stacked):
+            parts = local_components(self._stacked)
+            if self._mask is None:
+                return parts
+            return tuple(p[:count] for p, count in zip(parts, local_row_counts(self._mask)))
+
+    def _show(self, show: Any) -> str:
+        body = ",\n  ".join(f"{i}: {show(v)}" for i, v in enumerate(self.values))
+        return f"PerReplica:{{\n  {body}\n}}"
 
     def __repr__(self) -> str:
-        body = ",\n  ".join(f"{i}: {v!r}" for i, v in enumerate(self.values))
-        return f"PerReplica:{{\n  {body}\n}}"
+        """TF's layout (observed, TF 2.21): one line per replica, `{i}: repr(component)`."""
+        return self._show(repr)
+
+    def __str__(self) -> str:
+        """What `print` shows: TF's layout with each component's `str` (its values)."""
+        return self._show(str)
+
+
+def outside_mesh(*trees: Any) -> Any:
+    """Leaves `strategy.scope()`'s mesh for host-side reads of concrete arrays: slicing one replica's
+    component (on one device) under the scope's mesh would be refused by JAX as a computation over
+    devices outside that mesh. A no-op while tracing."""
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(trees)):
+        return contextlib.nullcontext()
+    return jax.set_mesh(None)
 
 
 def local_components(stacked: Any) -> tuple:

@@ -1,0 +1,201 @@
+"""TensorFlow's names for what jdist implements, so a port changes its import, not every `tf.` name.
+
+    import jdist.tf_compat as tf      # was: import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = tf.keras.Sequential([...])        # Keras 3 on the JAX backend
+
+A bounded surface, listed in docs/tf_mapping.md: `tf.distribute` (jdist's strategies), TF's everyday
+ops and dtypes (`tf.cast`, `tf.reduce_sum`, `tf.float32`, ...: numpy on the host, `jax.numpy` inside
+compiled code, with TF's dtype rules; `jdist.tf_compat.ops`), `tf.nn`, `tf.math`, `tf.random`,
+`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, and `tf.keras`
+(TF 2.21's `tf.keras` namespace of Keras 3, on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
+A name outside it raises AttributeError naming it, and for the parts of TensorFlow jdist leaves out
+on purpose (`tf.saved_model`, `tf.estimator`, `tf.io`, ...) the error names what to use instead.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jdist
+from jdist import data, train
+from jdist.interop.gradient_tape import GradientTape
+from jdist.interop.tf_function import function
+from jdist.tf_compat import (
+    config as _config,
+    dtypes as _dtypes,
+    keras_namespace as _keras_namespace,
+    nest as _nest,
+    nn_ops as _nn_ops,
+    ops as _ops,
+    unsupported as _unsupported,
+)
+from jdist.tf_compat.distribute import distribute
+from jdist.tf_compat.dtypes import (
+    DType,
+    TensorSpec,
+    as_dtype,
+    bfloat16,
+    bool,
+    complex64,
+    complex128,
+    double,
+    float16,
+    float32,
+    float64,
+    half,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from jdist.tf_compat.namespace import Namespace
+from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as TF's names do)
+    abs,
+    add,
+    add_n,
+    argmax,
+    argmin,
+    cast,
+    clip_by_value,
+    concat,
+    constant,
+    convert_to_tensor,
+    divide,
+    equal,
+    exp,
+    expand_dims,
+    fill,
+    gather,
+    greater,
+    greater_equal,
+    identity,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    matmul,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    one_hot,
+    ones,
+    ones_like,
+    pow,
+    print,
+    range,
+    rank,
+    reduce_all,
+    reduce_any,
+    reduce_logsumexp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    reshape,
+    round,
+    shape,
+    sign,
+    size,
+    split,
+    sqrt,
+    square,
+    squeeze,
+    stack,
+    stop_gradient,
+    subtract,
+    tanh,
+    tile,
+    transpose,
+    unstack,
+    where,
+    zeros,
+    zeros_like,
+)
+from jdist.tf_compat.unsupported import not_provided
+from jdist.tf_compat.variables import Variable
+
+# TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).
+__version__ = f"2.21.0+jdist.{jdist.__version__}"
+
+_OPS = [
+    "convert_to_tensor", "constant", "cast", "range", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+    "reduce_prod", "reduce_any", "reduce_all", "reduce_logsumexp", "reshape", "zeros", "ones", "fill",
+    "zeros_like", "ones_like", "expand_dims", "squeeze", "concat", "stack", "unstack", "split", "transpose",
+    "argmax", "argmin", "where", "shape", "rank", "size", "one_hot", "equal", "not_equal", "greater",
+    "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_not", "add", "subtract",
+    "multiply", "divide", "maximum", "minimum", "pow", "matmul", "abs", "exp", "sqrt", "square", "round",
+    "sign", "tanh", "negative", "clip_by_value", "gather", "tile", "identity", "stop_gradient", "add_n", "print",
+]
+_MATH_ONLY = ["log", "floor", "ceil", "is_nan", "is_finite"]
+
+dtypes = Namespace("tf.dtypes", DType=DType, as_dtype=as_dtype, cast=_ops.cast, **_dtypes.ALL)
+math = Namespace(
+    "tf.math", **{name: getattr(_ops, name) for name in _OPS + _MATH_ONLY if name not in ("print", "range")},
+    softmax=_nn_ops.softmax, log_softmax=_nn_ops.log_softmax, sigmoid=_nn_ops.sigmoid,
+    divide_no_nan=lambda x, y, name=None: _ops.where(_ops.equal(y, 0), _ops.zeros_like(_ops.divide(x, y)),
+                                                     _ops.divide(x, _ops.where(_ops.equal(y, 0), 1, y))),
+)
+nn = Namespace("tf.nn", **_nn_ops.NN)
+random = Namespace("tf.random", **_nn_ops.RANDOM)
+errors = Namespace(
+    "tf.errors",
+    # jdist's iterators end as Python's do; TF's `except tf.errors.OutOfRangeError` after `get_next()` catches it.
+    OutOfRangeError=StopIteration,
+)
+nest = Namespace(
+    "tf.nest",
+    map_structure=_nest.map_structure, flatten=_nest.flatten, pack_sequence_as=_nest.pack_sequence_as,
+)
+config = Namespace(
+    "tf.config",
+    list_physical_devices=_config.list_physical_devices, list_logical_devices=_config.list_logical_devices,
+    set_logical_device_configuration=_config.set_logical_device_configuration,
+    get_logical_device_configuration=_config.get_logical_device_configuration,
+    LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, get_visible_devices=_config.get_visible_devices,
+    experimental=Namespace("tf.config.experimental", set_memory_growth=_config.set_memory_growth,
+                           get_memory_growth=_config.get_memory_growth,
+                           list_physical_devices=_config.list_physical_devices,
+                           list_logical_devices=_config.list_logical_devices),
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "keras":
+        return _keras_namespace.tf_keras()
+    if name in _keras_namespace.ALIASES:
+        return _keras_namespace.alias(name)
+    if name.startswith("__"):
+        raise AttributeError(name)
+    unsupported = _unsupported.module(name)
+    if unsupported is not None:
+        return unsupported
+    raise not_provided(f"tf.{name}")
+
+
+__all__ = [
+    "DType", "GradientTape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
+    "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "complex128", "complex64", "concat",
+    "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
+    "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
+    "greater_equal", "half", "identity", "int16", "int32", "int64", "int8", "less", "less_equal",
+    "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
+    "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
+    "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
+    "reduce_prod", "reduce_sum", "reshape", "round", "shape", "sign", "size", "split", "sqrt", "square",
+    "squeeze", "stack", "stop_gradient", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
+    "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
+]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__ + ["keras", *_keras_namespace.ALIASES])

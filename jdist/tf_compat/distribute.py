@@ -1,0 +1,110 @@
+"""`tf.distribute`: jdist's strategies under TF's names, and TF's `cross_device_ops` classes.
+
+`MirroredStrategy(cross_device_ops=...)` accepts these and ignores them: XLA picks the all-reduce
+(NCCL on GPUs, ICI on TPUs, in-process on CPUs). They take TF 2.21's constructor arguments
+(observed: `HierarchicalCopyAllReduce(num_packs=1)`, `NcclAllReduce(num_packs=1)`,
+`ReductionToOneDevice(reduce_to_device=None, accumulation_fn=None)`) and keep them, unused.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import jdist
+from jdist.tf_compat.namespace import Namespace
+
+
+class CrossDeviceOps:
+    """TF's base of the all-reduce choices; jdist keeps the choice for inspection and lets XLA pick."""
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"tf.distribute.{type(self).__name__}({args})"
+
+
+class _AllReduce(CrossDeviceOps):
+    def __init__(self, num_packs: int = 1):
+        if not isinstance(num_packs, int) or num_packs < 0:
+            raise ValueError(f"num_packs must be a non-negative int, got {num_packs!r}")
+        self.num_packs = num_packs
+
+
+class HierarchicalCopyAllReduce(_AllReduce):
+    """Accepted, unused: XLA picks the all-reduce."""
+
+
+class NcclAllReduce(_AllReduce):
+    """Accepted, unused: XLA uses NCCL on GPUs by itself."""
+
+
+class ReductionToOneDevice(CrossDeviceOps):
+    """Accepted, unused: XLA picks the all-reduce."""
+
+    def __init__(self, reduce_to_device: Any = None, accumulation_fn: Any = None):
+        self.reduce_to_device = reduce_to_device
+        self.accumulation_fn = accumulation_fn
+
+
+distribute = Namespace(
+    "tf.distribute",
+    MirroredStrategy=jdist.MirroredStrategy,
+    OneDeviceStrategy=jdist.OneDeviceStrategy,
+    MultiWorkerMirroredStrategy=jdist.MultiWorkerMirroredStrategy,
+    TPUStrategy=jdist.TPUStrategy,
+    ParameterServerStrategy=jdist.ParameterServerStrategy,
+    Strategy=jdist.Strategy,
+    ReduceOp=jdist.ReduceOp,
+    ReplicaContext=jdist.ReplicaContext,
+    InputContext=jdist.InputContext,
+    InputOptions=jdist.InputOptions,
+    InputReplicationMode=jdist.InputReplicationMode,
+    DistributedDataset=jdist.DistributedDataset,
+    DistributedIterator=jdist.DistributedIterator,
+    DistributedValues=jdist.PerReplica,
+    CrossDeviceOps=CrossDeviceOps,
+    HierarchicalCopyAllReduce=HierarchicalCopyAllReduce,
+    NcclAllReduce=NcclAllReduce,
+    ReductionToOneDevice=ReductionToOneDevice,
+    cluster_resolver=Namespace(
+        "tf.distribute.cluster_resolver",
+        ClusterResolver=jdist.cluster.ClusterResolver,
+        SimpleClusterResolver=jdist.cluster.SimpleClusterResolver,
+        SlurmClusterResolver=jdist.cluster.SlurmClusterResolver,
+        TFConfigClusterResolver=jdist.cluster.TFConfigClusterResolver,
+    ),
+    coordinator=Namespace(
+        "tf.distribute.coordinator",
+        ClusterCoordinator=jdist.ClusterCoordinator,
+        RemoteValue=jdist.RemoteValue,
+        PerWorkerValue=jdist.PerWorkerValues,
+        experimental_get_current_worker_index=jdist.get_current_worker_index,
+    ),
+    get_strategy=jdist.get_strategy,
+    has_strategy=jdist.has_strategy,
+    get_replica_context=jdist.get_replica_context,
+    in_cross_replica_context=jdist.in_cross_replica_context,
+    experimental_set_strategy=jdist.experimental_set_strategy,
+    experimental=Namespace(
+        "tf.distribute.experimental",
+        CentralStorageStrategy=jdist.CentralStorageStrategy,
+        MultiWorkerMirroredStrategy=jdist.MultiWorkerMirroredStrategy,
+        ParameterServerStrategy=jdist.ParameterServerStrategy,
+        TPUStrategy=jdist.TPUStrategy,
+        CommunicationImplementation=jdist.CommunicationImplementation,
+        CollectiveCommunication=jdist.CollectiveCommunication,
+        CommunicationOptions=jdist.CommunicationOptions,
+        ValueContext=jdist.ValueContext,
+        partitioners=Namespace(
+            "tf.distribute.experimental.partitioners",
+            Partitioner=jdist.partitioners.Partitioner,
+            FixedShardsPartitioner=jdist.partitioners.FixedShardsPartitioner,
+            MinSizePartitioner=jdist.partitioners.MinSizePartitioner,
+            MaxSizePartitioner=jdist.partitioners.MaxSizePartitioner,
+        ),
+        coordinator=Namespace(
+            "tf.distribute.experimental.coordinator",
+            ClusterCoordinator=jdist.ClusterCoordinator,
+            RemoteValue=jdist.RemoteValue,
+            PerWorkerValues=jdist.PerWorkerValues,
+        ),
+    ),
+)

@@ -1,0 +1,147 @@
+"""`tf.float32`, `tf.dtypes`, `tf.as_dtype`: TF's dtype objects, usable wherever numpy or JAX take a dtype.
+
+A `DType` compares equal to its numpy dtype (`tf.float32 == np.float32`, as in TF) and has a
+`.dtype` attribute holding it, so `np.zeros(2, dtype=tf.float32)` and `jnp.zeros(2, tf.float32)`
+work (TF 2.21 refuses the former: "Cannot interpret 'tf.float32' as a data type").
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+
+class DType:
+    """TF's `tf.DType`: `name`, `as_numpy_dtype`, `is_floating`, `is_integer`, `is_bool`, `size`, `min`, `max`."""
+
+    def __init__(self, name: str, numpy_dtype: Any):
+        self.name = name
+        self.dtype = np.dtype(numpy_dtype)  # what numpy and JAX read when given this object as a dtype
+
+    @property
+    def as_numpy_dtype(self) -> type:
+        return self.dtype.type
+
+    @property
+    def is_floating(self) -> builtins.bool:
+        return self.dtype.kind == "f" or self.dtype == ml_dtypes.bfloat16
+
+    @property
+    def is_integer(self) -> builtins.bool:
+        return self.dtype.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> builtins.bool:
+        return self.dtype.kind == "u"
+
+    @property
+    def is_bool(self) -> builtins.bool:
+        return self.dtype.kind == "b"
+
+    @property
+    def is_complex(self) -> builtins.bool:
+        return self.dtype.kind == "c"
+
+    @property
+    def size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def min(self) -> Any:
+        return ml_dtypes.finfo(self.dtype).min if self.is_floating else np.iinfo(self.dtype).min
+
+    @property
+    def max(self) -> Any:
+        return ml_dtypes.finfo(self.dtype).max if self.is_floating else np.iinfo(self.dtype).max
+
+    @property
+    def base_dtype(self) -> "DType":
+        return self
+
+    def __eq__(self, other: Any) -> builtins.bool:
+        try:
+            return self.dtype == as_dtype(other).dtype
+        except TypeError:
+            return False
+
+    def __hash__(self) -> int:
+        return hash(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"tf.{self.name}"
+
+    def __str__(self) -> str:
+        return f"<dtype: '{self.name}'>"
+
+
+_NUMPY = {
+    "float16": np.float16, "float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloat16,
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "bool": np.bool_, "complex64": np.complex64, "complex128": np.complex128,
+}
+_BY_NAME: dict[str, DType] = {name: DType(name, t) for name, t in _NUMPY.items()}
+_BY_NUMPY: dict[np.dtype, DType] = {d.dtype: d for d in _BY_NAME.values()}
+
+float16 = half = _BY_NAME["float16"]
+float32 = _BY_NAME["float32"]
+float64 = double = _BY_NAME["float64"]
+bfloat16 = _BY_NAME["bfloat16"]
+int8, int16, int32, int64 = (_BY_NAME[n] for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (_BY_NAME[n] for n in ("uint8", "uint16", "uint32", "uint64"))
+bool = _BY_NAME["bool"]  # noqa: A001 (TF's name)
+complex64, complex128 = _BY_NAME["complex64"], _BY_NAME["complex128"]
+
+
+def as_dtype(type_value: Any) -> DType:
+    """`tf.as_dtype`: a `DType` from a `DType`, a name ("float32"), a numpy dtype or type, or a JAX dtype."""
+    if isinstance(type_value, DType):
+        return type_value
+    if isinstance(type_value, str) and type_value in _BY_NAME:
+        return _BY_NAME[type_value]
+    try:
+        key = np.dtype(type_value)
+    except TypeError:
+        key = None
+    if key is None or key not in _BY_NUMPY:
+        raise TypeError(f"Cannot convert {type_value!r} to a tf dtype: jdist.tf_compat has "
+                        f"{sorted(_BY_NAME)} (tf.string and quantized types are not provided)")
+    return _BY_NUMPY[key]
+
+
+class TensorSpec:
+    """`tf.TensorSpec(shape, dtype=tf.float32, name=None)`: a description of an array, for `input_signature`."""
+
+    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None):
+        self.shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
+        self.dtype = as_dtype(dtype)
+        self.name = name
+
+    def is_compatible_with(self, value: Any) -> builtins.bool:
+        """Whether `value` has this rank, these known dimensions and this dtype."""
+        shape = tuple(np.shape(value))
+        if self.shape is not None and (len(shape) != len(self.shape)
+                                       or any(a is not None and a != b for a, b in zip(self.shape, shape))):
+            return False
+        dtype = getattr(value, "dtype", None)
+        return dtype is None or self.dtype == dtype
+
+    def __eq__(self, other: Any) -> builtins.bool:
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype, self.name) == (
+            other.shape, other.dtype, other.name)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.name))
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
+
+
+def numpy_dtype(dtype: Any) -> np.dtype | None:
+    """The numpy dtype for a dtype argument of a `tf.` op (None stays None)."""
+    return None if dtype is None else as_dtype(dtype).dtype
+
+
+ALL = dict(_BY_NAME, half=half, double=double)

@@ -1,0 +1,42 @@
+"""`tf.keras`, `tf.metrics`, `tf.losses`, `tf.optimizers`: TF 2.21's `tf.keras` namespace, over Keras 3 on JAX.
+
+TF 2.21's `tf.keras` is Keras 3's `keras._tf_keras.keras` (observed: `tf.keras.__name__`), which adds
+TF's names to Keras 3's: `tf.keras.losses.Reduction.NONE` is "none" (also AUTO, SUM,
+SUM_OVER_BATCH_SIZE), and layers, models, optimizers and metrics are Keras 3's own classes. jdist
+binds the same module, with the one requirement that Keras runs on JAX.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def keras_module() -> Any:
+    """Keras 3, checked to run on JAX: jdist's `strategy.run` traces Keras objects as JAX arrays."""
+    backend = os.environ.get("KERAS_BACKEND")
+    if "keras" in sys.modules:
+        backend = sys.modules["keras"].backend.backend()
+    if backend != "jax":
+        raise RuntimeError(f"tf.keras under jdist is Keras 3 on the JAX backend, but the backend is "
+                           f"{backend or 'unset (Keras would pick TensorFlow)'}: set the environment variable "
+                           f"KERAS_BACKEND=jax before Keras is first imported")
+    import keras
+
+    return keras
+
+
+def tf_keras() -> Any:
+    """TF's `tf.keras`: Keras 3's TF-compatible namespace (`keras._tf_keras.keras`)."""
+    keras_module()
+    from keras._tf_keras import keras as namespace
+
+    return namespace
+
+
+ALIASES = {"metrics": "metrics", "losses": "losses", "optimizers": "optimizers", "initializers": "initializers"}
+
+
+def alias(name: str) -> Any:
+    """`tf.metrics` and the like: the `tf.keras` submodule of that name (TF 2.21's aliases)."""
+    return getattr(tf_keras(), ALIASES[name])

@@ -1,0 +1,377 @@
+"""TF's everyday ops (`tf.cast`, `tf.reduce_sum`, ...), with TF's dtype rules, on numpy or JAX.
+
+Each op works on what it is given: inside a compiled function (`strategy.run`, `jax.jit`) its
+inputs are JAX arrays or tracers and it computes with `jax.numpy`; in a `tf.data` `map`
+function, or anywhere on the host, its inputs are numpy arrays or Python values and it computes
+with numpy and returns numpy, so an input pipeline never dispatches to JAX.
+
+TF's rules, observed in TF 2.21: a Python int becomes int32 and a Python float float32
+(`tf.constant(1)`, `tf.range(5)`); numpy values keep their dtype (`tf.constant(np.float64(1))`
+is float64); `tf.cast` of float to int truncates toward zero; `reduce_mean` of ints is an int
+(TF divides and truncates); `argmax` returns int64. Inside compiled code JAX's 32-bit default
+applies (int64 results become int32 unless `jax_enable_x64` is set).
+"""
+from __future__ import annotations
+
+import builtins
+import sys
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jdist.tf_compat.dtypes import numpy_dtype
+
+
+def is_jax(*values: Any) -> bool:
+    """Whether any leaf of `values` is a JAX array, tracer or JAX-convertible object (a variable)."""
+    return any(isinstance(v, jax.Array) or hasattr(v, "__jax_array__") for v in jax.tree.leaves(values))
+
+
+def xp(*values: Any) -> Any:
+    """The array module for these inputs: `jax.numpy` if any is a JAX value, else numpy."""
+    return jnp if is_jax(*values) else np
+
+
+def _host_array(value: Any, dtype: np.dtype | None) -> np.ndarray:
+    """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
+    if dtype is not None:
+        return np.asarray(value, dtype=dtype)
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value)
+    array = np.asarray(value)
+    if array.dtype == np.float64:
+        return array.astype(np.float32)
+    if array.dtype == np.int64:
+        small = array.size == 0 or (array.min() >= np.iinfo(np.int32).min and array.max() <= np.iinfo(np.int32).max)
+        return array.astype(np.int32) if small else array
+    return array
+
+
+def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, name: str | None = None) -> Any:
+    """`tf.convert_to_tensor`: a JAX array for JAX values, else a numpy array with TF's dtypes."""
+    target = numpy_dtype(dtype)
+    if is_jax(value):
+        return jnp.asarray(value, dtype=target)
+    array = _host_array(value, target)
+    if target is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic)):
+        array = array.astype(numpy_dtype(dtype_hint))
+    return array
+
+
+def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, name: str | None = None) -> Any:
+    """`tf.constant`: as `convert_to_tensor`; a scalar `value` with `shape` fills that shape."""
+    array = convert_to_tensor(value, dtype)
+    if shape is None:
+        return array
+    module = xp(array)
+    if array.size == 1:
+        return module.broadcast_to(module.reshape(array, ()), tuple(shape))
+    return module.reshape(array, tuple(shape))
+
+
+def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
+    """`tf.cast`: float to int truncates toward zero; to bool is `x != 0`."""
+    target = numpy_dtype(dtype)
+    x = convert_to_tensor(x)
+    if target is not None and target.kind == "b":
+        return x != 0
+    return x.astype(target)
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str = "range") -> Any:  # noqa: A001
+    """`tf.range`: int32 for ints, float32 if any bound is a float (TF's inference)."""
+    if limit is None:
+        start, limit = 0, start
+    target = numpy_dtype(dtype)
+    if target is None:
+        kinds = [np.asarray(v).dtype for v in (start, limit, delta)]
+        target = np.dtype(np.float32) if any(k.kind == "f" for k in kinds) else np.dtype(np.int32)
+    return np.arange(start, limit, delta).astype(target)
+
+
+def _reduce(name: str, input_tensor: Any, axis: Any, keepdims: bool) -> Any:
+    x = convert_to_tensor(input_tensor)
+    module = xp(x)
+    axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis
+    if name == "mean" and x.dtype.kind in "iub":
+        count = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
+        total = module.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        return module.trunc(total / count).astype(x.dtype) if x.dtype.kind != "b" else total
+    if name in ("sum", "prod") and x.dtype.kind in "iu":
+        return getattr(module, name)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+    return getattr(module, name)(x, axis=axis, keepdims=keepdims)
+
+
+def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("sum", input_tensor, axis, keepdims)
+
+
+def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("mean", input_tensor, axis, keepdims)
+
+
+def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("max", input_tensor, axis, keepdims)
+
+
+def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("min", input_tensor, axis, keepdims)
+
+
+def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("prod", input_tensor, axis, keepdims)
+
+
+def reduce_any(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("any", input_tensor, axis, keepdims)
+
+
+def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    return _reduce("all", input_tensor, axis, keepdims)
+
+
+def reduce_logsumexp(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
+    x = convert_to_tensor(input_tensor)
+    if is_jax(x):
+        return jax.nn.logsumexp(x, axis=axis, keepdims=keepdims)
+    peak = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
+    tensor = convert_to_tensor(tensor)
+    return xp(tensor).reshape(tensor, tuple(int(s) for s in np.asarray(shape).reshape(-1)))
+
+
+def zeros(shape: Any, dtype: Any = "float32", name: str | None = None) -> np.ndarray:
+    return np.zeros(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
+
+
+def ones(shape: Any, dtype: Any = "float32", name: str | None = None) -> np.ndarray:
+    return np.ones(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
+
+
+def fill(dims: Any, value: Any, name: str | None = None) -> Any:
+    value = convert_to_tensor(value)
+    return xp(value).full(tuple(np.asarray(dims).reshape(-1).tolist()), value, dtype=value.dtype)
+
+
+def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).zeros_like(x, dtype=numpy_dtype(dtype))
+
+
+def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).ones_like(x, dtype=numpy_dtype(dtype))
+
+
+def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).expand_dims(x, axis)
+
+
+def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).squeeze(x, axis=tuple(axis) if isinstance(axis, list) else axis)
+
+
+def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
+    values = [convert_to_tensor(v) for v in values]
+    return xp(*values).concatenate(values, axis=axis)
+
+
+def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
+    values = [convert_to_tensor(v) for v in values]
+    return xp(*values).stack(values, axis=axis)
+
+
+def unstack(value: Any, num: int | None = None, axis: int = 0, name: str = "unstack") -> list:
+    x = convert_to_tensor(value)
+    module = xp(x)
+    return [module.squeeze(part, axis=axis) for part in module.split(x, x.shape[axis], axis=axis)]
+
+
+def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = None, name: str = "split") -> list:
+    x = convert_to_tensor(value)
+    if isinstance(num_or_size_splits, int):
+        return list(xp(x).split(x, num_or_size_splits, axis=axis))
+    return list(xp(x).split(x, np.cumsum(num_or_size_splits)[:-1].tolist(), axis=axis))
+
+
+def transpose(a: Any, perm: Sequence[int] | None = None, conjugate: bool = False, name: str = "transpose") -> Any:
+    x = convert_to_tensor(a)
+    return xp(x).transpose(x, perm)
+
+
+def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
+    """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64)."""
+    x = convert_to_tensor(input)
+    return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
+
+
+def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
+
+
+def _index_dtype(x: Any, output_type: Any) -> Any:
+    """`output_type`, as JAX can hold it inside compiled code (int64 is int32 without jax_enable_x64)."""
+    target = numpy_dtype(output_type)
+    return jax.dtypes.canonicalize_dtype(target) if is_jax(x) else target
+
+
+def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
+    """`tf.where(c, x, y)` elementwise; `tf.where(c)`: the int64 (N, rank) coordinates of the true elements."""
+    if (x is None) != (y is None):
+        raise ValueError("tf.where: give both `x` and `y`, or neither")
+    if x is None:
+        if is_jax(condition):
+            raise ValueError("tf.where(condition) with one argument has a data-dependent shape, which compiled "
+                             "code (strategy.run, jax.jit) cannot produce; use jnp.nonzero(condition, size=n) "
+                             "with a fixed size, or tf.where(condition, x, y)")
+        return np.argwhere(np.asarray(condition)).astype(np.int64)
+    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    return xp(condition, x, y).where(condition, x, y)
+
+
+def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
+    """`tf.shape`: the shape as an int32 array; static inside compiled code (shapes are known when tracing)."""
+    return np.asarray(np.shape(input), dtype=numpy_dtype(out_type))
+
+
+def rank(input: Any, name: str | None = None) -> np.ndarray:  # noqa: A002
+    return np.asarray(np.ndim(input), dtype=np.int32)
+
+
+def size(input: Any, out_type: Any = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
+    return np.asarray(np.size(input), dtype=numpy_dtype(out_type))
+
+
+def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = None, axis: int | None = None,
+            dtype: Any = None, name: str | None = None) -> Any:
+    """`tf.one_hot`: float32 unless `dtype` or the on/off values say otherwise; indices out of range give zeros."""
+    indices = convert_to_tensor(indices)
+    module = xp(indices)
+    target = numpy_dtype(dtype) or (convert_to_tensor(on_value).dtype if on_value is not None else np.float32)
+    on = 1 if on_value is None else on_value
+    off = 0 if off_value is None else off_value
+    hot = module.expand_dims(indices, -1) == module.arange(depth)
+    out = module.where(hot, module.asarray(on, dtype=target), module.asarray(off, dtype=target))
+    return out if axis is None or axis == -1 else module.moveaxis(out, -1, axis)
+
+
+def _binary(name: str):
+    def op(x: Any, y: Any, name: str | None = None) -> Any:
+        x, y = convert_to_tensor(x), convert_to_tensor(y)
+        return getattr(xp(x, y), fn_name)(x, y)
+
+    fn_name = name
+    op.__name__ = name
+    return op
+
+
+equal, not_equal = _binary("equal"), _binary("not_equal")
+greater, greater_equal = _binary("greater"), _binary("greater_equal")
+less, less_equal = _binary("less"), _binary("less_equal")
+logical_and, logical_or = _binary("logical_and"), _binary("logical_or")
+add, subtract, multiply = _binary("add"), _binary("subtract"), _binary("multiply")
+maximum, minimum, pow = _binary("maximum"), _binary("minimum"), _binary("power")  # noqa: A001
+matmul = _binary("matmul")
+
+
+def divide(x: Any, y: Any, name: str | None = None) -> Any:
+    """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21)."""
+    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    return xp(x, y).true_divide(x, y)
+
+
+def _unary(name: str):
+    def op(x: Any, name: str | None = None) -> Any:
+        x = convert_to_tensor(x)
+        return getattr(xp(x), fn_name)(x)
+
+    fn_name = name
+    op.__name__ = name
+    return op
+
+
+abs, exp, log, sqrt, square = (_unary(n) for n in ("abs", "exp", "log", "sqrt", "square"))  # noqa: A001
+floor, ceil, sign, tanh, negative = (_unary(n) for n in ("floor", "ceil", "sign", "tanh", "negative"))
+round, logical_not, is_nan = _unary("rint"), _unary("logical_not"), _unary("isnan")  # noqa: A001
+is_finite = _unary("isfinite")
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Any:
+    t = convert_to_tensor(t)
+    return xp(t).clip(t, clip_value_min, clip_value_max)
+
+
+def gather(params: Any, indices: Any, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Any:
+    if batch_dims:
+        raise ValueError("jdist's tf.gather takes batch_dims=0 only; index with jnp.take_along_axis instead")
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    return xp(params, indices).take(params, indices, axis=axis)
+
+
+def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).tile(x, tuple(np.asarray(multiples).reshape(-1).tolist()))
+
+
+def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002
+    return convert_to_tensor(input)
+
+
+def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002
+    x = convert_to_tensor(input)
+    return jax.lax.stop_gradient(x) if is_jax(x) else x
+
+
+def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
+    """`tf.add_n`: the element-wise sum of a non-empty list of same-shaped arrays, added in order."""
+    inputs = list(inputs)
+    if not inputs:
+        raise ValueError("tf.add_n: `inputs` must hold at least one array (got an empty list)")
+    total = convert_to_tensor(inputs[0])
+    for value in inputs[1:]:
+        if np.shape(value) != np.shape(total):
+            raise ValueError(f"tf.add_n: every input must have the same shape; got {np.shape(total)} and "
+                             f"{np.shape(value)}")
+        total = total + value
+    return total
+
+
+def _format(value: Any, summarize: int) -> str:
+    if isinstance(value, str):
+        return value
+    array = np.asarray(value)
+    if array.ndim == 0:
+        return str(array)
+    return np.array2string(array, threshold=max(summarize, 0) * 2 if summarize != -1 else sys.maxsize,
+                           edgeitems=summarize if summarize > 0 else 3)
+
+
+def print(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str = " ", end: str = "\n",  # noqa: A001
+          name: str | None = None) -> None:
+    """`tf.print`: to stderr (TF's default stream); inside compiled code it prints when the step runs."""
+    stream = sys.stderr if output_stream is None else output_stream
+
+    def emit(*values: Any) -> None:
+        stream.write(sep.join(_format(v, summarize) for v in values) + end)
+
+    if is_jax(*inputs):
+        strings = {i: v for i, v in enumerate(inputs) if isinstance(v, str)}
+        arrays = [v for v in inputs if not isinstance(v, str)]
+
+        def callback(*values: Any) -> None:
+            it = iter(values)
+            emit(*(strings[i] if i in strings else next(it) for i in builtins.range(len(inputs))))
+
+        jax.debug.callback(callback, *arrays)
+    else:
+        emit(*inputs)
+

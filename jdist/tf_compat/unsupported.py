@@ -1,0 +1,91 @@
+"""TensorFlow names jdist does not implement, each with the way forward, instead of a bare "not provided"."""
+from __future__ import annotations
+
+from typing import Any
+
+DOCS = "docs/tf_mapping.md"
+
+
+def not_provided(path: str) -> AttributeError:
+    """The error for a TensorFlow name outside jdist's surface."""
+    return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
+
+_SAVED_MODEL = (
+    "jdist does not provide `{name}`: a SavedModel is a TensorFlow graph, and jdist runs JAX programs. "
+    "To save a Keras model and load it back, use model.save('model.keras') and keras.models.load_model(...); "
+    "to serve it, model.export(path, format='tf_saved_model') (needs TensorFlow installed for the export only); "
+    "for training state (weights, optimizer, step) use jdist.train.Checkpoint or the orbax-based "
+    "jdist.checkpoint.CheckpointManager (docs/checkpointing.md). " + f"See {DOCS}."
+)
+
+_MESSAGES = {
+    "tf.saved_model": _SAVED_MODEL,
+    "tf.estimator": (
+        "jdist does not provide `{name}`: TensorFlow 2.21 has no tf.estimator either. Port the model_fn to a "
+        "Keras model trained with model.fit under a jdist strategy, or with jdist.Trainer (docs/trainer.md). "
+        f"See {DOCS}."),
+    "tf.keras.estimator": (
+        "jdist does not provide `{name}`: TensorFlow 2.21 has no Estimators either; train the Keras model "
+        f"with model.fit or jdist.Trainer. See {DOCS}."),
+    "tf.hub": (
+        "jdist does not provide `{name}`: TF Hub modules are SavedModels (TensorFlow graphs). Load Keras 3 "
+        "models from KerasHub / keras.saving.load_model, or the weights into a Keras model. " + f"See {DOCS}."),
+    "tf.compat": (
+        "jdist does not provide `{name}`: TF1 graphs, sessions and placeholders have no JAX counterpart; port the "
+        f"code to TF2 style (eager functions, Keras) first. See {DOCS}."),
+    "tf.io": (
+        "jdist does not provide `{name}`: for files use Python's own (open, os, shutil, pathlib; fsspec for "
+        "cloud buckets); for TFRecord files use grain or tf.data with TensorFlow installed as an input "
+        f"library. See {DOCS}."),
+    "tf.summary": (
+        "jdist does not provide `{name}`: log with keras.callbacks.TensorBoard in fit, or a summary writer "
+        f"such as tensorboardX / clu.metric_writers in custom loops. See {DOCS}."),
+    "tf.lite": f"jdist does not provide `{{name}}`: convert from a Keras model with TensorFlow installed. See {DOCS}.",
+    "tf.image": (
+        "jdist does not provide `{name}`: resize and augment images in the input pipeline with numpy / "
+        f"keras.layers preprocessing, or jax.image.resize inside a step. See {DOCS}."),
+    "tf.experimental.dtensor": (
+        "jdist does not provide `{name}`: jdist.Strategy(mesh_shape=..., layout=jdist.Layout(...)) lays "
+        f"variables out on a device mesh (docs/layouts.md). See {DOCS}."),
+    "tf.distribute.Server": (
+        "jdist does not provide `{name}`: processes join a cluster through jax.distributed (jdist.launch, "
+        f"TF_CONFIG is read by MultiWorkerMirroredStrategy). See {DOCS}."),
+    "tf.config.experimental_connect_to_cluster": (
+        "jdist does not provide `{name}`: multi-process JAX connects through jax.distributed.initialize "
+        f"(jdist.launch does it). See {DOCS}."),
+    "tf.tpu": (
+        f"jdist does not provide `{{name}}`: jdist.TPUStrategy() starts on JAX's TPU devices directly. See {DOCS}."),
+}
+
+
+def alternative(path: str) -> str | None:
+    """The error message for `path` (or a prefix of it) with its way forward, None for an unlisted name."""
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        message = _MESSAGES.get(".".join(parts[:end]))
+        if message is not None:
+            return message.format(name=path)
+    return None
+
+
+class Unsupported:
+    """A `tf.` submodule jdist does not implement: any attribute, or a call, raises its way forward."""
+
+    def __init__(self, path: str):
+        self.__name__ = path
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(alternative(f"{self.__name__}.{name}"))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(alternative(self.__name__))
+
+    def __repr__(self) -> str:
+        return f"<jdist.tf_compat: {self.__name__} is not provided>"
+
+
+def module(name: str) -> Unsupported | None:
+    """`tf.<name>` as an `Unsupported` namespace when jdist has a message for it, else None."""
+    return Unsupported(f"tf.{name}") if f"tf.{name}" in _MESSAGES else None

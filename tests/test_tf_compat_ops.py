@@ -1,0 +1,152 @@
+"""jdist.tf_compat's ops, dtypes, config and errors, against values observed in TF 2.21 (tensorflow-cpu 2.21.0,
+Keras 3.15.1), e.g. `/work/tfvenv/bin/python -c "import tensorflow as tf; print(tf.constant(1).dtype)"`."""
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist.tf_compat as tf  # noqa: E402
+
+
+def test_dtypes_follow_tf():
+    # Observed in TF 2.21: constant(1) int32, constant(1.0) float32, constant([1, 2]) int32, range(5) int32,
+    # constant(np.float64(1.)) float64, constant(np.arange(3)) int64, constant(True) bool, range(1.0, 3.0) float32.
+    assert tf.constant(1).dtype == tf.int32 and tf.constant(1.0).dtype == tf.float32
+    assert tf.constant([1, 2]).dtype == tf.int32 and tf.range(5).dtype == tf.int32
+    assert tf.constant(np.float64(1.0)).dtype == tf.float64 and tf.constant(np.arange(3)).dtype == tf.int64
+    assert tf.constant(True).dtype == tf.bool and tf.range(1.0, 3.0).dtype == tf.float32
+    np.testing.assert_array_equal(tf.range(0, 10, 3), [0, 3, 6, 9])
+    assert tf.zeros(3).dtype == tf.float32 and tf.convert_to_tensor(1.0, dtype=tf.float16).dtype == tf.float16
+    # DType objects: TF's repr / str / equality, and (beyond TF) usable as numpy and JAX dtypes.
+    assert repr(tf.float32) == "tf.float32" and str(tf.float32) == "<dtype: 'float32'>"
+    assert tf.float32 == np.float32 and tf.float32.as_numpy_dtype is np.float32 and tf.dtypes.int64 is tf.int64
+    assert tf.as_dtype("float32") is tf.float32 and tf.as_dtype(np.int64) is tf.int64
+    assert np.zeros(2, dtype=tf.float32).dtype == np.float32 and jnp.zeros(2, tf.bfloat16).dtype == jnp.bfloat16
+    with pytest.raises(TypeError, match="Cannot convert"):
+        tf.as_dtype("string")
+
+
+def test_ops_give_tfs_values():
+    # Observed in TF 2.21 (values and dtypes):
+    np.testing.assert_array_equal(tf.cast(tf.constant([-1.7, 1.7, 2.5]), tf.int32), [-1, 1, 2])  # truncates
+    np.testing.assert_array_equal(tf.cast(tf.constant([0.0, 2.0]), tf.bool), [False, True])
+    assert int(tf.reduce_mean(tf.constant([1, 2]))) == 1 and tf.reduce_mean(tf.constant([1, 2])).dtype == tf.int32
+    assert tf.reduce_sum([1, 2, 3]).dtype == tf.int32 and tf.reduce_sum([1.0, 2.0]).dtype == tf.float32
+    assert tf.argmax(tf.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1).dtype == tf.int64
+    np.testing.assert_array_equal(tf.argmax(tf.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1), [1, 0])
+    np.testing.assert_array_equal(tf.equal(tf.constant([1, 2]), 1), [True, False])
+    shape = tf.shape(tf.zeros((2, 3)))
+    assert shape.dtype == tf.int32 and shape.tolist() == [2, 3]
+    one_hot = tf.one_hot([0, 2], 3)
+    assert one_hot.dtype == tf.float32 and one_hot.tolist() == [[1, 0, 0], [0, 0, 1]]
+    coords = tf.where(tf.constant([True, False, True]))
+    assert coords.dtype == tf.int64 and coords.tolist() == [[0], [2]]
+    np.testing.assert_array_equal(tf.where(tf.constant([True, False]), 1.0, 2.0), [1.0, 2.0])
+    quotient = tf.constant(3) / tf.constant(2)
+    assert float(quotient) == 1.5 and quotient.dtype == tf.float64
+    np.testing.assert_allclose(tf.nn.softmax(tf.constant([1.0, 2.0])), [0.26894143, 0.73105854], rtol=1e-6)
+    np.testing.assert_allclose(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.constant([1]), logits=tf.constant([[1.0, 2.0]])), [0.31326166], rtol=1e-6)
+    np.testing.assert_allclose(tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.constant([[0.0, 1.0]]), logits=tf.constant([[1.0, 2.0]])), [0.31326166], rtol=1e-6)
+    np.testing.assert_array_equal(tf.concat([[1, 2], [3]], axis=0), [1, 2, 3])
+    assert tf.squeeze(tf.zeros((1, 2, 1))).shape == (2,) and tf.expand_dims(tf.zeros(2), -1).shape == (2, 1)
+    assert tf.random.uniform((2,)).dtype == tf.float32 and tf.random.uniform((2,), maxval=10, dtype=tf.int32).dtype \
+        == tf.int32
+    assert tf.math.reduce_sum is tf.reduce_sum and tf.math.argmax is tf.argmax
+
+
+def test_ops_stay_numpy_on_the_host_and_jax_inside_compiled_code():
+    host = [tf.reduce_sum(np.ones(3)), tf.cast(np.ones(2), tf.int32), tf.nn.relu(np.array([-1.0, 2.0])),
+            tf.one_hot(np.array([1]), 2), tf.concat([np.ones(1), np.zeros(1)], 0)]
+    assert all(isinstance(x, (np.ndarray, np.generic)) and not isinstance(x, jax.Array) for x in host)
+
+    @jax.jit
+    def step(x):
+        y = tf.nn.relu(tf.cast(x, tf.float32)) + tf.reduce_sum(tf.one_hot(tf.argmax(x, axis=0), 3))
+        assert isinstance(y, jax.core.Tracer)
+        return tf.reshape(y, (tf.shape(x)[0], 1))
+
+    np.testing.assert_array_equal(step(jnp.array([-1.0, 2.0, 0.5])), [[1.0], [3.0], [1.5]])
+
+
+def test_print_writes_tfs_format_to_stderr(capsys):
+    tf.print("loss", tf.constant([1.0, 2.0]), 3)
+    assert capsys.readouterr().err == "loss [1. 2.] 3\n"  # TF 2.21 writes "loss [1 2] 3": its own float format
+    jax.jit(lambda x: tf.print("in step", x))(jnp.arange(2))
+    jax.effects_barrier()
+    assert capsys.readouterr().err == "in step [0 1]\n"
+
+
+def test_cross_device_ops_take_tfs_arguments():
+    # Observed, TF 2.21: HierarchicalCopyAllReduce(num_packs=1), NcclAllReduce(num_packs=1),
+    # ReductionToOneDevice(reduce_to_device=None, accumulation_fn=None).
+    ops = tf.distribute.NcclAllReduce(num_packs=2)
+    assert isinstance(ops, tf.distribute.CrossDeviceOps) and ops.num_packs == 2
+    assert tf.distribute.ReductionToOneDevice(reduce_to_device="/cpu:0").reduce_to_device == "/cpu:0"
+    strategy = tf.distribute.MirroredStrategy(cross_device_ops=tf.distribute.HierarchicalCopyAllReduce())
+    assert strategy.num_replicas_in_sync == 8
+
+
+def test_unsupported_modules_name_the_alternative():
+    with pytest.raises(AttributeError, match=r"tf.saved_model.save.*model.save\('model.keras'\).*CheckpointManager"):
+        tf.saved_model.save(None, "/tmp/x")
+    with pytest.raises(AttributeError, match=r"tf.saved_model.load.*keras.models.load_model"):
+        tf.saved_model.load("/tmp/x")
+    with pytest.raises(AttributeError, match=r"tf.estimator.Estimator.*jdist.Trainer"):
+        tf.estimator.Estimator  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tf.distribute.Server.*jax.distributed"):
+        tf.distribute.Server  # noqa: B018
+
+
+def test_version_is_tfs_marked_as_jdist():
+    assert tf.__version__.startswith("2.21.0+jdist.")
+
+
+def test_config_lists_devices_and_refuses_a_late_split():
+    assert tf.config.list_physical_devices("CPU") == [tf.config.list_physical_devices()[0]]
+    assert [d.name for d in tf.config.list_logical_devices("CPU")] == [f"/device:CPU:{i}" for i in range(8)]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 8)  # as it is
+    with pytest.raises(RuntimeError, match="cannot be modified after being initialized.*before the first array"):
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
+
+
+def test_config_splits_the_cpu_before_jax_starts():
+    # The guide's order: look for GPUs first (with JAX_PLATFORMS=cpu: none, and JAX is not started), then split.
+    code = ("import jdist.tf_compat as tf\nassert tf.config.list_physical_devices('GPU') == []\n"
+            "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+            "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)\n"
+            "print(len(tf.config.list_logical_devices('CPU')), tf.distribute.MirroredStrategy().num_replicas_in_sync)")
+    env = {**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["3", "3"], out.stdout + out.stderr
+
+
+def test_nest_spec_and_errors_as_tf():
+    # Observed, TF 2.21: flatten sorts dict keys and keeps None; pack_sequence_as refills; TensorSpec's repr.
+    assert tf.nest.flatten({"b": [1, None], "a": 2}) == [2, 1, None]
+    assert tf.nest.map_structure(lambda x: x, (1, None)) == (1, None)
+    assert tf.nest.pack_sequence_as({"b": [0, 0], "a": 0}, [7, 8, 9]) == {"b": [8, 9], "a": 7}
+    spec = tf.TensorSpec((None, 2), tf.float32)
+    assert repr(tf.TensorSpec((2,), tf.int32)) == "TensorSpec(shape=(2,), dtype=tf.int32, name=None)"
+    assert spec.is_compatible_with(np.ones((3, 2), np.float32)) and not spec.is_compatible_with(np.ones((3, 3)))
+
+    @tf.function(input_signature=[tf.TensorSpec((None,), tf.float32)])
+    def double(x):
+        return x * 2
+
+    double(np.ones(2, np.float32))
+    double(np.ones(3, np.float32))
+    assert double.experimental_get_tracing_count() == 1  # TF 2.21: one trace for an input_signature
+    strategy = tf.distribute.MirroredStrategy()
+    iterator = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(np.arange(8)).batch(8)))
+    iterator.get_next()
+    with pytest.raises(tf.errors.OutOfRangeError):  # TF's end of a distributed iterator
+        iterator.get_next()
