@@ -20,6 +20,7 @@ from typing import Any
 
 import jdist
 from jdist import data, train
+from jdist.input.tensor_spec import TensorSpec
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.tf_compat import (
@@ -34,7 +35,6 @@ from jdist.tf_compat import (
 from jdist.tf_compat.distribute import distribute
 from jdist.tf_compat.dtypes import (
     DType,
-    TensorSpec,
     as_dtype,
     bfloat16,
     bool,

@@ -111,34 +111,6 @@ def as_dtype(type_value: Any) -> DType:
     return _BY_NUMPY[key]
 
 
-class TensorSpec:
-    """`tf.TensorSpec(shape, dtype=tf.float32, name=None)`: a description of an array, for `input_signature`."""
-
-    def __init__(self, shape: Any, dtype: Any = "float32", name: str | None = None):
-        self.shape = None if shape is None else tuple(None if d is None else int(d) for d in shape)
-        self.dtype = as_dtype(dtype)
-        self.name = name
-
-    def is_compatible_with(self, value: Any) -> builtins.bool:
-        """Whether `value` has this rank, these known dimensions and this dtype."""
-        shape = tuple(np.shape(value))
-        if self.shape is not None and (len(shape) != len(self.shape)
-                                       or any(a is not None and a != b for a, b in zip(self.shape, shape))):
-            return False
-        dtype = getattr(value, "dtype", None)
-        return dtype is None or self.dtype == dtype
-
-    def __eq__(self, other: Any) -> builtins.bool:
-        return isinstance(other, TensorSpec) and (self.shape, self.dtype, self.name) == (
-            other.shape, other.dtype, other.name)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.name))
-
-    def __repr__(self) -> str:
-        return f"TensorSpec(shape={self.shape}, dtype={self.dtype!r}, name={self.name!r})"
-
-
 def numpy_dtype(dtype: Any) -> np.dtype | None:
     """The numpy dtype for a dtype argument of a `tf.` op (None stays None)."""
     return None if dtype is None else as_dtype(dtype).dtype
