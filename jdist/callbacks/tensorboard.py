@@ -20,6 +20,54 @@ from jdist.callbacks.base import Callback, Logs
 from jdist.callbacks.event_file import EventFileWriter
 
 
+class ScalarLog:
+    """Keras's TensorBoard layout for scalars, shared by jdist's callback and `tf.keras.callbacks.TensorBoard`:
+    `train/` and `validation/` event files, `epoch_<metric>` at the epoch, `batch_<metric>` and
+    `evaluation_<metric>_vs_iterations` at the optimizer step."""
+
+    def __init__(self, log_dir: str | os.PathLike):
+        self.log_dir = os.fspath(log_dir)
+        self._writers: dict[str, EventFileWriter] = {}
+
+    def _writer(self, kind: str) -> EventFileWriter:
+        if kind not in self._writers:
+            self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
+        return self._writers[kind]
+
+    def batch(self, step: int, logs: Logs) -> None:
+        self._writer("train").add_scalars(step, {f"batch_{k}": v for k, v in logs.items()})
+
+    def evaluation(self, step: int, val_logs: Logs) -> None:
+        """Validation results (names without `val_`) at the optimizer step, as Keras writes on test end."""
+        if val_logs:
+            self._writer("validation").add_scalars(step, {f"evaluation_{k}_vs_iterations": v
+                                                          for k, v in val_logs.items()})
+
+    def epoch(self, epoch: int, logs: Logs, learning_rate: float | None) -> None:
+        train = {f"epoch_{k}": v for k, v in logs.items() if not k.startswith("val_")}
+        if learning_rate is not None:
+            train["epoch_learning_rate"] = learning_rate
+        val = {f"epoch_{k[4:]}": v for k, v in logs.items() if k.startswith("val_")}
+        if train:
+            self._writer("train").add_scalars(epoch, train)
+        if val:
+            self._writer("validation").add_scalars(epoch, val)
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+
+
+def is_chief() -> bool:
+    """Process 0 writes the event files (TF's and Keras's rule)."""
+    import jax
+
+    return jax.process_index() == 0
+
+
 class TensorBoard(Callback):
     """Writes epoch metrics (x-axis: epoch) and, with `update_freq=N`, step metrics every N steps
     (x-axis: optimizer step; each write reads the metrics back from the devices). Process 0 only."""
@@ -30,51 +78,27 @@ class TensorBoard(Callback):
             raise ValueError(f"update_freq must be 'epoch' or a positive number of steps, got {update_freq!r}.")
         self.log_dir = os.fspath(log_dir)
         self.update_freq = update_freq
-        self._writers: dict[str, EventFileWriter] = {}
+        self._log = ScalarLog(self.log_dir)
         self._last_logged_step = 0
 
-    def _writer(self, kind: str) -> EventFileWriter:
-        if kind not in self._writers:
-            self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
-        return self._writers[kind]
-
-    @staticmethod
-    def _is_chief() -> bool:
-        import jax
-
-        return jax.process_index() == 0
-
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:
-        if isinstance(self.update_freq, str) or not self._is_chief() or logs is None:  # str: "epoch"
+        if isinstance(self.update_freq, str) or not is_chief() or logs is None:  # str: "epoch"
             return
         step = self._running_trainer().step
         if step - self._last_logged_step >= self.update_freq:
             self._last_logged_step = step
-            self._writer("train").add_scalars(step, {f"batch_{k}": v for k, v in logs.items()})
+            self._log.batch(step, logs)
 
     def on_epoch_end(self, epoch: int, logs: Logs | None = None) -> None:
-        if not self._is_chief():
+        if not is_chief():
             return
         logs = logs or {}
-        train = {f"epoch_{k}": v for k, v in logs.items() if not k.startswith("val_")}
-        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
-        learning_rate = current_learning_rate(self.trainer)
-        if learning_rate is not None:
-            train["epoch_learning_rate"] = learning_rate
-        if val:  # Keras writes these when the validation's evaluation ends, then the epoch's
-            self._writer("validation").add_scalars(
-                self._running_trainer().step, {f"evaluation_{k}_vs_iterations": v for k, v in val.items()})
-        if train:
-            self._writer("train").add_scalars(epoch, train)
-        if val:
-            self._writer("validation").add_scalars(epoch, {f"epoch_{k}": v for k, v in val.items()})
-        for writer in self._writers.values():
-            writer.flush()
+        # Keras writes the validation's evaluation when it ends, then the epoch's scalars.
+        self._log.evaluation(self._running_trainer().step, {k[4:]: v for k, v in logs.items() if k.startswith("val_")})
+        self._log.epoch(epoch, logs, current_learning_rate(self.trainer))
 
     def on_train_end(self, logs: Logs | None = None) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        self._writers = {}
+        self._log.close()
 
 
 def current_learning_rate(trainer: Any) -> float | None:

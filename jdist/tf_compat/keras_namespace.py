@@ -7,8 +7,10 @@ binds the same module, with the one requirement that Keras runs on JAX.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import types
 from typing import Any
 
 
@@ -26,12 +28,34 @@ def keras_module() -> Any:
     return keras
 
 
+@functools.cache
 def tf_keras() -> Any:
-    """TF's `tf.keras`: Keras 3's TF-compatible namespace (`keras._tf_keras.keras`)."""
+    """TF's `tf.keras`: Keras 3's TF-compatible namespace (`keras._tf_keras.keras`), with the names that
+    need TensorFlow in Keras 3 served by jdist (`keras_extras`)."""
     keras_module()
     from keras._tf_keras import keras as namespace
 
-    return namespace
+    from jdist.tf_compat import keras_extras
+
+    return _Overlay(namespace, {
+        "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class()}),
+        "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class()}),
+    })
+
+
+class _Overlay(types.ModuleType):
+    """A module that is `base` except for `overrides` (Keras's own module objects are left untouched)."""
+
+    def __init__(self, base: types.ModuleType, overrides: dict[str, Any]):
+        super().__init__(base.__name__, base.__doc__)
+        self.__dict__.update(overrides)
+        self._base = base
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._base)) | set(self.__dict__) - {"_base"})
 
 
 ALIASES = {"metrics": "metrics", "losses": "losses", "optimizers": "optimizers", "initializers": "initializers"}

@@ -348,6 +348,11 @@ def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
 def _format(value: Any, summarize: int) -> str:
     if isinstance(value, str):
         return value
+    if isinstance(value, (tuple, list)):  # structures print their parts, as TF prints a nest of tensors
+        inner = ", ".join(_format(v, summarize) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_format(v, summarize)}" for k, v in value.items()) + "}"
     array = np.asarray(value)
     if array.ndim == 0:
         return str(array)

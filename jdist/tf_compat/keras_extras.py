@@ -1,0 +1,154 @@
+"""The two `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed.
+
+- `tf.keras.callbacks.TensorBoard`: Keras 3's writes through `tf.summary`; this one writes the same
+  scalars in the same layout (`jdist.callbacks.tensorboard.ScalarLog`: `train/`, `validation/`,
+  `epoch_<metric>`, `epoch_learning_rate`, `batch_<metric>`, `evaluation_<metric>_vs_iterations`) with
+  jdist's own event-file writer. Histograms, images, graphs, embeddings and profiles are not written.
+- `tf.keras.layers.StringLookup`: Keras 3's is a TensorFlow op; this one looks strings up in numpy on
+  the host, where `tf.data` map functions run, with TF 2.21's indices (observed: the mask token if any,
+  then the OOV token, then the vocabulary; `adapt` ranks tokens by count, ties in descending order).
+Both classes are made on first use, so importing `jdist.tf_compat` does not import Keras.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+from typing import Any
+
+import numpy as np
+
+from jdist.callbacks.tensorboard import ScalarLog, is_chief
+
+
+@functools.cache
+def tensorboard_class() -> type:
+    import keras
+
+    class TensorBoard(keras.callbacks.Callback):
+        """`tf.keras.callbacks.TensorBoard`, scalars only, without TensorFlow (process 0 writes)."""
+
+        def __init__(self, log_dir: str = "logs", histogram_freq: int = 0, write_graph: bool = True,
+                     write_images: bool = False, write_steps_per_second: bool = False,
+                     update_freq: str | int = "epoch", profile_batch: Any = 0, embeddings_freq: int = 0,
+                     embeddings_metadata: Any = None):
+            super().__init__()
+            unsupported = {"histogram_freq": histogram_freq, "write_images": write_images,
+                           "write_steps_per_second": write_steps_per_second, "embeddings_freq": embeddings_freq,
+                           "profile_batch": profile_batch}
+            asked = [k for k, v in unsupported.items() if v not in (0, False, None, (0, 0))]
+            if asked:
+                raise ValueError(f"tf.keras.callbacks.TensorBoard under jdist writes scalars only; {asked} need "
+                                 "TensorFlow's summary ops. Leave them at their defaults (jdist.profile() records "
+                                 "profiles).")
+            if update_freq not in ("epoch", "batch") and not (isinstance(update_freq, int) and update_freq > 0):
+                raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int, got {update_freq!r}")
+            self.log_dir = str(log_dir)
+            self.update_freq = 1 if update_freq == "batch" else update_freq
+            self._log = ScalarLog(self.log_dir)
+            self._train_batches = 0
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self._train_batches += 1
+            if self.update_freq == "epoch" or not logs or not is_chief():
+                return
+            if self._train_batches % int(self.update_freq) == 0:
+                self._log.batch(self._train_batches, {k: float(v) for k, v in logs.items()})
+
+        def on_test_end(self, logs: dict | None = None) -> None:
+            optimizer = getattr(self.model, "optimizer", None)
+            if logs and optimizer is not None and is_chief():
+                self._log.evaluation(int(np.asarray(optimizer.iterations)), {k: float(v) for k, v in logs.items()})
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if not is_chief():
+                return
+            logs = {k: float(v) for k, v in (logs or {}).items() if k != "learning_rate"}
+            rate = getattr(getattr(self.model, "optimizer", None), "learning_rate", None)
+            self._log.epoch(epoch, logs, None if rate is None else float(np.asarray(rate)))
+
+        def on_train_end(self, logs: dict | None = None) -> None:
+            self._log.close()
+
+    return TensorBoard
+
+
+@functools.cache
+def string_lookup_class() -> type:
+    import keras
+
+    class StringLookup(keras.layers.Layer):
+        """`tf.keras.layers.StringLookup` on the host: strings (bytes or str, numpy or lists) to int64 indices."""
+
+        def __init__(self, max_tokens: int | None = None, num_oov_indices: int = 1, mask_token: str | None = None,
+                     oov_token: str = "[UNK]", vocabulary: Any = None, invert: bool = False,
+                     output_mode: str = "int", **kwargs: Any):
+            super().__init__(**kwargs)
+            if output_mode not in ("int", "one_hot", "multi_hot", "count"):
+                raise ValueError(f"StringLookup: output_mode {output_mode!r} is not provided by jdist; it has "
+                                 "'int', 'one_hot', 'multi_hot' and 'count'")
+            self.max_tokens, self.num_oov_indices, self.mask_token = max_tokens, int(num_oov_indices), mask_token
+            self.oov_token, self.invert, self.output_mode = oov_token, invert, output_mode
+            self._tokens: list[str] = []
+            if vocabulary is not None:
+                self.set_vocabulary(vocabulary)
+
+        def set_vocabulary(self, vocabulary: Any) -> None:
+            self._tokens = [_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
+
+        def adapt(self, data: Any, steps: int | None = None) -> None:
+            """The vocabulary from `data`: most frequent first, ties in descending order (as TF 2.21)."""
+            counts = collections.Counter(_text(t) for t in _strings(data).ravel())
+            if self.mask_token is not None:
+                counts.pop(self.mask_token, None)
+            ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+            limit = None if self.max_tokens is None else self.max_tokens - self.num_oov_indices - (
+                self.mask_token is not None)
+            self._tokens = [t for t, _ in ranked[:limit]]
+
+        def get_vocabulary(self) -> list[str]:
+            """Mask token (if any), the OOV token, then the vocabulary: TF 2.21's order."""
+            head = [] if self.mask_token is None else [self.mask_token]
+            return head + [self.oov_token] * min(self.num_oov_indices, 1) + list(self._tokens)
+
+        def vocabulary_size(self) -> int:
+            return len(self.get_vocabulary())
+
+        def call(self, inputs: Any) -> Any:
+            if self.invert:
+                table = np.asarray([t.encode() for t in self.get_vocabulary()], dtype=object)
+                return table[np.asarray(inputs)]
+            strings = _strings(inputs)
+            offset = (self.mask_token is not None) + self.num_oov_indices
+            index = {t: i + offset for i, t in enumerate(self._tokens)}
+            if self.mask_token is not None:
+                index[self.mask_token] = 0
+            oov = offset - self.num_oov_indices
+            flat = [index.get(_text(t)) for t in strings.ravel()]
+            if self.num_oov_indices == 0 and any(i is None for i in flat):
+                raise ValueError("StringLookup: a token is not in the vocabulary and num_oov_indices=0")
+            ids = np.asarray([oov if i is None else i for i in flat], np.int64).reshape(strings.shape)
+            if self.output_mode == "int":
+                return ids
+            depth = self.vocabulary_size()
+            hot = np.eye(depth, dtype=np.int64)[ids]
+            if self.output_mode == "one_hot":
+                return hot
+            summed = hot.sum(axis=-2) if ids.ndim else hot
+            return summed if self.output_mode == "count" else np.minimum(summed, 1)
+
+        def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            return self.call(inputs)  # host strings: no Keras tensor conversion (Keras has no string dtype on JAX)
+
+    return StringLookup
+
+
+def _strings(data: Any) -> np.ndarray:
+    array = np.asarray(data, dtype=object)
+    if array.dtype != object or any(not isinstance(t, (str, bytes)) for t in array.ravel()):
+        raise TypeError("StringLookup takes strings (str or bytes, in numpy arrays or lists); inside compiled "
+                        "code (strategy.run, tf.function) strings cannot exist: look them up in the tf.data map")
+    return array
+
+
+def _text(token: Any) -> str:
+    return token.decode("utf-8") if isinstance(token, bytes) else str(token)

@@ -1,0 +1,89 @@
+"""`tf.keras` names that Keras 3 runs only with TensorFlow: jdist's TensorBoard callback and StringLookup layer."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist  # noqa: E402
+import jdist.tf_compat as tf  # noqa: E402
+from jdist.callbacks.event_file import read_scalars  # noqa: E402
+
+
+def _scalars(directory):
+    (path,) = [os.path.join(directory, f) for f in os.listdir(directory)]
+    return read_scalars(path)
+
+
+def test_tensorboard_writes_kerass_layout_without_tensorflow(tmp_path):
+    strategy = jdist.MirroredStrategy(jax.devices()[:2])
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 4)).astype(np.float32), rng.integers(0, 3, 32)
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1), metrics=["accuracy"],
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), verbose=0,
+                            callbacks=[tf.keras.callbacks.TensorBoard(log_dir=str(tmp_path), update_freq=2)])
+    train, validation = _scalars(tmp_path / "train"), _scalars(tmp_path / "validation")
+    epoch_loss = [(step, value) for step, tag, value in train if tag == "epoch_loss"]
+    assert [s for s, _ in epoch_loss] == [0, 1]
+    np.testing.assert_allclose([v for _, v in epoch_loss], history.history["loss"], rtol=1e-6)
+    assert [v for s, t, v in train if t == "epoch_learning_rate"] == pytest.approx([0.1, 0.1])
+    assert [s for s, t, _ in train if t == "batch_loss"] == [2, 4, 6, 8]  # every 2 of the 8 steps
+    np.testing.assert_allclose([v for _, t, v in validation if t == "epoch_accuracy"], history.history["val_accuracy"],
+                               rtol=1e-6)
+    # Keras writes each validation's result at the optimizer step as it ends.
+    assert [s for s, t, _ in validation if t == "evaluation_loss_vs_iterations"] == [4, 8]
+
+
+def test_tensorboard_refuses_what_needs_tensorflow():
+    with pytest.raises(ValueError, match="histogram_freq"):
+        tf.keras.callbacks.TensorBoard(histogram_freq=1)
+
+
+def test_string_lookup_matches_tf():
+    layer = tf.keras.layers.StringLookup(vocabulary=["a", "b", "c", "d", "f"])
+    # TF 2.21: layer(tf.constant(["a", "c", "e"])) -> [1 3 0] int64; [["a","f"],["z","b"]] -> [[1 5] [0 2]]
+    out = layer(np.array([b"a", b"c", b"e"], dtype=object))
+    assert out.tolist() == [1, 3, 0] and out.dtype == np.int64
+    assert layer(np.array([["a", "f"], ["z", "b"]])).tolist() == [[1, 5], [0, 2]]
+    # TF: 6, ['[UNK]', 'a', 'b', 'c', 'd', 'f']
+    assert layer.vocabulary_size() == 6 and layer.get_vocabulary() == ["[UNK]", "a", "b", "c", "d", "f"]
+    # TF: invert=True on [0, 1, 2] -> [b'[UNK]' b'a' b'b']; one_hot of ["a", "x"] -> [[0 1 0] [1 0 0]]
+    inverse = tf.keras.layers.StringLookup(vocabulary=["a", "b"], invert=True)
+    assert inverse(np.array([0, 1, 2])).tolist() == [b"[UNK]", b"a", b"b"]
+    one_hot = tf.keras.layers.StringLookup(vocabulary=["a", "b"], output_mode="one_hot")
+    assert one_hot(["a", "x"]).tolist() == [[0, 1, 0], [1, 0, 0]]
+    # TF: mask_token="" -> ["", "a", "x"] gives [0 2 1], vocabulary ['', '[UNK]', 'a', 'b']
+    masked = tf.keras.layers.StringLookup(vocabulary=["a", "b"], mask_token="")
+    assert masked(["", "a", "x"]).tolist() == [0, 2, 1] and masked.get_vocabulary() == ["", "[UNK]", "a", "b"]
+    # TF: adapt(["b", "a", "b", "c"]) -> ['[UNK]', 'b', 'c', 'a']
+    adapted = tf.keras.layers.StringLookup()
+    adapted.adapt(["b", "a", "b", "c"])
+    assert adapted.get_vocabulary() == ["[UNK]", "b", "c", "a"]
+    with pytest.raises(ValueError, match="num_oov_indices=0"):
+        tf.keras.layers.StringLookup(vocabulary=["a"], num_oov_indices=0)(["x"])
+
+
+def test_string_lookup_in_a_distributed_input_pipeline():
+    """TF's distributed-input tutorial: a StringLookup in the map of distribute_datasets_from_function."""
+    strategy = jdist.MirroredStrategy(jax.devices()[:2])
+    layer = tf.keras.layers.StringLookup(vocabulary=["a", "b", "c", "d", "f"])
+
+    def dataset_fn(ctx):
+        batch = ctx.get_per_replica_batch_size(4)
+        ds = tf.data.Dataset.from_tensor_slices(["a", "c", "e"]).repeat().batch(batch)
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id).map(layer)
+
+    # TF 2.21 on 2 logical CPUs, the tutorial's cell: [[1, 3], [0, 1]], [[3, 0], [1, 3]], [[0, 1], [3, 0]]
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    got = [[np.asarray(v).tolist() for v in strategy.experimental_local_results(next(iterator).value)]
+           for _ in range(3)]
+    assert got == [[[1, 3], [0, 1]], [[3, 0], [1, 3]], [[0, 1], [3, 0]]]
