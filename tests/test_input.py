@@ -120,10 +120,16 @@ def test_tuple_and_dict_elements_keep_their_structure(four):
     assert [r["y"].tolist() for r in four.experimental_local_results(last)] == [[8], [9], [], []]
 
 
-def test_batch_cannot_be_unpacked_without_its_mask(four):
-    (batch,) = four.experimental_distribute_dataset([(np.zeros(4), np.ones(4))])
-    with pytest.raises(TypeError, match="drop the mask"):
-        x, y = batch
+def test_unpacked_batch_components_keep_the_mask(four):
+    """TF's `for x, y in dist_dataset`: each component is still per replica, its padding masked."""
+    pairs = [(np.arange(i, min(i + 8, 10), dtype=np.float32), np.arange(i, min(i + 8, 10))) for i in range(0, 10, 8)]
+    x, y = list(four.experimental_distribute_dataset(pairs))[-1]
+    assert [r.tolist() for r in four.experimental_local_results(y)] == [[8], [9], [], []]
+    doubled = four.run(lambda a, b: a * 2.0 + b, args=(x, y))
+    assert [r.tolist() for r in four.experimental_local_results(doubled)] == [[24.0], [27.0], [], []]
+    (single,) = four.experimental_distribute_dataset([np.zeros(4)])
+    with pytest.raises(TypeError, match="not a tuple"):
+        a, b = single
 
 
 def test_multi_axis_mesh_splits_over_the_data_axis_only():

@@ -275,6 +275,11 @@ def test_distributed_elements_match_tf(replicas):
     for batch in strategy.experimental_distribute_dataset(ds):
         got.append([[np.asarray(t).tolist() for t in strategy.experimental_local_results(c)] for c in batch.value])
     assert got == TF_DISTRIBUTED[replicas]
+    unpacked = []  # TF's `for x, y in dist_dataset`, each through run
+    for x, y in strategy.experimental_distribute_dataset(ds):
+        out = strategy.run(lambda a, b: (a, b), args=(x, y))
+        unpacked.append([[np.asarray(t).tolist() for t in strategy.experimental_local_results(c)] for c in out])
+    assert unpacked == TF_DISTRIBUTED[replicas]
 
 
 def test_distributed_dataset_spec_optional_and_datasets_from_function():

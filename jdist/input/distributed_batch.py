@@ -41,12 +41,20 @@ class DistributedBatch:
         return not isinstance(self.mask, jax.Array)
 
     def __iter__(self):
+        """`x, y = batch` (TF's `for x, y in dist_dataset`): the element's components, each still a
+        per-replica value that carries this batch's mask (its leaves are marked), so padding stays out."""
+        if isinstance(self.value, (tuple, list)):
+            return iter(self.value)
         raise TypeError(
-            "A DistributedBatch keeps its examples together with the mask of real examples; unpacking it "
-            "would drop the mask, and padding rows would be treated as data. Pass the whole batch "
-            "(strategy.run(fn, args=(batch,)) hands fn the plain element; make_train_step takes it as is), "
-            "or take batch.value and batch.mask explicitly."
+            f"This distributed element is a {type(self.value).__name__}, not a tuple, so it cannot be unpacked. "
+            "Pass the whole batch (strategy.run(fn, args=(batch,)) hands fn the plain element), or take "
+            "batch.value and batch.mask explicitly."
         )
+
+    def __len__(self) -> int:
+        if isinstance(self.value, (tuple, list)):
+            return len(self.value)
+        raise TypeError(f"len() of a distributed element that is a {type(self.value).__name__}, not a tuple")
 
     def __repr__(self) -> str:
         """The element with each leaf shown as TF prints a distributed batch: a `PerReplica` of every
