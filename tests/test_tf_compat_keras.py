@@ -87,3 +87,20 @@ def test_string_lookup_in_a_distributed_input_pipeline():
     got = [[np.asarray(v).tolist() for v in strategy.experimental_local_results(next(iterator).value)]
            for _ in range(3)]
     assert got == [[[1, 3], [0, 1]], [[3, 0], [1, 3]], [[0, 1], [3, 0]]]
+
+
+def test_arrays_have_tfs_numpy():
+    """TF's distributed-input tutorial: `rindices.extend(a.numpy())` over experimental_local_results."""
+    strategy = jdist.MirroredStrategy(jax.devices()[:2])
+    ds = tf.data.Dataset.range(8).enumerate().batch(4)
+    result = {}
+    for index, inputs in strategy.experimental_distribute_dataset(ds):
+        output_index, outputs = strategy.run(lambda i, x: (i, 2 * x), args=(index, inputs))
+        rindices, routputs = [], []
+        for a in strategy.experimental_local_results(output_index):
+            rindices.extend(a.numpy())
+        for a in strategy.experimental_local_results(outputs):
+            routputs.extend(a.numpy())
+        result.update(zip(rindices, routputs))
+    assert result == {i: 2 * i for i in range(8)}
+    assert type(jax.numpy.float32(2.5).numpy()) is np.float32 and jax.numpy.ones(2).numpy().tolist() == [1.0, 1.0]

@@ -54,6 +54,7 @@ from jdist.tf_compat.dtypes import (
     uint32,
     uint64,
 )
+from jdist.tf_compat.eager import give_arrays_numpy
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as TF's names do)
     abs,
@@ -126,6 +127,7 @@ from jdist.tf_compat.variables import Variable
 
 # TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).
 __version__ = f"2.21.0+jdist.{jdist.__version__}"
+give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 
 _OPS = [
     "convert_to_tensor", "constant", "cast", "range", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
