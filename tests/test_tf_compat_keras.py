@@ -104,3 +104,20 @@ def test_arrays_have_tfs_numpy():
         result.update(zip(rindices, routputs))
     assert result == {i: 2 * i for i in range(8)}
     assert type(jax.numpy.float32(2.5).numpy()) is np.float32 and jax.numpy.ones(2).numpy().tolist() == [1.0, 1.0]
+
+
+def test_importing_tf_compat_leaves_jax_unstarted():
+    """The guide splits the CPU after `import tensorflow as tf`: the import must not start JAX's backend."""
+    import subprocess
+    import sys
+    probe = ("import jdist.tf_compat as tf\n"
+             "from jax._src import xla_bridge\n"
+             "print(len(xla_bridge._backends))\n"
+             "tf.config.set_logical_device_configuration(tf.config.list_physical_devices('CPU')[0],\n"
+             "    [tf.config.LogicalDeviceConfiguration()] * 3)\n"
+             "print(len(tf.config.list_logical_devices('CPU')), type(tf.constant([1.0]) + 0).__name__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         env={**env, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "3", "ndarray"]

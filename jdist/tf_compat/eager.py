@@ -21,6 +21,8 @@ def _numpy(self: Any) -> Any:
 
 
 def give_arrays_numpy() -> None:
-    array_type = type(jax.numpy.zeros(()))
-    if not hasattr(array_type, "numpy"):
-        array_type.numpy = _numpy  # type: ignore[attr-defined]
+    """Adds `numpy` to JAX's array implementation types, found without making an array (which would start
+    JAX's backend before `tf.config.set_logical_device_configuration` can split the CPU)."""
+    for array_type in jax.Array.__subclasses__():
+        if array_type.__name__ == "ArrayImpl" and not hasattr(array_type, "numpy"):
+            array_type.numpy = _numpy  # type: ignore[attr-defined]
