@@ -45,7 +45,7 @@ def test_printed_distributed_batch_shows_each_replicas_examples():
         batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
         shown = repr(batch)
     # TF 2.21 shows the element with one PerReplica per leaf: (PerReplica:{0: <tf.Tensor ... [[0.], [1.]]>, ...}, ...)
-    assert shown.startswith("DistributedBatch(value=(PerReplica:{\n  0: Array([[0.],\n       [1.]], dtype=float32),")
+    assert shown.startswith("(PerReplica:{\n  0: Array([[0.],\n       [1.]], dtype=float32),")
     assert "7: Array([14, 15], dtype=int32)" in shown
 
 

@@ -66,7 +66,7 @@ class DistributedBatch:
             parts = local_examples(self)
             per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
             shown = jax.tree.unflatten(jax.tree.structure(self.value), [PerReplica(ragged=p) for p in per_leaf])
-            return f"DistributedBatch(value={shown!r})"
+            return repr(shown)  # as TF prints the element: its structure of PerReplica values
 
 
 jax.tree_util.register_pytree_node(

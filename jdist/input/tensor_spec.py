@@ -45,6 +45,32 @@ class TensorSpec:
         return fits and np.dtype(getattr(value, "dtype", type(value))) == self.dtype
 
 
+class TensorShape(tuple):
+    """`tf.TensorShape`: a tuple of dimensions (None where unknown) with TF's `as_list`, `rank`, `dims`."""
+
+    def __new__(cls, dims: Any = ()):
+        if dims is None:
+            raise ValueError("TensorShape(None), a shape of unknown rank, is not provided: give the dimensions")
+        return super().__new__(cls, (None if d is None else int(d) for d in dims))
+
+    def as_list(self) -> list:
+        return list(self)
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    @property
+    def dims(self) -> list:
+        return list(self)
+
+    def is_fully_defined(self) -> bool:
+        return None not in self
+
+    def __repr__(self) -> str:
+        return f"TensorShape({list(self)})"
+
+
 @dataclasses.dataclass(frozen=True)
 class PerReplicaSpec:
     """One component's spec on each replica (TF's `PerReplicaSpec`)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import jdist
 from jdist import data, train
-from jdist.input.tensor_spec import TensorSpec
+from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.tf_compat import (
@@ -185,7 +185,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
+    "DType", "GradientTape", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "complex128", "complex64", "concat",
     "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",

@@ -154,14 +154,19 @@ def as_spec(value: Any) -> TensorSpec:
 
 
 def signature_from(output_signature: Any, output_types: Any, output_shapes: Any) -> Any:
-    """`from_generator`'s structure of TensorSpecs, from `output_signature` or TF's older types/shapes pair."""
+    """`from_generator`'s structure of TensorSpecs, from `output_signature` or TF's older types/shapes pair
+    (`output_shapes` follows `output_types`' structure; each shape a list, tuple or TensorShape)."""
     if output_signature is not None:
         return map_leaves(as_spec, output_signature)
-    if output_shapes is None:
-        return map_leaves(lambda t: TensorSpec(None, t), output_types)
-    shapes = leaves(output_shapes) if isinstance(output_shapes, (tuple, dict)) else [output_shapes]
-    it = iter(shapes)
-    return map_leaves(lambda t: TensorSpec(next(it), t), output_types)
+
+    def pair(types: Any, shapes: Any) -> Any:
+        if isinstance(types, dict):
+            return {k: pair(v, None if shapes is None else shapes[k]) for k, v in types.items()}
+        if isinstance(types, tuple):
+            return tuple(pair(v, None if shapes is None else shapes[i]) for i, v in enumerate(types))
+        return TensorSpec(shapes, types)
+
+    return pair(output_types, output_shapes)
 
 
 def conform(element: Any, signature: Any) -> Any:
