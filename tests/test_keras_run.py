@@ -25,16 +25,46 @@ def test_gradient_tape_outside_run_names_the_alternative():
             pass
 
 
-def test_unbuilt_optimizer_is_refused_with_the_fix():
+@pytest.mark.parametrize("make", [lambda: keras.optimizers.SGD(0.1), lambda: keras.optimizers.Adam(0.01)])
+def test_unbuilt_optimizer_is_built_for_the_models_weights(make):
+    """TF 2.21 runs the guide's custom loop with an unbuilt SGD on 8 replicas (it builds on the first
+    apply_gradients); with Adam it fails there. jdist builds either before the replica function runs, and
+    the step equals the one with the optimizer built by hand."""
+    strategy = jdist.MirroredStrategy()
+    x = strategy.distribute_batch(np.arange(24, dtype=np.float32).reshape(8, 3))
+    weights = []
+    for build_first in (False, True):
+        with strategy.scope():
+            keras.utils.set_random_seed(0)
+            model = _model()
+            optimizer = make()
+            if build_first:
+                optimizer.build(model.trainable_variables)
+
+        def step(x):
+            with jdist.GradientTape() as tape:
+                loss = jdist.compute_average_loss(model(x)[:, 0])
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+        strategy.run(step, args=(x,))
+        strategy.run(step, args=(x,))
+        assert int(optimizer.iterations.value) == 2
+        weights.append(model.get_weights())
+    for got, want in zip(*weights):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_unbuilt_optimizer_without_a_model_is_refused_with_the_fix():
     strategy = jdist.MirroredStrategy()
     with strategy.scope():
-        model = _model()
+        w = keras.Variable(np.ones((3,), np.float32))
         optimizer = keras.optimizers.SGD(0.1)
 
     def step(x):
         with jdist.GradientTape() as tape:
-            loss = jdist.compute_average_loss(model(x)[:, 0])
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            loss = jdist.compute_average_loss(x @ w)
+        optimizer.apply_gradients([(tape.gradient(loss, w), w)])
 
     with pytest.raises(ValueError, match=r"optimizer.build\(model.trainable_variables\)"):
         strategy.run(step, args=(strategy.distribute_batch(np.ones((8, 3), np.float32)),))

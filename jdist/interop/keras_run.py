@@ -145,14 +145,26 @@ def keras_objects(fn: Callable) -> list:
     return list(objects.values())
 
 
+def _build_optimizers(strategy: Strategy, objects: Sequence[Any], keras: Any) -> None:
+    """An optimizer not built yet is built, in the strategy's scope, for the trainable variables of the models
+    the replica function uses: what its first `apply_gradients` would build in TF. (TF 2.21 does so for plain
+    SGD; with slot variables, such as Adam's, it fails under MirroredStrategy with 2+ replicas.)"""
+    pending = [o for o in objects if isinstance(o, keras.optimizers.Optimizer) and not o.built]
+    models = [o for o in objects if isinstance(o, keras.layers.Layer) and not isinstance(o, keras.metrics.Metric)]
+    trainable = list({id(v): v for m in models if m.built for v in m.trainable_variables}.values())
+    if pending and trainable:
+        with strategy.scope():
+            for optimizer in pending:
+                optimizer.build(trainable)
+
+
 def _check_built(objects: Sequence[Any], keras: Any) -> None:
     for obj in objects:
         if isinstance(obj, keras.optimizers.Optimizer) and not obj.built:
             raise ValueError(
-                f"strategy.run: optimizer {obj.name!r} has no variables yet. Build it in the strategy's scope "
-                "before run: `optimizer.build(model.trainable_variables)` (TF 2.21 needs the same for "
-                "optimizers with slot variables, such as Adam, under MirroredStrategy with 2+ replicas; plain "
-                "SGD runs there without it).")
+                f"strategy.run: optimizer {obj.name!r} has no variables yet, and the replica function uses no "
+                "built Keras model to build it for. Build it in the strategy's scope before run: "
+                "`optimizer.build(model.trainable_variables)`.")
         if isinstance(obj, keras.layers.Layer) and not isinstance(obj, keras.metrics.Metric) and not obj.built:
             raise ValueError(
                 f"strategy.run: Keras model {obj.name!r} is not built, so its variables would be created inside "
@@ -335,6 +347,9 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     from jdist.strategy.values import PerReplica
 
     keras = _keras()
+    assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
+    _check_built([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], keras)
+    _build_optimizers(strategy, objects, keras)
     _check_built(objects, keras)
     variables = _variables(objects)
     cache = strategy.__dict__.setdefault("_keras_run_fns", {})
