@@ -51,7 +51,7 @@ def _chief_writes(original: Callable) -> Callable:
         with _writing_elsewhere(callback):
             return original(callback)
 
-    save_model._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
+    save_model._jdist = True  # pyright: ignore[reportAttributeAccessIssue]
     return save_model
 
 

@@ -57,7 +57,7 @@ def _synced(original: Callable, is_strategy_distribution: Callable[[Any], bool])
             variable._value = from_first_replica(value, sharding)
         return result
 
-    initialize._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
+    initialize._jdist = True  # pyright: ignore[reportAttributeAccessIssue]
     return initialize
 
 
