@@ -189,12 +189,13 @@ def test_two_workers_match_one_process_and_one_device(tmp_path):
 def test_trainer_fit_on_two_workers_matches_one_process(tmp_path, monkeypatch):
     """Trainer.fit / evaluate / predict on 2 processes x 4 devices (each placing its own shards of every
     padded global batch, 2 steps per execution, optimizer state sharded over all 8 replicas) equal one
-    process with 8 devices and plain Mirrored."""
+    process with 8 devices and plain Mirrored. Worker 1 seeds its parameters and its Trainer (shuffle
+    order, dropout key) differently: the chief's seed and values are used on both."""
     import trainer_job
 
     run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "4", "--timeout", "30",
                                script=SCRIPTS / "trainer_job.py",
-                               script_args=["--out", str(tmp_path), "--shard-optimizer-state"]))
+                               script_args=["--out", str(tmp_path), "--shard-optimizer-state", "--seed-by-worker"]))
     code = run.finish(180)
     assert code == 0, run.output()
     monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)

@@ -56,6 +56,20 @@ def to_global(leaf: Any, sharding: Any) -> Any:
     return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
 
 
+def chief_int(value: int) -> int:
+    """The chief's `value` (a seed, say) on every process; `value` itself with one process.
+
+    Every process must call it at the same point of its program (it is a collective)."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    bits = int(value) & (2**64 - 1)  # two 32-bit halves: without x64 JAX keeps 32-bit integers
+    halves = multihost_utils.broadcast_one_to_all(np.array([bits >> 32, bits & 0xFFFFFFFF], np.uint32))
+    bits = (int(halves[0]) << 32) | int(halves[1])
+    return bits - 2**64 if bits >= 2**63 else bits
+
+
 _PROGRAMS: dict[tuple, Any] = {}
 
 
