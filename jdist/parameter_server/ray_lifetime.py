@@ -40,7 +40,12 @@ def ensure_ray(address: str | None) -> bool:
         # JAX warns about os.fork() in a threaded process; Ray's daemons are fork+exec, which is safe.
         warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
-    started = address is None and not os.environ.get("RAY_ADDRESS")
+    if not sys.platform.startswith("linux"):
+        return address is None and not os.environ.get("RAY_ADDRESS")
+    from jdist.parameter_server.ray_reaper import ray_processes
+
+    # Without an address Ray may also join a cluster started by `ray start`: not this job's to stop.
+    started = bool(ray_processes(os.getpid()))
     if started:
         _start_reaper()
     return started
@@ -48,7 +53,7 @@ def ensure_ray(address: str | None) -> bool:
 
 def _start_reaper() -> None:
     global _reaper
-    if not sys.platform.startswith("linux") or (_reaper is not None and _reaper.poll() is None):
+    if _reaper is not None and _reaper.poll() is None:
         return
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ray_reaper.py")
     # Its own session: a signal to the job's process group (Ctrl-C, the launcher) leaves it to clean up.
