@@ -189,12 +189,13 @@ def test_two_workers_match_one_process_and_one_device(tmp_path):
 def test_trainer_fit_on_two_workers_matches_one_process(tmp_path, monkeypatch):
     """Trainer.fit / evaluate / predict on 2 processes x 4 devices (each placing its own shards of every
     padded global batch, 2 steps per execution, optimizer state sharded over all 8 replicas) equal one
-    process with 8 devices and plain Mirrored."""
+    process with 8 devices and plain Mirrored. Worker 1 seeds its parameters and its Trainer (shuffle
+    order, dropout key) differently: the chief's seed and values are used on both."""
     import trainer_job
 
     run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "4", "--timeout", "30",
                                script=SCRIPTS / "trainer_job.py",
-                               script_args=["--out", str(tmp_path), "--shard-optimizer-state"]))
+                               script_args=["--out", str(tmp_path), "--shard-optimizer-state", "--seed-by-worker"]))
     code = run.finish(180)
     assert code == 0, run.output()
     monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)
@@ -498,3 +499,20 @@ def test_ctrl_c_stops_every_worker(tmp_path, inherited):
     assert run.finish(30) == 130, run.output()
     assert "[launch] interrupted: stopping every worker." in run.output()
     assert "killed by SIGKILL" not in run.output(), run.output()
+
+
+def test_workers_seeded_differently_hold_the_chiefs_values(tmp_path):
+    """Flax parameters, Adam state, PRNG keys and a Keras model (weights, optimizer, metrics) made in the
+    scope of 2 workers seeded differently are bit-identical after creation and after every step, and are
+    the chief's (TF broadcasts initial values from the chief). Without the broadcast the two workers'
+    Keras weights, flax parameters and keys all differed."""
+    run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", "--timeout", "30",
+                               script=SCRIPTS / "initial_values_job.py", script_args=["--out", str(tmp_path)]))
+    code = run.finish(180)
+    assert code == 0, run.output()
+    chief, other = (json.loads((tmp_path / f"digests_{i}.json").read_text()) for i in range(2))
+    assert chief["flax/own"] != other["flax/own"]  # the seeds did differ
+    assert chief["flax/params"] == chief["flax/own"]  # every worker holds the chief's initial values
+    own = {"flax/own"}
+    assert set(chief) == set(other) and len(chief) == 15
+    assert {k: chief[k] for k in chief if k not in own} == {k: other[k] for k in other if k not in own}

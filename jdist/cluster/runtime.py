@@ -243,4 +243,5 @@ def _start_watchdog(resolver: ClusterResolver, settings: RuntimeSettings) -> Non
         return
     names = [resolver.task_name(p) for p in range(resolver.num_workers)]
     _watchdog = Watchdog(distributed.global_state.client, resolver.process_id, names,
-                         settings.failure_timeout).start()
+                         settings.failure_timeout,
+                         coordinator_address=getattr(distributed.global_state, "coordinator_address", None)).start()

@@ -17,14 +17,19 @@ store: it posts a liveness counter every `interval` and reads the others'. An
 uncaught exception posts the error and leaves at once (skipping the barrier);
 a peer whose counter stalls for `timeout` seconds is declared dead. Either way
 the survivors print which worker failed and exit with `EXIT_PEER_FAILED`, also
-when their own collective broke first (the error is blamed on the peer the
-watchdog finds dead). A Python thread keeps running while the main thread waits
+when their own collective broke first: the error is blamed on a peer whose
+counter then stands still for a few intervals (`quick_timeout`, 5 s with the
+default 60 s timeout: a broken collective is evidence enough), or on the chief
+when the coordination service it hosts stops answering. Without that a
+survivor waited the whole `timeout` (60 s) after gloo had already reported the
+dead peer. A Python thread keeps running while the main thread waits
 on XLA (compilation and execution release the GIL), so it sees failures mid-step.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import socket
 import sys
 import threading
 import time
@@ -50,6 +55,7 @@ class Watchdog:
         *,
         interval: float | None = None,
         exit_fn: Callable[[int], None] = os._exit,
+        coordinator_address: str | None = None,
     ):
         self._client = client
         self._pid = process_id
@@ -57,6 +63,7 @@ class Watchdog:
         self._timeout = float(timeout)
         self._interval = interval if interval is not None else max(0.2, min(1.0, self._timeout / 10))
         self._exit = exit_fn
+        self._coordinator = coordinator_address
         self._stop = threading.Event()
         self._exiting = False
         self._thread: threading.Thread | None = None
@@ -134,6 +141,62 @@ class Watchdog:
                     self._abort(f"{self.name(pid)} stopped responding {now - last_seen[pid][1]:.0f} s ago "
                                 "(no liveness signal); it has died, been killed or stopped (hung).")
 
+    def _dead_peer(self) -> str | None:
+        """After a broken collective: which peer is dead, judged within a few liveness intervals.
+
+        A live peer (its own collective broke too) keeps posting its counter, so one whose counter
+        does not move for `quick_timeout` seconds is dead; the coordination service not answering
+        means the chief, which hosts it, is. None when every peer is alive (this worker's failure).
+        """
+        peers = {p for p in range(len(self._names)) if p != self._pid}
+        window = self.quick_timeout
+        started = time.monotonic()
+        first: dict[int, str] | None = None
+        moved: set[int] = set()
+        ended: set[int] = set()
+        if self._pid != 0 and not self._coordinator_listening():
+            # Asked over JAX's client instead, the failed call makes JAX abort this process unnamed.
+            return (f"{self.name(0)} is gone: the coordination service it hosts ({self._coordinator}) refuses "
+                    "connections after a collective with it failed.")
+        while not self._exiting:
+            try:
+                alive = self._entries("alive")
+                ended = set(self._entries("exited")) | set(self._entries("failed"))
+            except Exception as err:
+                if self._pid == 0:
+                    return None
+                return (f"{self.name(0)} is gone: the coordination service it hosts stopped answering after a "
+                        f"collective with it failed ({str(err).splitlines()[0][:200]}).")
+            first = alive if first is None else first
+            moved |= {p for p in peers if alive.get(p) != first.get(p)}
+            if moved | ended >= peers:
+                return None
+            elapsed = time.monotonic() - started
+            if elapsed > window:
+                stalled = sorted(peers - moved - ended)
+                return (f"{', '.join(self.name(p) for p in stalled)} stopped responding (no liveness signal for "
+                        f"{elapsed:.0f} s after a collective with it failed); it has died, been killed or stopped.")
+            time.sleep(self._interval / 2)
+        return None
+
+    def _coordinator_listening(self) -> bool:
+        """A plain TCP connect to the coordination service: refused means its process (the chief) is gone."""
+        if not self._coordinator:
+            return True
+        host, _, port = self._coordinator.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+                return True
+        except ConnectionRefusedError:
+            return False
+        except (OSError, ValueError):
+            return True  # unreachable for another reason (a slow network): judged by the counters below
+
+    @property
+    def quick_timeout(self) -> float:
+        """How long a peer's counter may stand still after a broken collective before it counts as dead."""
+        return min(self._timeout, max(3.0, 5 * self._interval))
+
     def _acknowledge(self) -> None:
         try:
             self._client.key_value_set(self._key("ack", self._pid), "1", allow_overwrite=True)
@@ -154,9 +217,9 @@ class Watchdog:
         if is_transport_error(exc) and self._thread is not None and self._thread.is_alive():
             # A collective broke because a peer vanished: name that peer, not this worker.
             _say(f"a collective failed on {self.name(self._pid)}; checking whether another worker died first.")
-            deadline = time.monotonic() + self._timeout + 3 * self._interval + 1
-            while time.monotonic() < deadline and not self._exiting:
-                time.sleep(self._interval / 2)
+            dead = self._dead_peer()
+            if dead is not None:
+                self._abort(dead)
             if self._exiting:
                 return
         self._exiting = True

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
+from jdist.interop import keras_backup, keras_variables
+
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
@@ -66,6 +68,8 @@ def strategy_distribution(strategy: Strategy) -> Any:
         cached = _distribution_class()(strategy)
         strategy._keras_distribution = cached
         _place_short_batches_whole()
+        keras_variables.install(lambda d: isinstance(d, _distribution_class()))
+        keras_backup.install()
     return cached
 
 

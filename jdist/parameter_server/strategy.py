@@ -13,7 +13,6 @@ import itertools
 import logging
 import sys
 import uuid
-import warnings
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -25,6 +24,7 @@ from jdist.parameter_server.cluster import ParameterServerCluster, cluster_plan
 from jdist.parameter_server.errors import PSUnavailableError, UnavailableError
 from jdist.parameter_server.layout import ParameterLayout
 from jdist.parameter_server.processes import ParameterServerProcess, start_actor
+from jdist.parameter_server.ray_lifetime import ensure_ray, stop_local_ray
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState, call_servers
 from jdist.strategy.base import Strategy
 from jdist.training.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
@@ -34,27 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _STARTUP_TIMEOUT_S = 300.0
-
-
-def require_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ImportError(
-            "ParameterServerStrategy runs its parameter servers and workers on Ray, which is not installed. "
-            "Install it with: pip install 'jdist[ps]'"
-        ) from None
-    return ray
-
-
-def ensure_ray(address: str | None) -> None:
-    """Joins the Ray cluster at `address` (or RAY_ADDRESS), or starts a local one, unless already connected."""
-    ray = require_ray()
-    if not ray.is_initialized():
-        with warnings.catch_warnings():
-            # JAX warns about os.fork() in a threaded process; Ray's daemons are fork+exec, which is safe.
-            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
 
 
 def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrainState,
@@ -131,7 +110,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
 
     def __init__(self, cluster_resolver: Any, variable_partitioner: Callable | None = None):
         plan = cluster_plan(cluster_resolver)
-        ensure_ray(plan.address)
+        self._owns_ray = ensure_ray(plan.address)
         local = jax.local_devices()
         super().__init__(devices=local[:plan.devices_per_worker] if plan.devices_per_worker else local[:1])
         self._cluster_resolver = cluster_resolver
@@ -314,7 +293,8 @@ class ParameterServerStrategy(RemoteStepsStrategy):
 
     # ----------------------------------------------------------------- lifetime
     def shutdown(self) -> None:
-        """Stops the coordinator's workers and the parameter servers (their values are lost)."""
+        """Stops the coordinator's workers and the parameter servers (their values are lost), and the
+        local Ray cluster if this strategy started it: no process of the job outlives this call."""
         import ray
 
         if self._cluster_coordinator is not None:
@@ -325,6 +305,9 @@ class ParameterServerStrategy(RemoteStepsStrategy):
             except Exception:  # already gone
                 pass
         self._servers = []
+        if self._owns_ray:
+            self._owns_ray = False
+            stop_local_ray()
 
 
 def is_parameter_server_strategy(strategy: Any) -> bool:

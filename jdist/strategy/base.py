@@ -29,7 +29,7 @@ from jdist.layout import (
     split_over_data,
     split_shardings_over_data,
 )
-from jdist.strategy import context
+from jdist.strategy import context, initial_values
 from jdist.strategy.cross_replica import CrossReplicaOps
 from jdist.strategy.devices import Device, DeviceLike, resolve_devices
 from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
@@ -226,9 +226,13 @@ class Strategy(ReplicaRun, CrossReplicaOps):
 
         The result has its own buffers, so donating it to a train step never frees
         the caller's arrays (`jax.device_put`, even with `may_alias=False`, reuses a
-        single-device array's buffer as one shard of a replicated result).
+        single-device array's buffer as one shard of a replicated result). With several
+        processes every copy of a value is the first replica's (the chief's), as TF
+        broadcasts initial values: workers seeded differently still start identical.
         """
         shardings = self.parameter_shardings(tree)
+        if jax.process_count() > 1:
+            return initial_values.from_first_replica(tree, shardings)
         return jax.jit(_copy_tree, out_shardings=shardings)(jax.device_put(tree, shardings))
 
     def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,6 @@ from collections import Counter
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jdist.cluster import runtime
@@ -101,38 +100,9 @@ class MultiWorkerMirroredStrategy(Strategy):
             return super().distribute_batch(batch)
         return mark_split(make_global_batch(batch, self.data_sharding()))
 
-    def place(self, tree: Any) -> Any:
-        """Replicates `tree` with the chief's values, as TF broadcasts initial values from the chief.
-
-        Workers that initialised parameters with different seeds still start identical.
-        """
-        if self.num_workers > 1:
-            tree = _broadcast_host_values(tree)
-        return super().place(tree)
-
     def __repr__(self) -> str:
         return (f"MultiWorkerMirroredStrategy(num_workers={self.num_workers}, worker_index={self.worker_index}, "
                 f"num_replicas_in_sync={self.num_replicas_in_sync})")
-
-
-def _is_host_value(x: Any) -> bool:
-    """Values each process holds on its own (may differ per worker), as opposed to global arrays."""
-    if isinstance(x, jax.Array):
-        return x.is_fully_addressable and not jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
-    return isinstance(x, (np.ndarray, np.generic, int, float, bool, complex))
-
-
-def _broadcast_host_values(tree: Any) -> Any:
-    """The chief's copy of every host-local leaf, in one collective; global arrays pass through."""
-    from jax.experimental import multihost_utils
-
-    leaves, treedef = jax.tree.flatten(tree)
-    picked = [i for i, leaf in enumerate(leaves) if _is_host_value(leaf)]
-    if picked:
-        values = multihost_utils.broadcast_one_to_all([np.asarray(leaves[i]) for i in picked])
-        for i, value in zip(picked, values):
-            leaves[i] = value
-    return jax.tree.unflatten(treedef, leaves)
 
 
 def _process_major_devices() -> list:

@@ -37,7 +37,7 @@ from jdist.diagnostics import memory
 from jdist.input import checks as input_checks
 from jdist.input.process_local import to_host
 from jdist.interop import keras_model
-from jdist.strategy import context, dispatch
+from jdist.strategy import context, dispatch, initial_values
 from jdist.trainer import _batching as batching, _io as trainer_io
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
@@ -94,7 +94,7 @@ class Trainer:
         self.steps_per_execution = steps_per_execution
         self.accumulation_steps = check_accumulation_steps(accumulation_steps)
         self.policy = mixed_precision.as_policy(policy)
-        self.seed = seed
+        self.seed = seed = initial_values.chief_int(seed)  # one shuffle order and key per job, the chief's
         self._max_in_flight = max_in_flight
         # A Keras model: its adapter, and what its compile() says where the Trainer is not told.
         self._keras = keras_model.KerasTraining(model, optimizer, loss, metrics, weighted_metrics) if (

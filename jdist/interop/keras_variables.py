@@ -1,0 +1,93 @@
+"""Keras variables made in a multi-worker jdist scope start from the chief's values.
+
+Keras (JAX backend) places a new variable by `jax.device_put` of the value
+each process computed, or by a jitted initializer run on each process's own
+seed: on a mesh spanning several processes the replicas then hold different
+numbers (two workers seeded differently: weight sums 23141.28 vs 23142.91)
+and nothing reports it. While a jdist strategy's Keras distribution is
+installed, each new variable's value goes through
+`jdist.strategy.initial_values.from_first_replica`, as TF broadcasts initial
+values from the chief: model weights, optimizer slots, metric and seed-generator
+state alike. Later `assign`s are left alone (as in TF).
+
+A model also remembers the distribution its variables were made under: with
+several processes, `fit`, `evaluate` and `predict` called after the scope
+closed (as TF's multi-worker tutorial does) run under it again, as TF's models
+keep their strategy. Without it each worker's batch would enter the step as a
+replicated value that differs per process, and the workers would drift apart.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from jdist.strategy.initial_values import from_first_replica, spans_processes
+
+
+def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
+    """Wraps Keras's JAX variable initialisation and its trainer's entry points once per process."""
+    from keras.src.backend.jax.core import JaxVariable
+    from keras.src.backend.jax.trainer import JAXTrainer
+
+    if getattr(JaxVariable._initialize, "_jdist", False):
+        return
+    for name in ("_initialize", "_initialize_with_initializer"):
+        setattr(JaxVariable, name, _synced(getattr(JaxVariable, name), is_strategy_distribution))
+    for name in ("fit", "evaluate", "predict"):
+        setattr(JAXTrainer, name, _under_remembered_distribution(getattr(JAXTrainer, name)))
+
+
+def _synced(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
+    @functools.wraps(original)
+    def initialize(variable: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(variable, "_jdist_initializing", False):  # the inner call of the pair
+            return original(variable, *args, **kwargs)
+        variable._jdist_initializing = True
+        try:
+            result = original(variable, *args, **kwargs)
+        finally:
+            variable._jdist_initializing = False
+        distribution = _current_distribution()
+        if not is_strategy_distribution(distribution):
+            return result
+        variable._jdist_distribution = distribution
+        value = getattr(variable, "_value", None)
+        sharding = getattr(value, "sharding", None)
+        if spans_processes(sharding):
+            variable._value = from_first_replica(value, sharding)
+        return result
+
+    initialize._jdist = True  # pyright: ignore[reportAttributeAccessIssue]
+    return initialize
+
+
+def _under_remembered_distribution(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def run(model: Any, *args: Any, **kwargs: Any) -> Any:
+        remembered = _remembered(model)
+        if remembered is None:
+            return original(model, *args, **kwargs)
+        with remembered.scope():
+            return original(model, *args, **kwargs)
+
+    return run
+
+
+def _remembered(model: Any) -> Any:
+    """The jdist distribution `model`'s variables were made under, where none is current and the
+    job has several processes; else None."""
+    import jax
+
+    if jax.process_count() == 1 or _current_distribution() is not None:
+        return None
+    for variable in getattr(model, "variables", ()):
+        remembered = getattr(variable, "_jdist_distribution", None)
+        if remembered is not None:
+            return remembered
+    return None
+
+
+def _current_distribution() -> Any:
+    from keras.src.distribution import distribution_lib
+
+    return distribution_lib.distribution()
