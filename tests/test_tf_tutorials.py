@@ -43,3 +43,22 @@ def test_distributed_input_tutorial():
     (result,) = [line for line in lines if line.startswith("{")]
     pairs = re.findall(r"np\.int\d+\((\d+)\): np\.int\d+\((\d+)\)", result)
     assert {int(k): int(v) for k, v in pairs} == {i: 2 * i for i in range(24)}
+
+
+# TF 2.21, distributed_training.ipynb: `print(tf.Variable(1.))` in the default strategy's scope, and 210 losses
+# printed by its custom-training cells, falling.
+TF_GUIDE_VARIABLE = "<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>"
+TF_GUIDE_LOSSES = 210
+
+
+def test_distributed_training_guide():
+    out = _run("distributed_training_guide.py")
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == TF_GUIDE_VARIABLE
+    losses = [float(line) for line in lines if re.fullmatch(r"\d+\.\d+(e-?\d+)?", line)]
+    assert len(losses) == TF_GUIDE_LOSSES
+    assert losses[-1] < losses[0]
+    # The guide's `MirroredStrategy(devices=["/gpu:0", "/gpu:1"])` on a machine without GPUs: TF runs the
+    # replicas on the CPU; jdist warns and refuses only if that strategy is used (it is not).
+    assert "Unknown device '/gpu:0'" in out.stderr

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jdist
@@ -44,9 +45,42 @@ class ReductionToOneDevice(CrossDeviceOps):
         self.accumulation_fn = accumulation_fn
 
 
+class UnavailableStrategy:
+    """A strategy over devices this machine lacks: every use raises the error that names them.
+
+    TF 2.21 constructs `MirroredStrategy(devices=["/gpu:0", "/gpu:1"])` on a machine without GPUs and then
+    runs both replicas on the CPU (soft placement; observed). jdist never moves replicas silently, but it
+    defers the refusal from construction to use, so a script that only builds such a strategy (the
+    distributed-training guide does, to show the argument) runs on, with a warning."""
+
+    def __init__(self, error: ValueError):
+        self._error = error
+
+    def __getattr__(self, name: str) -> Any:
+        raise ValueError(f"This strategy cannot be used: {self._error}") from self._error
+
+    def __repr__(self) -> str:
+        return f"<unavailable strategy: {self._error}>"
+
+
+class MirroredStrategy(jdist.MirroredStrategy):
+    """`tf.distribute.MirroredStrategy`: jdist's, except that devices this machine lacks give an
+    `UnavailableStrategy` (with a warning) instead of an error at construction."""
+
+    def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if devices is not None:
+            try:
+                jdist.resolve_devices(devices)
+            except ValueError as error:
+                warnings.warn(f"MirroredStrategy(devices={list(devices)!r}): {error} TensorFlow would run these "
+                              "replicas on other devices; jdist refuses when this strategy is used.", stacklevel=2)
+                return UnavailableStrategy(error)
+        return super().__new__(cls)
+
+
 distribute = Namespace(
     "tf.distribute",
-    MirroredStrategy=jdist.MirroredStrategy,
+    MirroredStrategy=MirroredStrategy,
     OneDeviceStrategy=jdist.OneDeviceStrategy,
     MultiWorkerMirroredStrategy=jdist.MultiWorkerMirroredStrategy,
     TPUStrategy=jdist.TPUStrategy,
