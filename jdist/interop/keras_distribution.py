@@ -22,6 +22,8 @@ distribution: on the devices of the variables, the batch not split.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import sys
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -34,8 +36,13 @@ if TYPE_CHECKING:
 
 
 def _keras_on_jax() -> Any:
-    """The keras module if it is imported and runs on JAX, else None (Keras is never imported here)."""
+    """The keras module if it runs on JAX, else None. Keras is imported here only where the environment
+    asks for it on JAX (KERAS_BACKEND=jax) and it is installed: a script that first touches Keras inside
+    the scope (`tf.keras.Sequential(...)` after `with strategy.scope():`) must still get the scope's
+    distribution, or each worker would keep its own initial weights."""
     keras = sys.modules.get("keras")
+    if keras is None and os.environ.get("KERAS_BACKEND") == "jax" and importlib.util.find_spec("keras"):
+        import keras
     if keras is None:
         return None
     try:
