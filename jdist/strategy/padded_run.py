@@ -45,6 +45,7 @@ class PaddingFacts:
     exposed: tuple[bool, ...]  # per result: computed from padded rows, not row-aligned, not from a mask
     collectives: bool  # the replica function communicates between replicas
     out_shapes: tuple[tuple, ...]  # per result: its per-replica shape in the padded program
+    out_dtypes: tuple[Any, ...]  # per result: its dtype
 
 
 def analyse(jaxpr: Any, consts: int, padded: Sequence[bool], masks: Sequence[bool], aligned: Sequence[Any],
@@ -59,6 +60,7 @@ def analyse(jaxpr: Any, consts: int, padded: Sequence[bool], masks: Sequence[boo
         exposed=exposed,
         collectives=has_collectives(jaxpr, axis),
         out_shapes=tuple(tuple(getattr(v.aval, "shape", ())) for v in jaxpr.outvars),
+        out_dtypes=tuple(getattr(v.aval, "dtype", None) for v in jaxpr.outvars),
     )
 
 
@@ -106,12 +108,29 @@ def _count_fn(replicas: int, replicated: NamedSharding) -> Callable:
 def unexact_error(fn: Callable, paths: Sequence[str], counts: Sequence[int], why: str) -> ValueError:
     name = getattr(fn, "__name__", type(fn).__name__)
     return ValueError(
-        f"strategy.run({name}): result {', '.join(paths)} is computed from the padding rows of a short batch "
+        f"strategy.run({name}): {', '.join(paths)} is computed from the padding rows of a short batch "
         f"(the replicas hold {list(int(c) for c in counts)} real examples, padded to equal shards), and {why}; "
         "returning it would count padding rows where TensorFlow computes on each replica's real rows. Fix: "
         "use the mask of real examples (get_replica_context().example_mask; compute_average_loss applies "
         "it), or batch the dataset with drop_remainder=True so no batch is short. See " + DOCS + "."
     )
+
+
+def empty_replica_results(fn: Callable, facts: PaddingFacts, aligned: Sequence[Any], replica: int, device: Any,
+                          paths: Callable, error: Exception) -> list:
+    """A replica without real rows whose function fails on 0 rows (e.g. `x.reshape(x.shape[0], -1)`):
+    its per-example results are empty; any other result cannot be had, so a named error."""
+    missing = [j for j, a in enumerate(aligned) if not isinstance(a, frozenset)]
+    if missing:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise ValueError(
+            f"strategy.run({name}): replica {replica} holds no examples of this short batch, and {name} fails on "
+            f"an empty batch ({type(error).__name__}: {error}), so {', '.join(paths(missing))} cannot be computed "
+            "as TensorFlow computes it (on 0 rows). Make the function accept 0 rows, or batch the dataset with "
+            "drop_remainder=True. See " + DOCS + "."
+        ) from error
+    with alone(device):
+        return [jnp.zeros((0,) + facts.out_shapes[j][1:], facts.out_dtypes[j]) for j in range(len(aligned))]
 
 
 # -------------------------------------------------------------- the exact path

@@ -98,7 +98,7 @@ class ReplicaRun(StrategyFields):
                 return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts)
             exposed = [i for i, e in enumerate(facts.exposed) if e]
             if exposed:
-                paths = [jax.tree_util.keystr(p) or "(the result)" for p in _leaf_paths(out_tree, exposed)]
+                paths = _result_names(out_tree, exposed)
                 why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "
                        "replicas cannot run apart on their real rows" if facts.collectives
                        else "its replicas are not one device each in one process, so they cannot run apart")
@@ -153,8 +153,14 @@ class ReplicaRun(StrategyFields):
         inputs = padded_run.per_replica_inputs(dynamic, dyn_kinds, counts, devices)
         per_replica = []
         for r, d in enumerate(devices):
-            with padded_run.alone(d):
-                per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
+            try:
+                with padded_run.alone(d):
+                    per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
+            except Exception as error:  # noqa: BLE001 (a replica without rows: see empty_replica_results)
+                if any(counts[i][r] for i in facts.padded_inputs):
+                    raise
+                per_replica.append(padded_run.empty_replica_results(
+                    fn, facts, aligned, r, d, lambda js: _result_names(out_tree, js), error))
         masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
         padded = {id(masks[i]): (masks[i], counts[i]) for i in facts.padded_inputs}
         results = []
@@ -297,10 +303,10 @@ def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
     return next(iter(found.values())) if len(found) == 1 else None
 
 
-def _leaf_paths(tree: Any, indices: Sequence[int]) -> list:
-    """The key paths of the leaves at `indices` of a pytree structure (for error messages)."""
+def _result_names(tree: Any, indices: Sequence[int]) -> list[str]:
+    """How error messages name the results at `indices` of a result structure."""
     paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(jax.tree.unflatten(tree, [0] * tree.num_leaves))[0]]
-    return [paths[i] for i in indices]
+    return [f"its result{jax.tree_util.keystr(paths[i])}" if paths[i] else "its result" for i in indices]
 
 
 def _signature(leaf: Any, kind: str) -> Any:
