@@ -97,6 +97,13 @@ def test_bad_tf_config(monkeypatch, config, pattern):
     _raises_jdist_error(lambda: _tf_config(monkeypatch, config), pattern)
 
 
+def _fresh_step():
+    """A step that has seen no batch yet (no reference ranks): the model itself must name the mismatch."""
+    model = Dense()
+    return jdist.make_eval_step(
+        lambda p, b: optax.softmax_cross_entropy_with_integer_labels(model.apply(p, b["x"]), b["y"]))
+
+
 def _dataset_next(strategy, element):
     return next(iter(strategy.experimental_distribute_dataset([element])))
 
@@ -128,7 +135,28 @@ BATCH_CASES = {
     "step: wrong rank": (lambda t, s, st: st[0](st[1], {"x": X[:, :, None], "y": Y}),
                          r"batch\['x'\] has shape \(64, 8, 1\) \(rank 3\)"),
     "step: scalar leaf": (lambda t, s, st: st[0](st[1], {"x": X, "y": np.int32(3)}), r"batch\['y'\] is a scalar"),
+    "step: wrong rank, first batch": (lambda t, s, st: _fresh_step()(st[1], {"x": X[:, :, None], "y": Y}),
+                                      r"model cannot take this batch: batch has shapes.*\(64, 8, 1\)"),
+    "step: wrong feature size": (lambda t, s, st: _fresh_step()(st[1], {"x": X[:, :5], "y": Y}),
+                                 r"model cannot take this batch: batch has shapes.*\(64, 5\)"),
+    "step: distributed string labels": (lambda t, s, st: st[0](st[1], s.distribute_batch({"x": X, "y": Y.astype(str)})),
+                                        r"batch\['y'\] has dtype <U"),
+    # strategy.distribute_batch: the Trainer's rules and messages
+    "distribute_batch: string labels": (lambda t, s, st: s.distribute_batch((X, Y.astype(str))),
+                                        r"batch\[1\] has dtype <U.*strings"),
+    "distribute_batch: object x": (lambda t, s, st: s.distribute_batch({"x": X.astype(object), "y": Y}),
+                                   r"batch\['x'\] has dtype object"),
+    "distribute_batch: None leaf": (lambda t, s, st: s.distribute_batch({"x": X, "y": None}), r"batch\['y'\] is None"),
+    "distribute_batch: empty": (lambda t, s, st: s.distribute_batch(X[:0]), r"0 examples"),
+    "distribute_batch: scalar": (lambda t, s, st: s.distribute_batch((X, np.float32(1))), r"batch\[1\] is a scalar"),
+    # strategy.run: arrays JAX cannot take, and a model that cannot take the batch
+    "run: string argument": (lambda t, s, st: s.run(lambda p, b: b, args=(st[1].params, Y.astype(str))),
+                             r"args\[1\] has dtype <U"),
+    "run: wrong rank": (lambda t, s, st: s.run(lambda p, x: Dense().apply(p, x),
+                                               args=(st[1].params, s.distribute_batch(X[:, :, None]))),
+                        r"model cannot take this batch: the input has shapes.*\(64, 8, 1\)"),
     # distributed datasets
+    "dataset: None leaf": (lambda t, s, st: _dataset_next(s, {"x": X, "y": None}), r"element\['y'\] is None"),
     "dataset: object leaf": (lambda t, s, st: _dataset_next(s, (X.astype(object), Y)), r"element\[0\] has dtype object"),
     "dataset: bytes leaf": (lambda t, s, st: _dataset_next(s, {"x": X, "y": Y.astype(bytes)}),
                             r"element\['y'\] has dtype \|S"),

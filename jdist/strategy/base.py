@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from jdist.input.leaf_checks import check_leaves
 from jdist.input.process_local import check_divisible, process_batch_slice, to_host
 from jdist.interop import keras_distribution
 from jdist.layout import (
@@ -343,10 +344,10 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """Places a global batch (a pytree of arrays) split over the replicas along dim 0.
 
         The arrays are per-replica values (`run` splits them, see `jdist.strategy.values`) and
-        stay plain `jax.Array`s for jitted steps."""
+        stay plain `jax.Array`s for jitted steps. Its arrays are checked as the Trainer checks
+        a batch (`jdist.input.leaf_checks`)."""
+        check_leaves(batch, "batch")
         sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
-        if any(s == () for s in sizes):
-            raise ValueError("Every leaf of a batch needs a leading batch dimension (rank >= 1).")
         if len(sizes) > 1:
             raise ValueError(
                 f"The leaves of a batch disagree on the batch size: {sorted(s[0] for s in sizes)}. "

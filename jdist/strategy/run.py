@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from jdist.input import leaf_checks
 from jdist.input.distributed_batch import place_host_batches, unwrap_batches
 from jdist.interop import keras_run
 from jdist.strategy import context, dispatch, padded_run
@@ -67,6 +68,8 @@ class ReplicaRun(StrategyFields):
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
         if objects:
             return keras_run.run(strategy, fn, args, kwargs, objects, context)
+        leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
+        leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
         with self.scope(), keras_run.guard():
             return self._run_compiled(fn, placed_args, placed_kwargs)
@@ -271,7 +274,13 @@ class ReplicaRun(StrategyFields):
 
         abstract = [jax.ShapeDtypeStruct(np.shape(self._prepare(leaf, kind)), _dtype_of(leaf, kind))
                     for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
+        try:
+            probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
+        except Exception as error:
+            if leaf_checks.is_shape_mismatch(error):  # named as the Trainer names a batch the model cannot take
+                raise leaf_checks.model_mismatch_error(_batch_view(leaves, kinds, treedef), "the input",
+                                                       error) from error
+            raise
         (shard_eqn,) = [e for e in probe.jaxpr.eqns if e.primitive.name == "shard_map"]
         inner = shard_eqn.params["jaxpr"]
         # Arrays the function closes over are traced as extra leading inputs: constants, broadcast.
@@ -307,6 +316,16 @@ def _result_names(tree: Any, indices: Sequence[int]) -> list[str]:
     """How error messages name the results at `indices` of a result structure."""
     paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(jax.tree.unflatten(tree, [0] * tree.num_leaves))[0]]
     return [f"its result{jax.tree_util.keystr(paths[i])}" if paths[i] else "its result" for i in indices]
+
+
+def _batch_view(leaves: list, kinds: tuple, treedef: Any) -> Any:
+    """`(args, kwargs)` with only the split (per-replica) arrays kept, for error messages; every
+    array when none is split."""
+    split = any(kind in ("batch", "stacked") for kind in kinds)
+    keep = [leaf.stacked[0] if kind == "stacked" else leaf
+            if (kind in ("batch", "stacked") or (not split and kind == "replicated")) else None
+            for leaf, kind in zip(leaves, kinds)]
+    return jax.tree.unflatten(treedef, keep)
 
 
 def _signature(leaf: Any, kind: str) -> Any:
