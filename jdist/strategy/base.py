@@ -232,6 +232,17 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         shardings = self.parameter_shardings(tree)
         return jax.jit(_copy_tree, out_shardings=shardings)(jax.device_put(tree, shardings))
 
+    def init_in_place(self, state: Any) -> Any:
+        """`state` placed where this strategy keeps it, its optimizer state made there by a
+        compiled `state.tx.init` (never whole on the host first): `state.opt_state` may be
+        abstract (`jax.eval_shape(tx.init, params)`). None where this strategy keeps state
+        elsewhere (`place` / `place_state` overridden): the caller places a host-made state."""
+        if type(self).place is not Strategy.place or type(self).place_state is not Strategy.place_state:
+            return None
+        shardings = self.parameter_shardings(state).opt_state
+        placed = self.place(state.replace(opt_state=None))
+        return placed.replace(opt_state=jax.jit(state.tx.init, out_shardings=shardings)(placed.params))
+
     def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any, **kwargs: Any) -> Any:
         """Builds `state_cls` (e.g. `jdist.TrainState`) with parameters and optimizer state placed here.
 

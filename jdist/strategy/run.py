@@ -21,7 +21,7 @@ from jdist.strategy import context, dispatch, padded_run
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
-from jdist.strategy.values import PerReplica, mark_mirrored, split_mark
+from jdist.strategy.values import PerReplica, is_mirrored, mark_mirrored, split_mark
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -35,6 +35,8 @@ class StrategyFields:
     if TYPE_CHECKING:  # provided by `Strategy`
         _mesh: Mesh
         _data_axis: str
+        _layout: Any
+        _shard_optimizer_state: bool
         num_replicas_in_sync: int
         worker_devices: tuple
 
@@ -81,6 +83,8 @@ class ReplicaRun(StrategyFields):
     def _run_compiled(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: isinstance(x, PerReplica))
         kinds = tuple(self._classify(leaf) for leaf in leaves)
+        if "unmarked" in kinds:
+            raise self._unmarked_error(treedef, kinds)
         static = tuple(_static_key(leaf) if kind == "static" else None for leaf, kind in zip(leaves, kinds))
         all_masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds)]
         masked = tuple(m is not None for m in all_masks)
@@ -205,7 +209,9 @@ class ReplicaRun(StrategyFields):
             leaf.stacked  # noqa: B018 (raises a clear error for ragged values)
             return "stacked"
         if isinstance(leaf, jax.Array):
-            return "batch" if self._is_split_batch(leaf) else "replicated"
+            if self._is_split_batch(leaf):
+                return "batch"
+            return "unmarked" if self._looks_split(leaf) else "replicated"
         if isinstance(leaf, _ARRAY_SCALARS) or hasattr(leaf, "__jax_array__"):
             return "replicated"
         return "static"
@@ -228,6 +234,32 @@ class ReplicaRun(StrategyFields):
         first = sharding.spec[0]
         axes = first if isinstance(first, tuple) else (first,)
         return self._data_axis in axes and x.shape[0] % self.num_replicas_in_sync == 0
+
+    def _looks_split(self, x: jax.Array) -> bool:
+        """An array split along dim 0 over the data axis, but not marked as per-replica, on a
+        strategy whose parameters are never split over that axis: it can only come from a
+        batch (computed from one outside `run`, which drops the mark and the mask)."""
+        if self._layout is not None or self._shard_optimizer_state or is_mirrored(x) or x.ndim == 0:
+            return False
+        sharding = getattr(x, "sharding", None)
+        if not isinstance(sharding, NamedSharding) or sharding.mesh.devices.shape != self._mesh.devices.shape \
+                or not np.array_equal(sharding.mesh.devices, self._mesh.devices) or not len(sharding.spec):
+            return False
+        first = sharding.spec[0]
+        return self._data_axis in (first if isinstance(first, tuple) else (first,)) \
+            and self.num_replicas_in_sync > 1
+
+    def _unmarked_error(self, treedef: Any, kinds: tuple) -> ValueError:
+        paths = jax.tree_util.tree_flatten_with_path(jax.tree.unflatten(treedef, [0] * len(kinds)))[0]
+        where = ", ".join(("args" if p[0].idx == 0 else "kwargs") + jax.tree_util.keystr(p[1:])
+                          for (p, _), k in zip(paths, kinds) if k == "unmarked")
+        return ValueError(
+            f"strategy.run: {where} is split over the replicas (along dim 0, over the {self._data_axis!r} axis) "
+            "but is not a per-replica value: an array computed from a batch outside run loses the batch's mark "
+            "and its mask of padding rows, so run cannot tell whether to split it (and which rows are real) or "
+            "broadcast it. Fix: compute it inside the replica function from the batch; or pass a full batch "
+            "through strategy.distribute_batch; or, to broadcast it, replicate it first: "
+            "jax.device_put(x, strategy.replicated_sharding()).")
 
     def _prepare(self, leaf: Any, kind: str) -> Any:
         if kind == "stacked":

@@ -221,9 +221,11 @@ class Trainer:
         if self.policy.needs_loss_scaling and mixed_precision.find_loss_scale(jax.eval_shape(tx.init, params)) is None:
             tx = self._optimizer = mixed_precision.LossScaleOptimizer(tx)  # as Keras's compile() does
         apply_fn = self._model.module.apply if isinstance(self._model, LinenModel) else self._model.apply_fn
-        host = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
-                            opt_state=tx.init(params), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
-        return self._place(host)
+        state = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
+                             opt_state=jax.eval_shape(tx.init, params), model_state=model_state,
+                             rng=jax.random.PRNGKey(self.seed))
+        placed = self.strategy.init_in_place(state)  # the optimizer state made where it will live
+        return placed if placed is not None else self._place(state.replace(opt_state=tx.init(params)))
 
     def _ensure_state(self, first: batching.HostBatch) -> None:
         if self._state is None:
