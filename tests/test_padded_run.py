@@ -105,3 +105,79 @@ def test_run_on_short_batches_matches_tensorflow_or_raises(config, float64):
                     _check(strategy, value, expected[name])
                 except AssertionError as e:
                     raise AssertionError(f"{name}, element at row {start}: {e}") from None
+
+
+# --------------------------------------------------------------- round trips and one replica
+def _short(strategy):
+    x = np.arange(20.0, dtype=np.float32).reshape(10, 2)
+    return list(strategy.experimental_distribute_dataset([x[:8], x[8:]]))[1]  # 2 rows over 4: 1, 1, 0, 0
+
+
+def test_a_per_example_result_keeps_its_mask_through_another_run():
+    strategy = _strategy(4)
+    short = _short(strategy)
+    doubled = strategy.run(lambda x: x * 2.0, args=(short,))
+    assert doubled.mask is not None
+    again = strategy.run(lambda d: d + 1.0, args=(doubled,))  # fed back: still one row per real example
+    assert again.mask is not None
+    assert [np.asarray(v).tolist() for v in strategy.experimental_local_results(again)] == [
+        [[33.0, 35.0]], [[37.0, 39.0]], [], []]
+    sums = strategy.run(lambda d: jnp.sum(d), args=(doubled,))  # computed on each replica's real rows only
+    assert [float(v) for v in strategy.experimental_local_results(sums)] == [66.0, 74.0, 0.0, 0.0]
+    assert float(strategy.reduce("sum", sums, axis=None)) == 140.0
+
+
+def test_one_replica_cuts_a_short_batch_as_eight_do():
+    one = _strategy(1)
+    x = np.arange(14.0, dtype=np.float32).reshape(7, 2)
+    short = list(one.experimental_distribute_dataset([x[:4], x[4:]]))[1]  # 3 real rows, padded to 4
+    rows = one.run(lambda x: x * 2.0, args=(short,))
+    np.testing.assert_array_equal(np.asarray(rows), x[4:] * 2.0)  # a plain array of the real rows, as TF's
+    assert float(one.run(lambda x: jnp.sum(x), args=(short,))) == float(np.sum(x[4:]))
+    with pytest.raises(ValueError, match="drop_remainder=True"):  # communicates, and computed from padding
+        one.run(lambda x: _ctx().all_reduce("sum", jnp.sum(x)), args=(short,))
+    masked = one.run(lambda x: _ctx().all_reduce("sum", jnp.sum(x * _ctx().example_mask[:, None])),
+                     args=(short,))
+    assert float(masked) == float(np.sum(x[4:]))  # the mask applied by the function: exact
+
+
+def test_an_array_computed_from_a_batch_outside_run_is_refused_not_broadcast():
+    strategy = _strategy(4)
+    batch = strategy.distribute_batch(np.arange(8.0, dtype=np.float32))
+    derived = batch * 2.0  # outside run: no longer marked as per-replica
+    with pytest.raises(ValueError, match=r"args\[0\] is split over the replicas.*replicated_sharding"):
+        strategy.run(lambda x: jnp.sum(x), args=(derived,))
+    import jax as _jax
+    total = strategy.run(lambda x: jnp.sum(x), args=(_jax.device_put(derived, strategy.replicated_sharding()),))
+    assert float(total) == 56.0  # replicated on purpose: every replica gets the whole array
+
+
+def test_a_training_step_with_the_mask_runs_on_a_short_batch():
+    """The custom-loop pattern (compute_average_loss + all_reduce of gradients) reads the mask: exact."""
+    strategy = _strategy(4)
+    short = _short(strategy)
+    w = jnp.ones((2,), jnp.float32)
+
+    def step(w, x):
+        def loss(w):
+            return jdist.compute_average_loss(x @ w, global_batch_size=8)
+        value, grad = jax.value_and_grad(loss)(w)
+        return w - 0.1 * _ctx().all_reduce("sum", grad), value
+
+    new_w, loss = strategy.run(step, args=(w, short))
+    real = np.arange(16.0, 20.0, dtype=np.float32).reshape(2, 2)
+    np.testing.assert_allclose(np.asarray(new_w), np.ones(2) - 0.1 * real.sum(0) / 8, rtol=1e-6)
+    np.testing.assert_allclose(float(strategy.reduce("sum", loss, axis=None)), float((real @ np.ones(2)).sum() / 8))
+
+
+def test_full_batches_run_the_one_compiled_program():
+    """The per-replica path costs only on a short batch: a full one never reaches it."""
+    strategy = _strategy(4)
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    full = list(strategy.experimental_distribute_dataset([x]))[0]
+    fn = lambda x: jnp.sum(x)  # noqa: E731
+    strategy.run(fn, args=(full,))
+    per_replica = lambda: [k for k in strategy._run_cache if k[0] == "each replica" and k[1] is fn]  # noqa: E731
+    assert per_replica() == []
+    strategy.run(fn, args=(_short(strategy),))
+    assert len(per_replica()) == 1

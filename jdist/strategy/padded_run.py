@@ -171,7 +171,11 @@ def _pad(x: jax.Array, rows: int, device: Any) -> jax.Array:
 
 def _components(stacked: jax.Array, replicas: int) -> list:
     by_start = {(s.index[0].start or 0): s.data for s in stacked.addressable_shards}
-    return [by_start[r][0] for r in range(replicas)]
+    parts = []
+    for r in range(replicas):
+        with alone(next(iter(by_start[r].devices()))):
+            parts.append(by_start[r][0])
+    return parts
 
 
 def _row_blocks(x: jax.Array, replicas: int) -> list:

@@ -32,7 +32,9 @@ real rows. A per-replica value whose dim 0 is one row per example keeps that mas
 a `DistributedBatch` and its leaves, and the results of `run` proven row-aligned
 with a masked input (`jdist.strategy.row_alignment`: row i of the result depends only on
 row i of the input). `experimental_local_results`, `gather` and `reduce(axis=0)`
-then see only the real rows, as TF's dynamically shaped replicas do.
+then see only the real rows, as TF's dynamically shaped replicas do. Which other results of
+`run` on a short batch are exact, and how (each replica run alone on its real rows, or an
+error): `jdist.strategy.padded_run`.
 """
 from __future__ import annotations
 
