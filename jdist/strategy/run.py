@@ -242,8 +242,10 @@ class ReplicaRun(StrategyFields):
         if self._layout is not None or self._shard_optimizer_state or is_mirrored(x) or x.ndim == 0:
             return False
         sharding = getattr(x, "sharding", None)
-        if not isinstance(sharding, NamedSharding) or sharding.mesh.devices.shape != self._mesh.devices.shape \
-                or not np.array_equal(sharding.mesh.devices, self._mesh.devices) or not len(sharding.spec):
+        if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh) or not len(sharding.spec):
+            return False
+        mesh = sharding.mesh
+        if mesh.devices.shape != self._mesh.devices.shape or not np.array_equal(mesh.devices, self._mesh.devices):
             return False
         first = sharding.spec[0]
         return self._data_axis in (first if isinstance(first, tuple) else (first,)) \
@@ -364,7 +366,9 @@ def _signature(leaf: Any, kind: str) -> Any:
     if kind == "static":
         return None
     value = leaf.stacked if kind == "stacked" else leaf
-    return (np.shape(value), str(getattr(value, "dtype", type(value).__name__)))
+    if isinstance(value, jax.Array):
+        return value.shape, value.dtype
+    return np.shape(value), getattr(value, "dtype", type(value))
 
 
 def _static_key(leaf: Any) -> Any:

@@ -22,7 +22,7 @@ on the workers, see `jdist.trainer._remote`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -41,7 +41,7 @@ from jdist.trainer import _batching as batching, _io as trainer_io
 from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, real_outputs, validates_after
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
-from jdist.trainer._remote import Coordinator, RemoteEpoch, RemoteTrainSteps
+from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps, schedule_remote_epoch
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.training.accumulation import check_accumulation_steps
 from jdist.training.train_state import TrainState
@@ -293,7 +293,7 @@ class Trainer:
         `first_index`: batches of this pass already done (left out)."""
         blocks = data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None)
         if self._input.scheduled_remotely(kind):
-            return self._run_remote_epoch(blocks, callbacks, hook, first_index)
+            return schedule_remote_epoch(self, blocks, callbacks, hook, first_index)
         limiter = dispatch.InFlightLimiter(self._max_in_flight)
         logging_to, begin_to, k = batch_hooks(callbacks, hook, self._input.steps_per_call(kind))
         index = first_index - 1
@@ -326,32 +326,6 @@ class Trainer:
         if index < 0:
             raise ValueError("The input yielded no batches.")
         return states
-
-    def _run_remote_epoch(self, blocks: Iterable, callbacks: CallbackList | None, hook: str,
-                          first_index: int) -> RemoteEpoch:
-        """Schedules each block of `steps_per_execution` steps on a worker, without waiting for it."""
-        # The coordinator knows how many workers run the steps (not every strategy has `num_workers`).
-        coordinator: Coordinator = self.strategy.cluster_coordinator()
-        if self._remote_steps is None:
-            self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
-                                                  seed=self.seed, accumulation_steps=self.accumulation_steps)
-        epoch = RemoteEpoch(coordinator, self._remote_steps, self._steps,
-                            max_pending=self._max_in_flight * coordinator.num_workers)
-        logging_to, begin_to, k = batch_hooks(callbacks, hook, self._input.steps_per_call(TRAIN))
-        index = first_index - 1
-        for block in blocks:
-            if begin_to is not None:
-                begin_to.call(begin_hook(hook), index + 1, {})
-            self._ensure_state(block.first)
-            epoch.schedule(self._state, block.batches)
-            self.step += len(block.batches)
-            if logging_to is not None:
-                logging_to.call(hook, index + k, LazyLogs(lambda: epoch.logs(self.metrics_names)))
-            index += len(block.batches)
-        epoch.join()
-        if index < 0:
-            raise ValueError("The input yielded no batches.")
-        return epoch
 
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
