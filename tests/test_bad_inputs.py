@@ -366,3 +366,44 @@ def test_strings_may_stay_on_the_host(strategy):
 def test_losses_by_name_check_their_labels(strategy, loss, labels, pattern):
     trainer = jdist.Trainer(Dense(), optax.sgd(0.1), loss=loss, strategy=strategy)
     _raises_jdist_error(lambda: trainer.fit(X, labels, batch_size=32, shuffle=False, verbose=0), pattern)
+
+
+# ------------------------------------------------ one rule set for every entry point that takes a batch
+_BAD_BATCHES = {
+    "string labels": {"x": X, "y": Y.astype(str)},
+    "object x": {"x": X.astype(object), "y": Y},
+    "bytes labels": {"x": X, "y": Y.astype(bytes)},
+    "None labels": {"x": X, "y": None},
+    "scalar labels": {"x": X, "y": np.int32(3)},
+    "empty": {"x": X[:0], "y": Y[:0]},
+    "sizes differ": {"x": X, "y": Y[:8]},
+}
+_NON_NUMERIC = {"string labels", "object x", "bytes labels"}
+
+
+def _entry_points(strategy, step_and_state, trainer):
+    step, state = step_and_state
+    return {
+        "distribute_batch": lambda b: strategy.distribute_batch(b),
+        "train step": lambda b: step(state, b),
+        "eval step": lambda b: _fresh_step()(state, b),
+        "run on a distributed batch": lambda b: strategy.run(lambda p, b: b, args=(state.params,
+                                                                                  strategy.distribute_batch(b))),
+        "run on host arrays": lambda b: strategy.run(lambda p, b: b, args=(state.params, b)),
+        "distributed dataset": lambda b: _dataset_next(strategy, b),
+        "Trainer.evaluate": lambda b: trainer.evaluate([(b["x"], b["y"])], verbose=0),
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bad", list(_BAD_BATCHES))
+def test_every_entry_point_names_a_bad_batch(trainer, strategy, step_and_state, bad):
+    """No raw JAX / flax / numpy error and no silent result, wherever the batch goes in. `run` broadcasts host
+    arrays (they are not batches), so there only dtypes JAX cannot hold are the input's fault."""
+    for name, call in _entry_points(strategy, step_and_state, trainer).items():
+        if name == "run on host arrays" and bad not in _NON_NUMERIC:
+            continue
+        try:
+            _raises_jdist_error(lambda: call(_BAD_BATCHES[bad]), r".")
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from None
