@@ -222,7 +222,7 @@ class Trainer:
             tx = self._optimizer = mixed_precision.LossScaleOptimizer(tx)  # as Keras's compile() does
         apply_fn = self._model.module.apply if isinstance(self._model, LinenModel) else self._model.apply_fn
         state = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
-                             opt_state=None, model_state=model_state, rng=jax.random.PRNGKey(self.seed))
+                             opt_state=(), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
         # The optimizer state made where it will live (a Keras optimizer's init builds Keras variables: not traced).
         placed = None if self._keras is not None else self.strategy.init_in_place(
             state.replace(opt_state=jax.eval_shape(tx.init, params)))
