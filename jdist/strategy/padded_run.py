@@ -2,7 +2,8 @@
 
 A short last batch reaches the replicas padded to equal shards (XLA needs static
 shapes) where TF gives each replica only its real rows. The rule (observed against
-TF 2.21, `tests/tf_observed_padding.py`), decided per call before anything is returned:
+TF 2.21, `tests/tf_observed_padding.py`; documented in `docs/input.md#short-batches`),
+decided per call before anything is returned:
 
 - A full batch (no padding rows) runs the one compiled program, as always.
 - On a padded batch, a replica function *without collectives* (no `all_reduce`,
@@ -10,7 +11,9 @@ TF 2.21, `tests/tf_observed_padding.py`), decided per call before anything is re
   compiled for that row count (TF retraces for the short batch too), so every result,
   `x.shape[0]` included, is what TF computes. Results with one row per example keep
   the batch's mask; results that agree on every replica come back mirrored.
-- A padded batch given to a function *with* collectives runs the padded program.
+- A padded batch given to a function *with* collectives runs the padded program (as does
+  any function on a strategy whose replicas cannot run apart: several processes, several
+  devices per replica, parameters laid out over the mesh).
   Each result must then be exact by construction: not computed from the padded
   rows at all, row-aligned with the batch (its mask drops the padding rows, see
   `row_alignment`), or computed from the batch's mask (`get_replica_context().example_mask`,

@@ -108,7 +108,8 @@ class ReplicaRun(StrategyFields):
                 paths = _result_names(out_tree, exposed)
                 why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "
                        "replicas cannot run apart on their real rows" if facts.collectives
-                       else "its replicas are not one device each in one process, so they cannot run apart")
+                       else "this strategy's replicas (several processes, several devices each, or parameters "
+                       "laid out over the mesh) cannot run apart on their real rows")
                 raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why)
         outs = dispatch.dispatched(compiled(*dynamic))
         results = []
@@ -142,8 +143,8 @@ class ReplicaRun(StrategyFields):
 
     def _can_run_each_replica(self, facts: padded_run.PaddingFacts) -> bool:
         """Whether the replicas can run apart, each on its own rows: no collectives, one
-        process, one device per replica."""
-        return (not facts.collectives and jax.process_count() == 1
+        process, one device per replica, parameters not laid out over the mesh."""
+        return (not facts.collectives and jax.process_count() == 1 and self._layout is None
                 and self._mesh.devices.size == self.num_replicas_in_sync)
 
     def _run_each_replica(self, fn: Callable, key: tuple, treedef: Any, kinds: tuple, leaves: list,
