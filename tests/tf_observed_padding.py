@@ -1,8 +1,8 @@
 """What TensorFlow 2.21 returned for `strategy.run` results on batches split unevenly over replicas (float64).
 
-Observed with /work/tfvenv (tensorflow-cpu 2.21.0) on N logical CPUs, one MirroredStrategy per process, by
-/tmp probe script: X = np.arange(2 * examples, dtype=np.float64).reshape(examples, 2) * 0.375 + 0.125 (dyadic
-values, so every sum is exact in any order), elements of
+Observed with /work/tfvenv (tensorflow-cpu 2.21.0) on N logical CPUs, one MirroredStrategy per process, one
+probe run per configuration: X = np.arange(2 * examples, dtype=np.float64).reshape(examples, 2) * 0.375 + 0.125
+(dyadic values, so every sum is exact in any order), elements of
 `strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(X).batch(batch))`, and for each
 replica function below `v = strategy.run(fn, args=(element,))`: `experimental_local_results(v)` ("local"),
 `reduce(SUM|MEAN, v, axis=None|0)` ("sum_None", ...) and `gather(v, axis=0)` ("gather0"); "error": TF raised.
