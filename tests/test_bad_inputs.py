@@ -97,6 +97,13 @@ def test_bad_tf_config(monkeypatch, config, pattern):
     _raises_jdist_error(lambda: _tf_config(monkeypatch, config), pattern)
 
 
+def _fresh_step():
+    """A step that has seen no batch yet (no reference ranks): the model itself must name the mismatch."""
+    model = Dense()
+    return jdist.make_eval_step(
+        lambda p, b: optax.softmax_cross_entropy_with_integer_labels(model.apply(p, b["x"]), b["y"]))
+
+
 def _dataset_next(strategy, element):
     return next(iter(strategy.experimental_distribute_dataset([element])))
 
@@ -128,7 +135,28 @@ BATCH_CASES = {
     "step: wrong rank": (lambda t, s, st: st[0](st[1], {"x": X[:, :, None], "y": Y}),
                          r"batch\['x'\] has shape \(64, 8, 1\) \(rank 3\)"),
     "step: scalar leaf": (lambda t, s, st: st[0](st[1], {"x": X, "y": np.int32(3)}), r"batch\['y'\] is a scalar"),
+    "step: wrong rank, first batch": (lambda t, s, st: _fresh_step()(st[1], {"x": X[:, :, None], "y": Y}),
+                                      r"model cannot take this batch: batch has shapes.*\(64, 8, 1\)"),
+    "step: wrong feature size": (lambda t, s, st: _fresh_step()(st[1], {"x": X[:, :5], "y": Y}),
+                                 r"model cannot take this batch: batch has shapes.*\(64, 5\)"),
+    "step: distributed string labels": (lambda t, s, st: st[0](st[1], s.distribute_batch({"x": X, "y": Y.astype(str)})),
+                                        r"batch\['y'\] has dtype <U"),
+    # strategy.distribute_batch: the Trainer's rules and messages
+    "distribute_batch: string labels": (lambda t, s, st: s.distribute_batch((X, Y.astype(str))),
+                                        r"batch\[1\] has dtype <U.*strings"),
+    "distribute_batch: object x": (lambda t, s, st: s.distribute_batch({"x": X.astype(object), "y": Y}),
+                                   r"batch\['x'\] has dtype object"),
+    "distribute_batch: None leaf": (lambda t, s, st: s.distribute_batch({"x": X, "y": None}), r"batch\['y'\] is None"),
+    "distribute_batch: empty": (lambda t, s, st: s.distribute_batch(X[:0]), r"0 examples"),
+    "distribute_batch: scalar": (lambda t, s, st: s.distribute_batch((X, np.float32(1))), r"batch\[1\] is a scalar"),
+    # strategy.run: arrays JAX cannot take, and a model that cannot take the batch
+    "run: string argument": (lambda t, s, st: s.run(lambda p, b: b, args=(st[1].params, Y.astype(str))),
+                             r"args\[1\] has dtype <U"),
+    "run: wrong rank": (lambda t, s, st: s.run(lambda p, x: Dense().apply(p, x),
+                                               args=(st[1].params, s.distribute_batch(X[:, :, None]))),
+                        r"model cannot take this batch: the input has shapes.*\(64, 8, 1\)"),
     # distributed datasets
+    "dataset: None leaf": (lambda t, s, st: _dataset_next(s, {"x": X, "y": None}), r"element\['y'\] is None"),
     "dataset: object leaf": (lambda t, s, st: _dataset_next(s, (X.astype(object), Y)), r"element\[0\] has dtype object"),
     "dataset: bytes leaf": (lambda t, s, st: _dataset_next(s, {"x": X, "y": Y.astype(bytes)}),
                             r"element\['y'\] has dtype \|S"),
@@ -338,3 +366,44 @@ def test_strings_may_stay_on_the_host(strategy):
 def test_losses_by_name_check_their_labels(strategy, loss, labels, pattern):
     trainer = jdist.Trainer(Dense(), optax.sgd(0.1), loss=loss, strategy=strategy)
     _raises_jdist_error(lambda: trainer.fit(X, labels, batch_size=32, shuffle=False, verbose=0), pattern)
+
+
+# ------------------------------------------------ one rule set for every entry point that takes a batch
+_BAD_BATCHES = {
+    "string labels": {"x": X, "y": Y.astype(str)},
+    "object x": {"x": X.astype(object), "y": Y},
+    "bytes labels": {"x": X, "y": Y.astype(bytes)},
+    "None labels": {"x": X, "y": None},
+    "scalar labels": {"x": X, "y": np.int32(3)},
+    "empty": {"x": X[:0], "y": Y[:0]},
+    "sizes differ": {"x": X, "y": Y[:8]},
+}
+_NON_NUMERIC = {"string labels", "object x", "bytes labels"}
+
+
+def _entry_points(strategy, step_and_state, trainer):
+    step, state = step_and_state
+    return {
+        "distribute_batch": lambda b: strategy.distribute_batch(b),
+        "train step": lambda b: step(state, b),
+        "eval step": lambda b: _fresh_step()(state, b),
+        "run on a distributed batch": lambda b: strategy.run(lambda p, b: b, args=(state.params,
+                                                                                  strategy.distribute_batch(b))),
+        "run on host arrays": lambda b: strategy.run(lambda p, b: b, args=(state.params, b)),
+        "distributed dataset": lambda b: _dataset_next(strategy, b),
+        "Trainer.evaluate": lambda b: trainer.evaluate([(b["x"], b["y"])], verbose=0),
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bad", list(_BAD_BATCHES))
+def test_every_entry_point_names_a_bad_batch(trainer, strategy, step_and_state, bad):
+    """No raw JAX / flax / numpy error and no silent result, wherever the batch goes in. `run` broadcasts host
+    arrays (they are not batches), so there only dtypes JAX cannot hold are the input's fault."""
+    for name, call in _entry_points(strategy, step_and_state, trainer).items():
+        if name == "run on host arrays" and bad not in _NON_NUMERIC:
+            continue
+        try:
+            _raises_jdist_error(lambda: call(_BAD_BATCHES[bad]), r".")
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from None

@@ -96,7 +96,9 @@ def test_plain_value_is_one_local_result():
 
 # --------------------------------------------------------------- run's arguments
 def test_array_stored_split_over_the_data_axis_is_broadcast():
-    strategy = _strategy(4)
+    # A strategy that stores state split over the data axis (ZeRO-1 here): such arrays are broadcast. (On one
+    # that never does, an unmarked split array can only come from a batch: run refuses it, test_padded_run.py.)
+    strategy = jdist.MirroredStrategy(devices=jax.devices()[:4], shard_optimizer_state=True)
     weights = jax.device_put(np.arange(8.0, dtype=np.float32), strategy.data_sharding())  # like a ZeRO-1 leaf
     batch = strategy.distribute_batch(np.ones((8,), np.float32))
     seen = strategy.run(lambda w, x: (w.shape[0], jnp.sum(w), x.shape[0]), args=(weights, batch))
@@ -132,24 +134,34 @@ _W = np.arange(6.0, dtype=np.float32).reshape(2, 3)
 @pytest.mark.parametrize("fn,per_example", [
     (lambda x: jax.nn.softmax(x @ _W, axis=-1), True),  # a dense layer and softmax
     (lambda x: jnp.take(_TABLE, x[:, 0].astype(jnp.int32) % 10, axis=0), True),  # an embedding lookup
-    (lambda x: jnp.reshape(x[:, :, None] * x[:, None, :], (x.shape[0], -1)), True),
+    (lambda x: jnp.reshape(x[:, :, None] * x[:, None, :], (x.shape[0], -1)), True),  # fails on 0 rows
     (lambda x: jnp.max(x, axis=1) - jnp.min(x, axis=1), True),
-    (lambda x: x - jnp.mean(x, axis=0), False),  # every row depends on the others
-    (lambda x: jnp.cumsum(x, axis=0), False),
-    (lambda x: x[::-1], False),
+    (lambda x: x - jnp.mean(x, axis=0), True),  # every row depends on the others: run per replica
+    (lambda x: jnp.cumsum(x, axis=0), True),
+    (lambda x: x[::-1], True),
     (lambda x: jnp.sum(x), False),
-    (lambda x: jdist.get_replica_context().all_reduce("sum", x), False),
-    (lambda x: jax.lax.fori_loop(0, 2, lambda i, v: v * 2.0, x), False),  # control flow: not proven
+    (lambda x: jax.lax.fori_loop(0, 2, lambda i, v: v * 2.0, x), True),  # control flow
 ])
-def test_only_proven_per_example_results_carry_the_mask(fn, per_example):
+def test_short_batch_results_are_what_each_replica_computes_on_its_real_rows(fn, per_example):
     strategy = _strategy(4)
     short = _elements(strategy, 10, 8)[1]  # replicas hold 1, 1, 0, 0 real rows
     out = strategy.run(fn, args=(short,))
     assert (isinstance(out, jdist.PerReplica) and out.mask is not None) == per_example
-    if per_example:  # the real rows are what one device computes on the real examples
-        real = np.asarray(strategy.gather(short, 0))
-        np.testing.assert_allclose(np.asarray(strategy.gather(out, 0)), np.asarray(fn(jnp.asarray(real))),
-                                   rtol=1e-6)
+    local = strategy.experimental_local_results(out)
+    for got, rows in zip(local, strategy.experimental_local_results(short)):
+        if rows.shape[0] or per_example:  # fn on 0 rows (reshape(0, -1) fails: its result is just empty)
+            want = fn(jnp.asarray(rows)) if rows.shape[0] else np.zeros((0,) + np.shape(got)[1:])
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_short_batch_result_from_an_all_reduce_of_padded_rows_is_an_error():
+    strategy = _strategy(4)
+    short = _elements(strategy, 10, 8)[1]
+    with pytest.raises(ValueError, match=r"padding rows.*example_mask.*drop_remainder=True"):
+        strategy.run(lambda x: jdist.get_replica_context().all_reduce("sum", x), args=(short,))
+    full = _elements(strategy, 10, 8)[0]  # a full batch: no padding, the one compiled program
+    total = strategy.run(lambda x: jdist.get_replica_context().all_reduce("sum", x), args=(full,))
+    np.testing.assert_array_equal(np.asarray(total), np.asarray(strategy.reduce("sum", full, axis=None)))
 
 
 def test_conv_net_predictions_of_a_short_batch_equal_one_device():

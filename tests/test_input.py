@@ -280,9 +280,18 @@ def test_custom_loop_with_compute_average_loss_matches_one_device(four, explicit
 
 def test_replica_context_exposes_the_mask(four):
     (batch,) = four.experimental_distribute_dataset([np.arange(5)])
-    masks = four.run(lambda x: jdist.get_replica_context().example_mask, args=(batch,))
+    # In the padded program (a function that communicates between replicas), the padding shows.
+    def with_collective(x):
+        ctx = jdist.get_replica_context()
+        return ctx.example_mask, ctx.all_reduce("sum", jnp.sum(x * ctx.example_mask))
+    masks, total = four.run(with_collective, args=(batch,))
     assert [np.asarray(m).tolist() for m in four.experimental_local_results(masks)] == [
         [True, True], [True, True], [True, False], [False, False]]
+    assert int(total) == 10
+    # A function without collectives runs on each replica's real rows alone, as in TF: nothing to mask.
+    masks = four.run(lambda x: jdist.get_replica_context().example_mask, args=(batch,))
+    assert [np.asarray(m).tolist() for m in four.experimental_local_results(masks)] == [
+        [True, True], [True, True], [True], []]
 
 
 def test_compute_average_loss_refuses_misaligned_losses(four):

@@ -11,8 +11,11 @@ set with `epoch` to resume mid-epoch; the trainer skips those batches),
 Hooks receive `logs`, a mapping of metric names to floats. Batch hooks receive a
 lazy mapping: nothing is read back from the devices unless a callback looks at it,
 so callbacks that ignore batch logs cost no synchronisation. With
-`steps_per_execution=k`, batch hooks run once per execution of k steps and
-`batch` is the index of its last step, as in Keras.
+`steps_per_execution=k`, batch hooks run once per execution of k steps:
+`on_*_batch_begin(first step, {})` and `on_*_batch_end(first step + k - 1, logs)`,
+as in Keras 3 (which numbers a shorter last execution the same way). Every hook
+below is called, in Keras 3's order: `fit` runs the test hooks for its validation
+passes, and `on_predict_batch_end` gets `{"outputs": ...}` (that execution's real rows).
 """
 from __future__ import annotations
 

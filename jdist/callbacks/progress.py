@@ -42,7 +42,8 @@ class ProgressBar(Callback):
     def _advance(self, batch: int, logs: Logs | None) -> None:
         if self._bar is None:
             return
-        self._bar.update(batch + 1 - self._bar.n)
+        done = batch + 1 if self._bar.total is None else min(batch + 1, self._bar.total)  # Keras's k-step numbering
+        self._bar.update(done - self._bar.n)
         now = time.perf_counter()
         if logs is not None and now - self._last >= self.interval:
             self._last = now

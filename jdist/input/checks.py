@@ -19,6 +19,7 @@ import numpy as np
 
 from jdist.input.errors import InputError, InputTypeError, NonFiniteInputError
 from jdist.input.label_checks import label_check_for
+from jdist.input.leaf_checks import check_leaf, check_leaves, leaf_dtype as _dtype, named_leaves as _leaves
 from jdist.trainer._batching import DeviceBatch
 
 __all__ = ["InputError", "enable_check_numerics", "disable_check_numerics", "check_numerics_enabled"]
@@ -84,43 +85,6 @@ def check_arguments(method: str, **arguments: Any) -> None:
 
 
 # --------------------------------------------------------------------- leaves
-def _leaves(tree: Any, name: str) -> list[tuple[str, Any]]:
-    """`(path, leaf)` pairs, None leaves included, paths like `x['image']` or `batch[1]`."""
-    pairs, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
-    return [(name + jax.tree_util.keystr(path), leaf) for path, leaf in pairs]
-
-
-def _dtype(leaf: Any) -> np.dtype:
-    dtype = getattr(leaf, "dtype", None)
-    return np.asarray(leaf).dtype if dtype is None else dtype
-
-
-def check_leaf(path: str, leaf: Any, *, batched: bool = True) -> None:
-    """One array of a batch: not None, numeric, with a non-empty leading batch dimension."""
-    if leaf is None:
-        raise InputError(f"{path} is None; expected an array with one row per example. Fix: drop the entry "
-                         "from the batch, or fill it with an array.")
-    dtype = _dtype(leaf)
-    kind = getattr(dtype, "kind", "")
-    if kind in "OUSV" or not kind:
-        what = {"O": "objects", "U": "strings", "S": "bytes", "V": "raw records"}.get(kind, "values")
-        raise InputError(f"{path} has dtype {dtype} ({what}); expected numbers (float, int or bool). Fix: convert "
-                         "it to numbers before the step (e.g. strings to integer ids with a vocabulary, objects "
-                         "with np.asarray(x, np.float32)).")
-    shape = np.shape(leaf)
-    if batched and not shape:
-        raise InputError(f"{path} is a scalar; expected an array with a leading batch dimension. Fix: pass one "
-                         "row per example (x[None] for a single example).")
-    if batched and shape[0] == 0:
-        raise InputError(f"{path} has shape {tuple(shape)}: 0 examples; expected at least one. Fix: drop empty "
-                         "batches (or arrays) from the input, or check that a filter keeps some examples.")
-
-
-def check_leaves(tree: Any, name: str, *, batched: bool = True) -> None:
-    for path, leaf in _leaves(tree, name):
-        check_leaf(path, leaf, batched=batched)
-
-
 def check_arrays(**trees: Any) -> None:
     """Whole input arrays given to `fit` / `evaluate` / `predict` (`x=`, `y=`, ...)."""
     for name, tree in trees.items():
@@ -328,7 +292,10 @@ def check_call(method: str, x: Any, y: Any, sample_weight: Any, **arguments: Any
 
 
 def check_dataset_element(element: Any, arrays: list) -> None:
-    """A distributed dataset's batch as it is read on the host: numerics, when enabled."""
+    """A distributed dataset's batch as it is read on the host: no None (as every batch), and
+    numerics when enabled."""
+    if any(leaf is None for leaf in jax.tree.leaves(element, is_leaf=lambda v: v is None)):
+        check_leaves(element, "dataset element")
     if _NUMERICS[0]:
         check_finite(element, "dataset element", "a batch of a distributed dataset")
 

@@ -270,7 +270,7 @@ class DistributedDataset:
         local = [*leaves, mask]
         placed = jax.make_array_from_process_local_data(  # one call: one batched transfer
             self._strategy.data_sharding(), local, [(rows,) + x.shape[1:] for x in local])
-        return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1])
+        return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1], host_mask=mask)
 
 
 class DistributedIterator:

@@ -16,7 +16,7 @@ import jax
 import jax.core
 import numpy as np
 
-from jdist.strategy.values import PerReplica, mark_split, outside_mesh, replica_shards
+from jdist.strategy.values import PerReplica, mark_split, note_row_counts, outside_mesh, replica_shards
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -28,12 +28,14 @@ class DistributedBatch:
 
     __slots__ = ("value", "mask")
 
-    def __init__(self, value: Any, mask: Any):
+    def __init__(self, value: Any, mask: Any, host_mask: Any = None):
         self.value = value
         self.mask = mask
         # Its leaves stay per-replica values with this mask wherever they are passed alone.
         mark_split(value, mask)
         mark_split(mask)
+        if host_mask is not None:  # the mask as built on the host: its replicas' real rows, known without a sync
+            _note_host_counts(mask, np.asarray(host_mask))
 
     @property
     def on_host(self) -> bool:
@@ -76,6 +78,14 @@ jax.tree_util.register_pytree_node(
 )
 
 
+def _note_host_counts(mask: Any, host_mask: np.ndarray) -> None:
+    """Records each replica's real rows of a placed `mask` from its host copy, when this
+    process holds all of it (with several processes each sees only its own rows)."""
+    if isinstance(mask, jax.Array) and mask.is_fully_addressable and host_mask.shape == mask.shape:
+        replicas = len({s.index[0].start or 0 for s in mask.addressable_shards})
+        note_row_counts(mask, np.count_nonzero(host_mask.reshape(replicas, -1), axis=1))
+
+
 def is_distributed_batch(x: Any) -> bool:
     return isinstance(x, DistributedBatch)
 
@@ -112,7 +122,9 @@ def place_host_batches(strategy: Strategy, tree: Any) -> Any:
 
     def place(x):
         if isinstance(x, DistributedBatch) and x.on_host:
-            return jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)), x)
+            value, mask = jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)),
+                                       (x.value, x.mask))
+            return DistributedBatch(value, mask, host_mask=x.mask)
         return x
 
     return jax.tree.unflatten(treedef, [place(x) for x in leaves])

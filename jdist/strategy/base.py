@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
+from jdist.input.leaf_checks import check_leaves
 from jdist.input.process_local import check_divisible, process_batch_slice, to_host
 from jdist.interop import keras_distribution
 from jdist.layout import (
@@ -235,6 +236,17 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             return initial_values.from_first_replica(tree, shardings)
         return jax.jit(_copy_tree, out_shardings=shardings)(jax.device_put(tree, shardings))
 
+    def init_in_place(self, state: Any) -> Any:
+        """`state` placed where this strategy keeps it, its optimizer state made there by a
+        compiled `state.tx.init` (never whole on the host first): `state.opt_state` may be
+        abstract (`jax.eval_shape(tx.init, params)`). None where this strategy keeps state
+        elsewhere (`place` / `place_state` overridden): the caller places a host-made state."""
+        if type(self).place is not Strategy.place or type(self).place_state is not Strategy.place_state:
+            return None
+        shardings = self.parameter_shardings(state).opt_state
+        placed = self.place(state.replace(opt_state=None))
+        return placed.replace(opt_state=jax.jit(state.tx.init, out_shardings=shardings)(placed.params))
+
     def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any, **kwargs: Any) -> Any:
         """Builds `state_cls` (e.g. `jdist.TrainState`) with parameters and optimizer state placed here.
 
@@ -347,10 +359,10 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """Places a global batch (a pytree of arrays) split over the replicas along dim 0.
 
         The arrays are per-replica values (`run` splits them, see `jdist.strategy.values`) and
-        stay plain `jax.Array`s for jitted steps."""
+        stay plain `jax.Array`s for jitted steps. Its arrays are checked as the Trainer checks
+        a batch (`jdist.input.leaf_checks`)."""
+        check_leaves(batch, "batch")
         sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
-        if any(s == () for s in sizes):
-            raise ValueError("Every leaf of a batch needs a leading batch dimension (rank >= 1).")
         if len(sizes) > 1:
             raise ValueError(
                 f"The leaves of a batch disagree on the batch size: {sorted(s[0] for s in sizes)}. "

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 class ReplicaContext:
     """The context of one replica inside `strategy.run` (TF's `tf.distribute.ReplicaContext`)."""
 
-    def __init__(self, strategy: "Strategy", axis_name: str | None, example_masks: Sequence[Any] = ()):
+    def __init__(self, strategy: "Strategy", axis_name: str | None, example_masks: Sequence[Any] = (),
+                 replica_id: Any = None):
         self._strategy = strategy
         self._axis = axis_name
         self._example_masks = tuple(example_masks)
+        self._replica_id = replica_id  # a replica run alone (a short batch's real rows): its id
 
     @property
     def example_mask(self) -> Any:
@@ -56,7 +58,7 @@ class ReplicaContext:
     def replica_id_in_sync_group(self) -> Any:
         """This replica's global id, 0..N-1, as an int32 scalar (a traced value inside `run`)."""
         if self._axis is None:
-            return jnp.int32(0)
+            return jnp.int32(0) if self._replica_id is None else jnp.asarray(self._replica_id, jnp.int32)
         return jax.lax.axis_index(self._axis).astype(jnp.int32)
 
     def all_reduce(self, reduce_op: ReduceOp | str, value: Any) -> Any:

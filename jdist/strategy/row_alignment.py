@@ -19,8 +19,8 @@ contracted); `conv_general_dilated` over the batch dimension; `gather` of a FREE
 table at ALIGNED indices (embedding lookups); call-like primitives (`jit`,
 `custom_jvp_call`, `remat`) by their bodies. Any other primitive, control flow
 and collectives (`psum` mixes replicas' rows) make a value that depends on the
-batch OTHER: not proven, so no mask. Static shapes are the padded ones: code that
-uses `x.shape[0]` as a number sees the padded row count (use the mask instead).
+batch OTHER: not proven, so no mask. What `run` does with such results on a short
+batch (run each replica alone, or raise): `jdist.strategy.padded_run`.
 """
 from __future__ import annotations
 

@@ -14,13 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from jdist.input import leaf_checks
 from jdist.input.distributed_batch import place_host_batches, unwrap_batches
 from jdist.interop import keras_run
-from jdist.strategy import context, dispatch, traced_functions
+from jdist.strategy import context, dispatch, padded_run, traced_functions
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
-from jdist.strategy.row_alignment import OTHER, aligned_outputs
-from jdist.strategy.values import PerReplica, mark_mirrored, split_mark
+from jdist.strategy.row_alignment import aligned_outputs
+from jdist.strategy.values import PerReplica, is_mirrored, mark_mirrored, split_mark
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -34,6 +35,8 @@ class StrategyFields:
     if TYPE_CHECKING:  # provided by `Strategy`
         _mesh: Mesh
         _data_axis: str
+        _layout: Any
+        _shard_optimizer_state: bool
         num_replicas_in_sync: int
         worker_devices: tuple
 
@@ -68,6 +71,8 @@ class ReplicaRun(StrategyFields):
         objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
         if objects:
             return keras_run.run(strategy, fn, args, kwargs, objects, context)
+        leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
+        leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
         with self.scope(), keras_run.guard():
             return self._run_compiled(fn, placed_args, placed_kwargs)
@@ -79,27 +84,123 @@ class ReplicaRun(StrategyFields):
     def _run_compiled(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=lambda x: isinstance(x, PerReplica))
         kinds = tuple(self._classify(leaf) for leaf in leaves)
+        if "unmarked" in kinds:
+            raise self._unmarked_error(treedef, kinds)
         static = tuple(_static_key(leaf) if kind == "static" else None for leaf, kind in zip(leaves, kinds))
-        masked = tuple(isinstance(leaf, PerReplica) and leaf.mask is not None for leaf in leaves)
-        key = (fn, treedef, kinds, static, masked)
+        all_masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds)]
+        masked = tuple(m is not None for m in all_masks)
+        mask_ids = {id(m) for m in all_masks if m is not None}
+        is_mask = tuple(kind == "batch" and id(leaf) in mask_ids for leaf, kind in zip(leaves, kinds))
+        # Shapes are part of the key: what the traced program proves (row alignment, padding) is per shape.
+        shapes = tuple(_signature(leaf, kind) for leaf, kind in zip(leaves, kinds))
+        key = (fn, treedef, kinds, static, masked, is_mask, shapes)
         if key not in self._run_cache:
-            self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves, masked)
-        compiled, out_tree, varying, aligned = self._run_cache[key]
+            self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves, masked, is_mask)
+        compiled, out_tree, varying, aligned, facts = self._run_cache[key]
         dynamic = [self._prepare(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
+        masks = [m for m, kind in zip(all_masks, kinds) if kind != "static"]
+        own = [leaf if m else None for leaf, m, kind in zip(leaves, is_mask, kinds) if kind != "static"]
+        counts = self._short_batch(facts, masks, own, aligned)
+        if counts is not None:  # a short batch: TF's values or an error, never the padding's
+            if self._can_run_each_replica(facts):
+                return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts)
+            exposed = [i for i, e in enumerate(facts.exposed) if e]
+            if exposed:
+                paths = _result_names(out_tree, exposed)
+                why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "
+                       "replicas cannot run apart on their real rows" if facts.collectives
+                       else "this strategy's replicas (several processes, several devices each, or parameters "
+                       "laid out over the mesh) cannot run apart on their real rows")
+                raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why)
         outs = dispatch.dispatched(compiled(*dynamic))
         results = []
         for out, is_varying, rows_of in zip(outs, varying, aligned):
+            mask = _output_mask(rows_of, masks)
             if not is_varying:
                 results.append(mark_mirrored(out))
-            elif self.num_replicas_in_sync == 1:
-                results.append(out[0])
+            elif self.num_replicas_in_sync == 1:  # one replica: a plain array, cut to its real rows
+                results.append(out[0] if mask is None or counts is None else out[0][: int(self._counts(mask)[0])])
             else:
-                results.append(PerReplica(stacked=out, mask=_output_mask(rows_of, masks)))
+                results.append(PerReplica(stacked=out, mask=mask))
         return jax.tree.unflatten(out_tree, results)
 
+    def _counts(self, mask: Any) -> np.ndarray:
+        return padded_run.row_counts(mask, self.num_replicas_in_sync, self.replicated_sharding())
+
+    def _short_batch(self, facts: padded_run.PaddingFacts, masks: list, own: list, aligned: tuple) -> Any:
+        """Per dynamic input, its replicas' real row counts when some input is padded (a mask
+        input counts its own rows), else None. Counted only where the answer changes what
+        `run` does; datasets record the counts on the host, so this costs no device sync."""
+        if not facts.padded_inputs:
+            return None
+        one = self.num_replicas_in_sync == 1 and any(isinstance(a, frozenset) for a in aligned)
+        if not (self._can_run_each_replica(facts) or any(facts.exposed) or one):
+            return None
+        counts = [self._counts(m) if m is not None else (self._counts(o) if o is not None else None)
+                  for m, o in zip(masks, own)]
+        padded = any(c is not None and m is not None and int(c.sum()) < m.shape[0]
+                     for c, m in zip(counts, masks))
+        return counts if padded else None
+
+    def _can_run_each_replica(self, facts: padded_run.PaddingFacts) -> bool:
+        """Whether the replicas can run apart, each on its own rows: no collectives, one
+        process, one device per replica, parameters not laid out over the mesh."""
+        return (not facts.collectives and jax.process_count() == 1 and self._layout is None
+                and self._mesh.devices.size == self.num_replicas_in_sync)
+
+    def _run_each_replica(self, fn: Callable, key: tuple, treedef: Any, kinds: tuple, leaves: list,
+                          dynamic: list, counts: list) -> Any:
+        """TF's short batch: `fn` on each replica's real rows, compiled once per row count."""
+        _, out_tree, varying, aligned, facts = self._run_cache[key]
+        exact_key = ("each replica",) + key
+        if exact_key not in self._run_cache:
+            self._run_cache[exact_key] = jax.jit(self._replica_body(fn, treedef, kinds, leaves))
+        single = self._run_cache[exact_key]
+        strategy = self._as_strategy()
+        devices = strategy._replica_devices()
+        dyn_kinds = [k for k in kinds if k != "static"]
+        inputs = padded_run.per_replica_inputs(dynamic, dyn_kinds, counts, devices)
+        per_replica = []
+        for r, d in enumerate(devices):
+            try:
+                with padded_run.alone(d):
+                    per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
+            except Exception as error:  # noqa: BLE001 (a replica without rows: see empty_replica_results)
+                if any(counts[i][r] for i in facts.padded_inputs):
+                    raise
+                per_replica.append(padded_run.empty_replica_results(
+                    fn, facts, aligned, r, d, lambda js: _result_names(out_tree, js), error))
+        masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
+        padded = {id(masks[i]): (masks[i], counts[i]) for i in facts.padded_inputs}
+        results = []
+        for j, (is_varying, rows_of) in enumerate(zip(varying, aligned)):
+            mask = _output_mask(rows_of, masks)
+            if mask is None and len(padded) == 1:  # one row per real example? checked by shape
+                mask = next(iter(padded.values()))[0]
+            mask_counts = padded[id(mask)][1] if mask is not None else None
+            results.append(padded_run.assemble([outs[j] for outs in per_replica], is_varying,
+                                               facts.out_shapes[j], mask, mask_counts, devices, strategy))
+        return jax.tree.unflatten(out_tree, results)
+
+    def _replica_body(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list) -> Callable:
+        """`fn` for one replica alone: its arguments as given, its replica id an argument."""
+        static_leaves = [leaf if kind == "static" else None for leaf, kind in zip(leaves, kinds)]
+        strategy = self._as_strategy()
+
+        def body(replica_id, *dynamic):
+            it = iter(dynamic)
+            full = [static_leaf if kind == "static" else next(it) for kind, static_leaf in zip(kinds, static_leaves)]
+            (args, kwargs), masks = unwrap_batches(jax.tree.unflatten(treedef, full))
+            with context.push(strategy, ReplicaContext(strategy, None, example_masks=masks, replica_id=replica_id)):
+                out = fn(*args, **kwargs)
+            return [jnp.asarray(x) for x in jax.tree.leaves(out)]
+
+        return body
+
     def _input_mask(self, leaf: Any, kind: str) -> Any:
-        """The mask of real rows of a split batch argument (None: all rows real, or not a batch)."""
+        """The mask of real rows of a split argument (None: all rows real, or not split)."""
+        if kind == "stacked":
+            return leaf.mask
         note = split_mark(leaf) if kind == "batch" else None
         return None if note is None else note.mask
 
@@ -110,7 +211,9 @@ class ReplicaRun(StrategyFields):
             leaf.stacked  # noqa: B018 (raises a clear error for ragged values)
             return "stacked"
         if isinstance(leaf, jax.Array):
-            return "batch" if self._is_split_batch(leaf) else "replicated"
+            if self._is_split_batch(leaf):
+                return "batch"
+            return "unmarked" if self._looks_split(leaf) else "replicated"
         if isinstance(leaf, _ARRAY_SCALARS) or hasattr(leaf, "__jax_array__"):
             return "replicated"
         return "static"
@@ -134,6 +237,34 @@ class ReplicaRun(StrategyFields):
         axes = first if isinstance(first, tuple) else (first,)
         return self._data_axis in axes and x.shape[0] % self.num_replicas_in_sync == 0
 
+    def _looks_split(self, x: jax.Array) -> bool:
+        """An array split along dim 0 over the data axis, but not marked as per-replica, on a
+        strategy whose parameters are never split over that axis: it can only come from a
+        batch (computed from one outside `run`, which drops the mark and the mask)."""
+        if self._layout is not None or self._shard_optimizer_state or is_mirrored(x) or x.ndim == 0:
+            return False
+        sharding = getattr(x, "sharding", None)
+        if not isinstance(sharding, NamedSharding) or not isinstance(sharding.mesh, Mesh) or not len(sharding.spec):
+            return False
+        mesh = sharding.mesh
+        if mesh.devices.shape != self._mesh.devices.shape or not np.array_equal(mesh.devices, self._mesh.devices):
+            return False
+        first = sharding.spec[0]
+        return self._data_axis in (first if isinstance(first, tuple) else (first,)) \
+            and self.num_replicas_in_sync > 1
+
+    def _unmarked_error(self, treedef: Any, kinds: tuple) -> ValueError:
+        paths = jax.tree_util.tree_flatten_with_path(jax.tree.unflatten(treedef, [0] * len(kinds)))[0]
+        where = ", ".join(("args" if p[0].idx == 0 else "kwargs") + jax.tree_util.keystr(p[1:])
+                          for (p, _), k in zip(paths, kinds) if k == "unmarked")
+        return ValueError(
+            f"strategy.run: {where} is split over the replicas (along dim 0, over the {self._data_axis!r} axis) "
+            "but is not a per-replica value: an array computed from a batch outside run loses the batch's mark "
+            "and its mask of padding rows, so run cannot tell whether to split it (and which rows are real) or "
+            "broadcast it. Fix: compute it inside the replica function from the batch; or pass a full batch "
+            "through strategy.distribute_batch; or, to broadcast it, replicate it first: "
+            "jax.device_put(x, strategy.replicated_sharding()).")
+
     def _prepare(self, leaf: Any, kind: str) -> Any:
         if kind == "stacked":
             return leaf.stacked
@@ -145,7 +276,8 @@ class ReplicaRun(StrategyFields):
                 return jax.device_put(leaf, self.replicated_sharding())
         return leaf
 
-    def _compile_run(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list, masked: tuple) -> tuple:
+    def _compile_run(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list, masked: tuple,
+                     is_mask: tuple) -> tuple:
         axis = self._data_axis
         static_leaves = [leaf if kind == "static" else None for leaf, kind in zip(leaves, kinds)]
         dynamic_kinds = [kind for kind in kinds if kind != "static"]
@@ -178,25 +310,33 @@ class ReplicaRun(StrategyFields):
 
         abstract = [jax.ShapeDtypeStruct(np.shape(self._prepare(leaf, kind)), _dtype_of(leaf, kind))
                     for leaf, kind in zip(leaves, kinds) if kind != "static"]
-        probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
+        try:
+            probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
+        except Exception as error:
+            if leaf_checks.is_shape_mismatch(error):  # named as the Trainer names a batch the model cannot take
+                raise leaf_checks.model_mismatch_error(_batch_view(leaves, kinds, treedef), "the input",
+                                                       error) from error
+            raise
         (shard_eqn,) = [e for e in probe.jaxpr.eqns if e.primitive.name == "shard_map"]
         inner = shard_eqn.params["jaxpr"]
         # Arrays the function closes over are traced as extra leading inputs: constants, broadcast.
         consts = len(inner.invars) - len(dynamic_kinds)
         varying = tuple(per_replica_outputs(inner, [False] * consts + [k != "replicated" for k in dynamic_kinds]))
-        # Which outputs have one row per example of which split inputs (their masks apply).
-        # A masked PerReplica argument (rows of an earlier result) is not traced further: OTHER.
+        # Which outputs have one row per example of which split inputs (their masks apply);
+        # a masked PerReplica argument (rows of an earlier result) keeps its mask too.
         dynamic_masked = [m for m, kind in zip(masked, kinds) if kind != "static"]
-        rows_in = [frozenset([i]) if k == "batch" else (OTHER if m else None)
+        rows_in = [frozenset([i]) if k == "batch" or m else None
                    for i, (k, m) in enumerate(zip(dynamic_kinds, dynamic_masked))]
         aligned = tuple(aligned_outputs(inner, [None] * consts + rows_in))
+        dynamic_is_mask = [m for m, kind in zip(is_mask, kinds) if kind != "static"]
+        facts = padded_run.analyse(inner, consts, dynamic_masked, dynamic_is_mask, aligned, axis)
 
         def body(*dynamic):
             outs = call_fn(*dynamic)
             return tuple(x[None] if v else x for x, v in zip(outs, varying))
 
         compiled = jax.jit(shard(body, tuple(P(axis) if v else P() for v in varying)))
-        return compiled, record["tree"], varying, aligned
+        return compiled, record["tree"], varying, aligned, facts
 
 
 def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
@@ -206,6 +346,31 @@ def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:
         return None
     found = {id(m): m for m in (masks[i] for i in rows_of) if m is not None}
     return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _result_names(tree: Any, indices: Sequence[int]) -> list[str]:
+    """How error messages name the results at `indices` of a result structure."""
+    paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(jax.tree.unflatten(tree, [0] * tree.num_leaves))[0]]
+    return [f"its result{jax.tree_util.keystr(paths[i])}" if paths[i] else "its result" for i in indices]
+
+
+def _batch_view(leaves: list, kinds: tuple, treedef: Any) -> Any:
+    """`(args, kwargs)` with only the split (per-replica) arrays kept, for error messages; every
+    array when none is split."""
+    split = any(kind in ("batch", "stacked") for kind in kinds)
+    keep = [leaf.stacked[0] if kind == "stacked" else leaf
+            if (kind in ("batch", "stacked") or (not split and kind == "replicated")) else None
+            for leaf, kind in zip(leaves, kinds)]
+    return jax.tree.unflatten(treedef, keep)
+
+
+def _signature(leaf: Any, kind: str) -> Any:
+    if kind == "static":
+        return None
+    value = leaf.stacked if kind == "stacked" else leaf
+    if isinstance(value, jax.Array):
+        return value.shape, value.dtype
+    return np.shape(value), getattr(value, "dtype", type(value))
 
 
 def _static_key(leaf: Any) -> Any:

@@ -32,7 +32,9 @@ real rows. A per-replica value whose dim 0 is one row per example keeps that mas
 a `DistributedBatch` and its leaves, and the results of `run` proven row-aligned
 with a masked input (`jdist.strategy.row_alignment`: row i of the result depends only on
 row i of the input). `experimental_local_results`, `gather` and `reduce(axis=0)`
-then see only the real rows, as TF's dynamically shaped replicas do.
+then see only the real rows, as TF's dynamically shaped replicas do. Which other results of
+`run` on a short batch are exact, and how (each replica run alone on its real rows, or an
+error): `jdist.strategy.padded_run`.
 """
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ class _Marks:
 
 _SPLIT = _Marks()  # array -> _Split: split along dim 0 over the replicas
 _MIRRORED = _Marks()  # array -> True: a result of run that is the same on every replica
+_COUNTS = _Marks()  # mask -> np.ndarray: real rows of each replica, known on the host
 
 
 class _Split:
@@ -96,6 +99,17 @@ def mark_split(tree: Any, mask: Any = None) -> Any:
 def split_mark(x: Any) -> Any:
     """The `_Split` note of an array marked by `mark_split`, else None."""
     return _SPLIT.get(x) if _is_concrete(x) else None
+
+
+def note_row_counts(mask: Any, counts: Any) -> None:
+    """Remembers how many real rows each replica of a flat mask holds (all replicas, in order)."""
+    if _is_concrete(mask):
+        _COUNTS.set(mask, np.asarray(counts, np.int64))
+
+
+def known_row_counts(mask: Any) -> Any:
+    """The counts noted by `note_row_counts` for `mask`, else None."""
+    return _COUNTS.get(mask) if _is_concrete(mask) else None
 
 
 def mark_mirrored(x: Any) -> Any:

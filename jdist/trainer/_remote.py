@@ -16,14 +16,17 @@ workers).
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jdist.callbacks import LazyLogs
 from jdist.strategy import context
 from jdist.trainer import _batching as batching
+from jdist.trainer._hooks import batch_hooks, begin_hook
+from jdist.trainer._input import TRAIN
 from jdist.trainer._steps import StepBuilder
 
 
@@ -114,3 +117,31 @@ class RemoteEpoch:
         combined = jax.tree.map(lambda *parts: np.concatenate(parts), *self._finished)
         values = self._steps.read_metrics(combined)
         return {name: float(values[name]) for name in names}
+
+
+def schedule_remote_epoch(trainer: Any, blocks: Iterable, callbacks: Any, hook: str, first_index: int) -> RemoteEpoch:
+    """A `Trainer`'s pass where steps run on workers: each block of `steps_per_execution` steps is
+    scheduled on a worker without waiting for it; batch hooks as in `jdist.trainer._hooks`."""
+    # The coordinator knows how many workers run the steps (not every strategy has `num_workers`).
+    coordinator: Coordinator = trainer.strategy.cluster_coordinator()
+    if trainer._remote_steps is None:
+        trainer._remote_steps = RemoteTrainSteps(trainer._model, trainer._loss_fn, trainer._metrics,
+                                                 policy=trainer.policy, seed=trainer.seed,
+                                                 accumulation_steps=trainer.accumulation_steps)
+    epoch = RemoteEpoch(coordinator, trainer._remote_steps, trainer._steps,
+                        max_pending=trainer._max_in_flight * coordinator.num_workers)
+    logging_to, begin_to, k = batch_hooks(callbacks, hook, trainer._input.steps_per_call(TRAIN))
+    index = first_index - 1
+    for block in blocks:
+        if begin_to is not None:
+            begin_to.call(begin_hook(hook), index + 1, {})
+        trainer._ensure_state(block.first)
+        epoch.schedule(trainer._state, block.batches)
+        trainer.step += len(block.batches)
+        if logging_to is not None:
+            logging_to.call(hook, index + k, LazyLogs(lambda: epoch.logs(trainer.metrics_names)))
+        index += len(block.batches)
+    epoch.join()
+    if index < 0:
+        raise ValueError("The input yielded no batches.")
+    return epoch

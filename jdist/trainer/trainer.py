@@ -22,7 +22,7 @@ on the workers, see `jdist.trainer._remote`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -35,13 +35,13 @@ from jdist import losses as losses_lib, metrics as metrics_lib, mixed_precision,
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
 from jdist.diagnostics import memory
 from jdist.input import checks as input_checks
-from jdist.input.process_local import to_host
 from jdist.interop import keras_model
 from jdist.strategy import context, dispatch, initial_values
 from jdist.trainer import _batching as batching, _io as trainer_io
+from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, real_outputs, validates_after
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
-from jdist.trainer._remote import Coordinator, RemoteEpoch, RemoteTrainSteps
+from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps, schedule_remote_epoch
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.training.accumulation import check_accumulation_steps
 from jdist.training.train_state import TrainState
@@ -221,9 +221,12 @@ class Trainer:
         if self.policy.needs_loss_scaling and mixed_precision.find_loss_scale(jax.eval_shape(tx.init, params)) is None:
             tx = self._optimizer = mixed_precision.LossScaleOptimizer(tx)  # as Keras's compile() does
         apply_fn = self._model.module.apply if isinstance(self._model, LinenModel) else self._model.apply_fn
-        host = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
-                            opt_state=tx.init(params), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
-        return self._place(host)
+        state = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
+                             opt_state=(), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
+        # The optimizer state made where it will live (a Keras optimizer's init builds Keras variables: not traced).
+        placed = None if self._keras is not None else self.strategy.init_in_place(
+            state.replace(opt_state=jax.eval_shape(tx.init, params)))
+        return placed if placed is not None else self._place(state.replace(opt_state=tx.init(params)))
 
     def _ensure_state(self, first: batching.HostBatch) -> None:
         if self._state is None:
@@ -291,12 +294,14 @@ class Trainer:
         `first_index`: batches of this pass already done (left out)."""
         blocks = data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None)
         if self._input.scheduled_remotely(kind):
-            return self._run_remote_epoch(blocks, callbacks, hook, first_index)
+            return schedule_remote_epoch(self, blocks, callbacks, hook, first_index)
         limiter = dispatch.InFlightLimiter(self._max_in_flight)
-        logging_to = callbacks if callbacks is not None and callbacks.wants(hook) else None
+        logging_to, begin_to, k = batch_hooks(callbacks, hook, self._input.steps_per_call(kind))
         index = first_index - 1
         view = None
         for block in blocks:
+            if begin_to is not None:
+                begin_to.call(begin_hook(hook), index + 1, {})
             self._ensure_state(block.first)
             execute = self._executor(kind, self._input.steps_per_call(kind))
             if kind != TRAIN and view is None:
@@ -313,39 +318,15 @@ class Trainer:
                         raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
                     raise
                 limiter.push(dispatch.dispatched(states))
+            if logging_to is not None:  # Keras numbers an execution's end as its first step + k - 1
+                logging_to.call(hook, index + k, LazyLogs(lambda s=states: self._read_logs(s)))
             index += len(block.batches)
-            if logging_to is not None:
-                logging_to.call(hook, index, LazyLogs(lambda s=states: self._read_logs(s)))
         # No drain: every caller reads the logs next (`_read_logs`), whose program queues behind the
         # last execution and whose fetch waits for all of them: one wait per pass instead of two.
         # At most `max_in_flight` executions and that read are in flight meanwhile.
         if index < 0:
             raise ValueError("The input yielded no batches.")
         return states
-
-    def _run_remote_epoch(self, blocks: Iterable, callbacks: CallbackList | None, hook: str,
-                          first_index: int) -> RemoteEpoch:
-        """Schedules each block of `steps_per_execution` steps on a worker, without waiting for it."""
-        # The coordinator knows how many workers run the steps (not every strategy has `num_workers`).
-        coordinator: Coordinator = self.strategy.cluster_coordinator()
-        if self._remote_steps is None:
-            self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
-                                                  seed=self.seed, accumulation_steps=self.accumulation_steps)
-        epoch = RemoteEpoch(coordinator, self._remote_steps, self._steps,
-                            max_pending=self._max_in_flight * coordinator.num_workers)
-        logging_to = callbacks if callbacks is not None and callbacks.wants(hook) else None
-        index = first_index - 1
-        for block in blocks:
-            self._ensure_state(block.first)
-            epoch.schedule(self._state, block.batches)
-            index += len(block.batches)
-            self.step += len(block.batches)
-            if logging_to is not None:
-                logging_to.call(hook, index, LazyLogs(lambda: epoch.logs(self.metrics_names)))
-        epoch.join()
-        if index < 0:
-            raise ValueError("The input yielded no batches.")
-        return epoch
 
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
@@ -371,9 +352,9 @@ class Trainer:
                                 steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch,
                                 validation_split=validation_split, validation_batch_size=validation_batch_size,
                                 validation_steps=validation_steps)
-        x, y, sample_weight, validation_data = self._fit_data(
+        x, y, sample_weight, validation_data = fit_data(
             x, y, sample_weight, class_weight, validation_data, validation_split)
-        _check_validation_freq(validation_freq)
+        check_validation_freq(validation_freq)
         self.history = History()
         cbs = self._callbacks(callbacks, verbose, {"epochs": epochs, "verbose": verbose,
                                                   "do_validation": validation_data is not None}, self.history)
@@ -387,7 +368,7 @@ class Trainer:
                 # Make the variables before on_train_begin, so a callback can restore into them.
                 self._ensure_state(self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=1,
                                                          sample_weight=sample_weight).first_batch())
-            cbs.call("on_train_begin", None)
+            cbs.call("on_train_begin", {})
             for epoch in range(self.epoch, epochs):
                 self.epoch = epoch
                 data = self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=steps_per_epoch,
@@ -395,15 +376,15 @@ class Trainer:
                                              sample_weight=sample_weight, class_weight=class_weight)
                 for cb in cbs.callbacks:
                     cb.params["steps"] = data.steps
-                cbs.call("on_epoch_begin", epoch, None)
+                cbs.call("on_epoch_begin", epoch, {})
                 # Steps of this epoch done before an interruption (set by BackupAndRestore) are skipped.
                 skip, self.resume_step = self.resume_step, 0
                 states = self._run_epoch(TRAIN, data, self._fresh_states(), cbs, "on_train_batch_end",
                                          first_index=skip)
                 logs = self._read_logs(states)
-                if validation_data is not None and _validates_after(epoch, validation_freq):
+                if validation_data is not None and validates_after(epoch, validation_freq):
                     val = self._evaluate(validation_data, validation_batch_size or batch_size, validation_steps,
-                                         None)
+                                         cbs)
                     logs.update({f"val_{k}": v for k, v in val.items()})
                 cbs.call("on_epoch_end", epoch, logs)
                 self.epoch = epoch + 1  # epochs done (a later fit with initial_epoch=trainer.epoch continues)
@@ -418,24 +399,6 @@ class Trainer:
         if self._keras is not None and self._state is not None:
             self._keras.write_back(self.state_on_host())
 
-    def _fit_data(self, x: Any, y: Any, sample_weight: Any, class_weight: Any, validation_data: Any,
-                  validation_split: float) -> tuple:
-        """Keras's `validation_split` and (for arrays) `class_weight`, applied to fit's inputs."""
-        if class_weight is not None and sample_weight is not None:
-            raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
-        if validation_split:
-            if not is_arrays(x):
-                raise ValueError("`validation_split` is only supported for arrays; with an iterable or a "
-                                 "dataset, pass validation_data= instead.")
-            if validation_data is None:  # validation_data takes precedence, as in Keras
-                (x, y, sample_weight), validation_data = batching.train_validation_split(
-                    (x, y, sample_weight), validation_split)
-        if class_weight is not None and is_arrays(x):
-            if y is None:
-                raise ValueError("class_weight needs targets: pass y=.")
-            sample_weight = batching.class_weights_for(y, class_weight)
-        return x, y, sample_weight, validation_data
-
     def _fresh_states(self) -> dict:
         return self._steps.init_metric_states()
 
@@ -446,8 +409,12 @@ class Trainer:
         else:  # an iterable of (x, y) batches or a distributed dataset: its own batch size
             x, y, batch_size = data, None, None
         data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps, sample_weight=weight)
-        states = self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end")
-        return self._read_logs(states)
+        if cbs is not None:  # fit's validation: the test hooks fire, as in Keras
+            cbs.call("on_test_begin", {})
+        logs = self._read_logs(self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end"))
+        if cbs is not None:
+            cbs.call("on_test_end", dict(logs))
+        return logs
 
     def evaluate(self, x: Any, y: Any = None, *, batch_size: int | None = None, steps: int | None = None,
                  verbose: int = 1, callbacks: Sequence[Callback] | None = None,
@@ -464,7 +431,7 @@ class Trainer:
                                          sample_weight=sample_weight)
             for cb in cbs.callbacks:
                 cb.params["steps"] = data.steps
-            cbs.call("on_test_begin", None)
+            cbs.call("on_test_begin", {})
             states = self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end")
             logs = self._read_logs(states)
             cbs.call("on_test_end", logs)
@@ -484,12 +451,15 @@ class Trainer:
             data = self._input.pass_over(x, kind=PREDICT, batch_size=batch_size, steps=steps)
             for cb in cbs.callbacks:
                 cb.params["steps"] = data.steps
-            cbs.call("on_predict_begin", None)
+            cbs.call("on_predict_begin", {})
+            logging_to, begin_to, _ = batch_hooks(cbs, "on_predict_batch_end", k)
             limiter = dispatch.InFlightLimiter(self._max_in_flight)
             pending: list = []
             index = -1
             view = None
             for block in data.blocks():
+                if begin_to is not None:
+                    begin_to.call("on_predict_batch_begin", index + 1, {})
                 self._ensure_state(block.first)
                 if view is None:
                     view = self.strategy.compute_view(self._state)
@@ -497,17 +467,15 @@ class Trainer:
                 out = self._executor(PREDICT, k)(view, *args)
                 pending.append((out, [b.mask for b in block.batches], k > 1))
                 limiter.push(dispatch.dispatched(out))
+                if logging_to is not None:  # Keras's logs: {"outputs": this execution's outputs}
+                    logging_to.call("on_predict_batch_end", index + k, LazyLogs(
+                        lambda p=pending[-1]: {"outputs": jax.tree.map(
+                            lambda *a: np.concatenate(a), *real_outputs(*p))}))
                 index += len(block.batches)
-                cbs.call("on_predict_batch_end", index, None)
             limiter.drain()
-            for out, masks, stacked in pending:
-                host = to_host(out)
-                for i, mask in enumerate(masks):
-                    # Padding rows: at the end (host batches, the same global mask on every process),
-                    # or at the end of each replica's rows (a distributed dataset's global device mask).
-                    real = np.asarray(to_host(mask)) > 0
-                    outputs.append(jax.tree.map(lambda a, i=i, r=real, s=stacked: a[i][r] if s else a[r], host))
-            cbs.call("on_predict_end", None)
+            for item in pending:
+                outputs.extend(real_outputs(*item))
+            cbs.call("on_predict_end", {})
         if not outputs:
             raise ValueError("The input yielded no batches.")
         return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
@@ -523,18 +491,6 @@ class Trainer:
 
 
 # ------------------------------------------------------------------ helpers
-def _check_validation_freq(freq: Any) -> None:
-    if isinstance(freq, bool) or not (isinstance(freq, int) and freq >= 1
-                                      or isinstance(freq, (list, tuple, range))):
-        raise ValueError(f"Expected `validation_freq` to be a positive int or a list of epochs. "
-                         f"Received: validation_freq={freq!r}.")
-
-
-def _validates_after(epoch: int, freq: int | Sequence[int]) -> bool:
-    """Keras's rule: after epoch `epoch + 1` (1-based) if it is a multiple of `freq` or listed in it."""
-    return (epoch + 1) % freq == 0 if isinstance(freq, int) else (epoch + 1) in freq
-
-
 def _is_state_handle(model: Any) -> bool:
     """A train state made in the scope of a strategy that keeps it outside this process (on
     parameter servers): an `apply_fn` and an optimizer, but no arrays here."""

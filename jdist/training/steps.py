@@ -25,7 +25,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import mixed_precision
 from jdist.diagnostics import memory
-from jdist.input import checks as input_checks
+from jdist.input import checks as input_checks, leaf_checks
 from jdist.input.distributed_batch import place_host_batches, split_batch
 from jdist.strategy import context, dispatch, step_owner
 from jdist.training import step_core
@@ -166,16 +166,17 @@ class _Compiled:
         batch = place_host_batches(strategy, batch)
         try:
             new_state, out = fn(state, batch)
-        except RuntimeError as error:
-            if memory.is_out_of_memory(error):
+        except Exception as error:
+            if isinstance(error, RuntimeError) and memory.is_out_of_memory(error):
                 raise memory.out_of_memory_error(error, state, batch, strategy) from error
-            raise
-        except ValueError as error:
-            if "does not match the sharding" in str(error):  # e.g. ZeRO-1 optimizer state placed on its own
+            if isinstance(error, ValueError) and "does not match the sharding" in str(error):
+                # e.g. ZeRO-1 optimizer state placed on its own
                 raise ValueError(
                     f"The state is not laid out as {strategy!r} keeps it ({error}). Pass "
                     "strategy.place(state) (the whole train state, so its optimizer state follows the "
                     "parameters), or create it with TrainState.create inside strategy.scope().") from error
+            if leaf_checks.is_shape_mismatch(error):  # named as the Trainer names it
+                raise leaf_checks.model_mismatch_error(batch, "batch", error) from error
             raise
         dispatch.dispatched((out, new_state))  # `out` first: the state is often donated next
         return new_state, out
