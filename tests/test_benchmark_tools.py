@@ -189,3 +189,19 @@ def test_fit_benchmark_scan_loop_runs_whole_windows(monkeypatch):
     variant = benchmark_fit.scan_loop(program, x, y, 8)
     variant.run(16)
     assert calls == [(2, benchmark_fit.MAX_IN_FLIGHT)]
+
+
+def test_tfdata_benchmark_runs_every_variant_at_tiny_size(tmp_path):
+    """scripts/benchmark_tfdata.py: the pipeline alone and feeding Trainer.fit against the arrays path, paired."""
+    import json
+
+    import benchmark_tfdata
+
+    out = tmp_path / "tfdata.json"
+    assert benchmark_tfdata.main(["--examples", "128", "--batch", "32", "--buffer", "16", "--windows", "2",
+                                  "--read-batches", "2", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["examples_per_s"]) == {"jdist_data", "fit_arrays", "fit_pipeline"}
+    assert all(rate > 0 for rate in result["examples_per_s"].values())
+    ratio = result["paired"]["fit_pipeline / fit_arrays"]
+    assert ratio["min"] <= ratio["median"] <= ratio["max"] and result["steps_per_epoch"] == 4

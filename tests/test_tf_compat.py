@@ -13,7 +13,13 @@ import jdist.tf_compat as tf  # noqa: E402
 
 
 def test_names_are_jdist_objects():
-    assert tf.distribute.MirroredStrategy is jdist.MirroredStrategy
+    # jdist's, except that devices the machine lacks warn and give a strategy that refuses use (TF moves them)
+    assert issubclass(tf.distribute.MirroredStrategy, jdist.MirroredStrategy)
+    assert isinstance(tf.distribute.MirroredStrategy(), jdist.MirroredStrategy)
+    with pytest.warns(UserWarning, match="gpu:0"):
+        absent = tf.distribute.MirroredStrategy(devices=["/gpu:0", "/gpu:1"])
+    with pytest.raises(ValueError, match="Unknown device '/gpu:0'"):
+        absent.scope()
     assert tf.distribute.OneDeviceStrategy is jdist.OneDeviceStrategy
     assert tf.distribute.MultiWorkerMirroredStrategy is jdist.MultiWorkerMirroredStrategy
     assert tf.distribute.TPUStrategy is jdist.TPUStrategy
@@ -42,8 +48,12 @@ def test_keras_is_tf_2_21s_keras_namespace_on_jax():
 
     # Observed, TF 2.21 with Keras 3.15: tf.keras.__name__ == "keras._tf_keras.keras",
     # tf.keras.losses.Reduction.NONE == "none" (also AUTO, SUM, SUM_OVER_BATCH_SIZE).
-    assert tf.keras is tf_keras_namespace and keras.backend.backend() == "jax"
+    # tf.keras is that namespace (its name, its objects), with TensorBoard and StringLookup served by jdist.
+    assert tf.keras.__name__ == tf_keras_namespace.__name__ == "keras._tf_keras.keras"
+    assert keras.backend.backend() == "jax" and tf.keras is tf.keras
     assert tf.keras.Sequential is keras.Sequential and tf.keras.layers.Dense is keras.layers.Dense
+    assert tf.keras.callbacks.ModelCheckpoint is keras.callbacks.ModelCheckpoint
+    assert tf.keras.callbacks.TensorBoard is not keras.callbacks.TensorBoard  # Keras 3's needs TensorFlow
     reduction = tf.keras.losses.Reduction
     assert (reduction.NONE, reduction.SUM, reduction.AUTO, reduction.SUM_OVER_BATCH_SIZE) == (
         "none", "sum", "auto", "sum_over_batch_size")
