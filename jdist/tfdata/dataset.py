@@ -283,13 +283,7 @@ class Dataset(grain.IterDataset):
             return self
         card = n if self._cardinality == INFINITE else (min(n, self._cardinality) if self._cardinality >= 0
                                                          else UNKNOWN)
-
-        def make(key: Key) -> Any:
-            built = self._build(key)
-            if isinstance(built, grain.MapDataset):
-                return built.slice(slice(0, n))
-            return Generated(lambda: itertools.islice(iter(built), n))
-        return self._derive(make, card, lambda: self.element_spec, "TakeDataset")
+        return self._sliced(0, n, 1, card, "TakeDataset")
 
     def skip(self, count: int, name: str | None = None) -> Dataset:
         """All but the first `count` elements (none for -1)."""
@@ -299,13 +293,7 @@ class Dataset(grain.IterDataset):
             card = 0
         elif card >= 0:
             card = max(0, card - n)
-
-        def make(key: Key) -> Any:
-            built = self._build(key)
-            if isinstance(built, grain.MapDataset):
-                return built.slice(slice(len(built), None) if n < 0 else slice(n, None))
-            return Generated(lambda: itertools.islice(iter(built), 0 if n < 0 else n, 0 if n < 0 else None))
-        return self._derive(make, card, lambda: self.element_spec, "SkipDataset")
+        return self._sliced(0, 0, 1, card, "SkipDataset") if n < 0 else self._sliced(n, None, 1, card, "SkipDataset")
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:
         """Elements `index`, `index + num_shards`, ...: this worker's share (TF's `shard`)."""
@@ -316,13 +304,17 @@ class Dataset(grain.IterDataset):
         card = self._cardinality
         if card >= 0:
             card = len(range(i, card, num))
+        return self._sliced(i, None, num, card, "ShardDataset")
 
+    def _sliced(self, start: int, stop: int | None, step: int, cardinality: int, kind: str) -> Dataset:
+        """Elements `start:stop:step` of each pass: a grain slice where the pass is random access, else
+        the stream's (take, skip and shard are this)."""
         def make(key: Key) -> Any:
             built = self._build(key)
             if isinstance(built, grain.MapDataset):
-                return built.slice(slice(i, None, num))
-            return Generated(lambda: itertools.islice(iter(built), i, None, num))
-        return self._derive(make, card, lambda: self.element_spec, "ShardDataset")
+                return built.slice(slice(start, stop, step))
+            return Generated(lambda: itertools.islice(iter(built), start, stop, step))
+        return self._derive(make, cardinality, lambda: self.element_spec, kind)
 
     def enumerate(self, start: int = 0, name: str | None = None) -> Dataset:
         """(index, element) pairs, indices int64 from `start`."""

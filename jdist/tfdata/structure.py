@@ -64,12 +64,7 @@ def normalize(element: Any) -> Any:
     """The element with every tensor converted by `to_leaf`; tuples, dicts and namedtuples kept."""
     if type(element) is np.ndarray and element.dtype.kind != "U":  # the common case, first
         return element
-    if isinstance(element, dict):
-        return {k: normalize(v) for k, v in element.items()}
-    if isinstance(element, tuple):
-        items = [normalize(v) for v in element]
-        return type(element)(*items) if hasattr(element, "_fields") else tuple(items)
-    return to_leaf(element)
+    return map_leaves(to_leaf, element)
 
 
 def map_leaves(fn: Callable[[Any], Any], element: Any) -> Any:
