@@ -20,20 +20,25 @@ from jdist import (
     tpu,
     train,
 )
-from jdist._lazy import lazy_getattr
+from jdist.cluster.communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
+
+# The layers that extend the strategy runtime register their part when imported (jdist.strategy.extensions):
+from jdist.diagnostics import memory as _memory, summary as _summary  # noqa: F401  strategy.memory_report, .summary
 from jdist.diagnostics.advisor import Recommendation, recommend_strategy
 from jdist.diagnostics.memory import DeviceOutOfMemoryError, MemoryReport, memory_report
 from jdist.diagnostics.profiler import StepBreakdown, profile, step_breakdown
+from jdist.errors import InputError, NonFiniteInputError
+from jdist.input import dataset as _dataset  # noqa: F401  experimental_distribute_dataset
 from jdist.input.checks import check_numerics_enabled, disable_check_numerics, enable_check_numerics
 from jdist.input.dataset import DistributedDataset, DistributedIterator
-from jdist.input.distributed_batch import DistributedBatch
-from jdist.input.errors import InputError, NonFiniteInputError
 from jdist.input.options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input.sources import ArrayDataset, FileSource
+from jdist.interop import keras_distribution as _keras_distribution, keras_run as _keras_run  # noqa: F401  Keras
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.layers import SyncBatchNorm
 from jdist.layout import Layout, LayoutError
+from jdist.lazy import lazy_getattr
 from jdist.losses import compute_average_loss, scale_regularization_loss
 from jdist.parameter_server import (
     CancelledError,
@@ -62,7 +67,6 @@ from jdist.strategy import (
     ValueContext,
 )
 from jdist.strategy.aggregation import MirroredState, VariableAggregation, aggregate_update
-from jdist.strategy.communication import CollectiveCommunication, CommunicationImplementation, CommunicationOptions
 from jdist.strategy.constraints import replicate, split
 from jdist.strategy.context import (
     experimental_set_strategy,
@@ -73,6 +77,7 @@ from jdist.strategy.context import (
 )
 from jdist.strategy.devices import resolve_device, resolve_devices
 from jdist.strategy.dispatch import InFlightLimiter
+from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.values import PerReplica

@@ -123,7 +123,7 @@ def _shape_dtype(leaf: Any) -> tuple[tuple, Any]:
     return tuple(int(d) for d in shape), dtype
 
 
-def _itemsize(dtype: Any) -> int:
+def itemsize(dtype: Any) -> int:
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError:  # e.g. typed PRNG keys
@@ -173,7 +173,7 @@ def shard_shape(shape: tuple, spec: P, mesh: Mesh) -> tuple:
 
 def shard_bytes(shape: tuple, dtype: Any, spec: P, mesh: Mesh) -> int:
     """Bytes one device holds for an array of `shape`/`dtype` laid out as `spec`."""
-    return math.prod(shard_shape(shape, spec, mesh)) * _itemsize(dtype)
+    return math.prod(shard_shape(shape, spec, mesh)) * itemsize(dtype)
 
 
 def check_spec(spec: P, shape: tuple, mesh: Mesh, path: str, rule: str) -> None:
@@ -231,7 +231,7 @@ class _FsdpTactic:
         if axis not in mesh.shape:
             raise LayoutError(f"fsdp(axis={axis!r}): the mesh has axes {dict(mesh.shape)}.")
         size = mesh.shape[axis]
-        if len(shape) < 2 or size == 1 or math.prod(shape) * _itemsize(dtype) < self.min_size_bytes:
+        if len(shape) < 2 or size == 1 or math.prod(shape) * itemsize(dtype) < self.min_size_bytes:
             return P()
         candidates = [d for d in range(len(shape)) if shape[d] % size == 0]
         if not candidates:
@@ -261,7 +261,7 @@ def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh | AbstractMesh
     `WEIGHT_UPDATE_MIN_BYTES`), already split over `axis`, or with no such dimension keep `spec`."""
     n = int(mesh.shape[axis])
     min_bytes = WEIGHT_UPDATE_MIN_BYTES if min_bytes is None else min_bytes
-    if n == 1 or not shape or math.prod(shape) * _itemsize(dtype) < min_bytes or axis in spec_axis_names(spec):
+    if n == 1 or not shape or math.prod(shape) * itemsize(dtype) < min_bytes or axis in spec_axis_names(spec):
         return spec
     entries = list(spec) + [None] * (len(shape) - len(spec))
     for dim, (extent, entry) in enumerate(zip(shape, entries)):
@@ -295,10 +295,10 @@ def weight_update_shardings(strategy: Strategy, tree: Any, min_bytes: int | None
 def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
     """`shardings` (of `tree`) with the optimizer state of every train state in `tree` (the tree
     itself, or one inside a checkpoint's dict) split over the data axis: ZeRO-1's stored layout."""
-    nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_train_state)
+    nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=is_train_state)
     parts = treedef.flatten_up_to(shardings)
     return treedef.unflatten([
-        s.replace(opt_state=split_shardings_over_data(n.opt_state, s.opt_state, axis)) if _is_train_state(n) else s
+        s.replace(opt_state=split_shardings_over_data(n.opt_state, s.opt_state, axis)) if is_train_state(n) else s
         for n, s in zip(nodes, parts)])
 
 
@@ -403,7 +403,7 @@ class Placement:
         return shard_bytes(self.shape, self.dtype, self.spec, mesh)
 
 
-def _is_train_state(tree: Any) -> bool:
+def is_train_state(tree: Any) -> bool:
     return hasattr(tree, "params") and hasattr(tree, "opt_state") and hasattr(tree, "replace")
 
 
@@ -471,13 +471,13 @@ class Layout:
     # ---------------------------------------------------------------- resolve
     def resolve(self, tree: Any, mesh: Mesh) -> Any:
         """A pytree of `Placement`s shaped like `tree` (see the module docs for the rules)."""
-        if _is_train_state(tree):
+        if is_train_state(tree):
             return self._resolve_train_state(tree, mesh)
         return self._resolve_params(tree, mesh)
 
     def specs(self, tree: Any, mesh: Mesh) -> Any:
         """The `PartitionSpec` of every leaf."""
-        return jax.tree.map(lambda p: p.spec, self.resolve(tree, mesh), is_leaf=_is_placement)
+        return jax.tree.map(lambda p: p.spec, self.resolve(tree, mesh), is_leaf=is_placement)
 
     def shardings(self, tree: Any, mesh: Mesh) -> Any:
         """The `NamedSharding` of every leaf."""
@@ -488,7 +488,7 @@ class Layout:
                 cache[p.spec] = NamedSharding(mesh, p.spec)
             return cache[p.spec]
 
-        return jax.tree.map(sharding, self.resolve(tree, mesh), is_leaf=_is_placement)
+        return jax.tree.map(sharding, self.resolve(tree, mesh), is_leaf=is_placement)
 
     def _resolve_params(self, tree: Any, mesh: Mesh, *, parameters: bool = False) -> Any:
         """`parameters`: `tree` is known to hold model parameters (a train state's), so a rule
@@ -578,7 +578,7 @@ class Layout:
         """Placements for non-parameter arrays (optimizer state): each follows the
         parameter (from the resolved `params` placements) whose path is the longest
         trailing part of its own path and whose shape equals its own; others replicate."""
-        by_path = {p.path: p for p in jax.tree.leaves(params, is_leaf=_is_placement)}
+        by_path = {p.path: p for p in jax.tree.leaves(params, is_leaf=is_placement)}
         leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
         return jax.tree.unflatten(treedef, [self._follow(path_str(kp), leaf, by_path) for kp, leaf in leaves])
 
@@ -613,7 +613,7 @@ def nearest_paths(pattern: str, paths: Sequence[str], n: int = 3) -> list[str]:
     return sorted(dict.fromkeys(paths), key=likeness, reverse=True)[:n]
 
 
-def _is_placement(x: Any) -> bool:
+def is_placement(x: Any) -> bool:
     return isinstance(x, Placement)
 
 

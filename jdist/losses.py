@@ -101,7 +101,7 @@ def scale_regularization_loss(regularization_loss: Any) -> Any:
 _EPSILON = 1e-7  # keras.config.epsilon()
 
 
-def _same_rank(y_true: Any, y_pred: Any) -> tuple:
+def same_rank(y_true: Any, y_pred: Any) -> tuple:
     """Keras's `squeeze_or_expand_to_same_rank`: (batch,) labels against (batch, 1) outputs."""
     t_rank, p_rank = jnp.ndim(y_true), jnp.ndim(y_pred)
     if t_rank == p_rank + 1 and y_true.shape[-1] == 1:
@@ -124,7 +124,7 @@ def _float(y_pred: Any) -> jax.Array:
 
 def _prepare(y_true: Any, y_pred: Any) -> tuple:
     y_pred = _float(y_pred)
-    return _same_rank(jnp.asarray(y_true).astype(y_pred.dtype), y_pred)
+    return same_rank(jnp.asarray(y_true).astype(y_pred.dtype), y_pred)
 
 
 def mean_squared_error(y_true: Any, y_pred: Any) -> jax.Array:
@@ -266,13 +266,13 @@ class SparseCategoricalCrossentropy(_LossFunctionWrapper):
 
 def crossentropy(y_true: Any, y_pred: Any) -> jax.Array:
     """Keras's "crossentropy" / "ce": binary, sparse or categorical, chosen from the shapes as Keras does."""
-    is_binary, is_sparse = _binary_or_sparse(y_true, y_pred)
+    is_binary, is_sparse = binary_or_sparse(y_true, y_pred)
     if is_binary:
         return binary_crossentropy(y_true, y_pred)
     return (sparse_categorical_crossentropy if is_sparse else categorical_crossentropy)(y_true, y_pred)
 
 
-def _binary_or_sparse(y_true: Any, y_pred: Any) -> tuple[bool, bool]:
+def binary_or_sparse(y_true: Any, y_pred: Any) -> tuple[bool, bool]:
     """Keras's `is_binary_or_sparse_categorical`: from the label and prediction shapes only."""
     t_shape, p_shape = jnp.shape(y_true), jnp.shape(y_pred)
     is_binary = p_shape[-1] == 1

@@ -220,13 +220,13 @@ def _float_of(y_pred: Any) -> Any:
 
 def accuracy(y_true: Any, y_pred: Any) -> jax.Array:
     """1.0 where the prediction equals the label exactly (Keras's `Accuracy`)."""
-    y_true, y_pred = _same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
+    y_true, y_pred = same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
     return (y_true == y_pred.astype(y_true.dtype)).astype(_float_of(y_pred))
 
 
 def binary_accuracy(y_true: Any, y_pred: Any, threshold: float = 0.5) -> jax.Array:
     """1.0 where `y_pred > threshold` equals the 0/1 label."""
-    y_true, y_pred = _same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
+    y_true, y_pred = same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
     return (y_true == (y_pred > threshold).astype(y_true.dtype)).astype(_float_of(y_pred))
 
 
@@ -271,9 +271,9 @@ def keras_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
     """Keras's "accuracy" / "acc" in `compile`: binary, sparse categorical or categorical accuracy,
     chosen from the label and prediction shapes (y_pred's last axis 1: binary; labels of lower rank
     or a last axis of 1: sparse; else one-hot labels)."""
-    from jdist.losses import _binary_or_sparse
+    from jdist.losses import binary_or_sparse
 
-    is_binary, is_sparse = _binary_or_sparse(y_true, y_pred)
+    is_binary, is_sparse = binary_or_sparse(y_true, y_pred)
     if is_binary:
         return binary_accuracy(y_true, y_pred)
     return (sparse_categorical_accuracy if is_sparse else categorical_accuracy)(y_true, y_pred)
@@ -291,8 +291,8 @@ def mean_absolute_error(y_true: Any, y_pred: Any) -> jax.Array:
     return mae(y_true, y_pred)
 
 
-def _same_rank(y_true: Any, y_pred: Any) -> tuple:
-    from jdist.losses import _same_rank as same_rank
+def same_rank(y_true: Any, y_pred: Any) -> tuple:
+    from jdist.losses import same_rank as same_rank
 
     return same_rank(y_true, y_pred)
 

@@ -191,7 +191,7 @@ def loss_scale_of(policy: Policy, opt_state: Any, *, remedy: str) -> jax.Array:
     apart from the compute devices (central storage, parameter servers), where
     dynamic loss scaling cannot run.
     """
-    from jdist.training.gradient_capture import NotApplied
+    from jdist.strategy.gradient_capture import NotApplied
 
     state = find_loss_scale(opt_state)
     if policy.needs_loss_scaling and isinstance(opt_state, NotApplied):

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.layout import Layout, LayoutError, Placement, _is_placement, path_str
+from jdist.layout import Layout, LayoutError, Placement, is_placement, path_str
 from jdist.strategy import context
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class PipelineLayout(Layout):
                      for (_, leaf), s in zip(leaves, stacked)]
         inner = super()._resolve_params(jax.tree.unflatten(treedef, one_layer), mesh, parameters=parameters)
         placements = []
-        for p, (_, leaf), s in zip(jax.tree.leaves(inner, is_leaf=_is_placement), leaves, stacked):
+        for p, (_, leaf), s in zip(jax.tree.leaves(inner, is_leaf=is_placement), leaves, stacked):
             if s:
                 if axis in {a for e in p.spec for a in ((e,) if isinstance(e, str) else (e or ()))}:
                     raise LayoutError(f"Rule for {p.path!r} ({p.source}) uses the pipeline axis {axis!r}; "
@@ -348,7 +348,7 @@ def stage_summary(pipe: Pipeline, layout: Layout, mesh: Mesh, tree: Any) -> str:
         return head
     from jdist.diagnostics.summary import format_bytes
 
-    placements = jax.tree.leaves(layout.resolve(tree, mesh), is_leaf=_is_placement)
+    placements = jax.tree.leaves(layout.resolve(tree, mesh), is_leaf=is_placement)
     stacked = [p for p in placements if p.shape and pipe.is_stacked(p.path) and p.spec[:1] == (axis,)]
     params = [p for p in stacked if not p.path.startswith("opt_state")]
     state = [p for p in stacked if p.path.startswith("opt_state")]

@@ -2,6 +2,7 @@
 
     python scripts/import_graph.py            # the cycles (exit status 1 if any besides the allowed one)
     python scripts/import_graph.py --edges    # every edge, "importer -> imported (line)"
+    python scripts/import_graph.py --folders  # the graph between folders, checked against LAYERS
 
 Both top-level and function-level imports count: a function-level import only
 defers a dependency, it does not remove it. Imports under `if TYPE_CHECKING:`
@@ -16,6 +17,11 @@ halves, and the default strategy), closed
 by one edge: `jdist.strategy.context.get_strategy()` returning the default strategy,
 which is a `Strategy` and so reads the context. No other module may sit on a
 cycle, and with that edge (`ALLOWED`) left out the graph has no cycle at all.
+
+Between folders (a top-level package or module of jdist: `strategy`, `input`, `losses`, ...) the
+graph is layered (`LAYERS`, bottom first): a folder imports only folders of lower layers, apart
+from the edges in `FOLDER_ALLOWED`, and never a private name (`_x`) or private module of another
+folder. The higher layers extend the strategy runtime through `jdist.strategy.extensions`.
 """
 from __future__ import annotations
 
@@ -32,6 +38,70 @@ ALLOWED = {("jdist.strategy.context", "jdist.strategy.default")}
 # The strategy runtime: the only modules that cycle may hold.
 RUNTIME = frozenset({"jdist.strategy.context", "jdist.strategy.replica_context", "jdist.strategy.base",
                      "jdist.strategy.run", "jdist.strategy.cross_replica", "jdist.strategy.default"})
+
+
+# Folders by layer, bottom first: each imports only from the layers below it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "layout", "lazy", "optimizers", "partitioners"),  # no jdist imports
+    ("cluster",),  # processes, resolvers, collectives' options
+    ("strategy",),  # the runtime: meshes, scope, run, reduce, distributed batches, gradient capture, TPU setup
+    ("checkpoint", "diagnostics", "input", "layers", "losses", "mixed_precision"),
+    ("callbacks", "interop", "metrics", "pipeline", "tfdata", "training"),
+    ("data", "tpu", "train"),  # faces: TF's names over the layers below
+    ("launch", "parameter_server", "tf_compat", "trainer"),
+    ("jdist",),  # the package's own face
+)
+# tf_compat binds TF's names to the whole public face (`tf.distribute.MirroredStrategy` is jdist's).
+FOLDER_ALLOWED = {("tf_compat", "jdist")}
+
+
+def folder_of(module: str) -> str:
+    """The top-level unit of jdist that `module` sits in (`jdist` for the package's own __init__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_of(folder: str) -> int:
+    for rank, folders in enumerate(LAYERS):
+        if folder in folders:
+            return rank
+    raise KeyError(f"jdist/{folder} is in no layer: add it to LAYERS in scripts/import_graph.py.")
+
+
+def folder_edges(edges: dict[str, dict[str, int]]) -> dict[tuple[str, str], list[str]]:
+    """`{(folder, imported folder): ["module -> module (line)", ...]}` between different folders."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for a, targets in edges.items():
+        for b, line in targets.items():
+            fa, fb = folder_of(a), folder_of(b)
+            if fa != fb:
+                out.setdefault((fa, fb), []).append(f"{a} -> {b} ({line})")
+    return out
+
+
+def layer_violations(edges: dict[str, dict[str, int]]) -> list[str]:
+    """The folder edges that do not go down a layer and are not in FOLDER_ALLOWED."""
+    return [f"{fa} (layer {layer_of(fa)}) -> {fb} (layer {layer_of(fb)}): {'; '.join(lines)}"
+            for (fa, fb), lines in sorted(folder_edges(edges).items())
+            if layer_of(fb) >= layer_of(fa) and (fa, fb) not in FOLDER_ALLOWED]
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """Imports of another folder's private names or private modules (`from jdist.x import _y`, `jdist.x._m`)."""
+    known = modules(root)
+    found = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not (node.module or "").startswith(PACKAGE):
+                continue
+            source = node.module or ""
+            if folder_of(source) == folder_of(name):
+                continue
+            private_module = any(p.startswith("_") and not p.startswith("__") for p in source.split(".")[1:])
+            for alias in node.names:
+                if private_module or (alias.name.startswith("_") and not alias.name.startswith("__")):
+                    found.append(f"{name} ({node.lineno}): from {source} import {alias.name}")
+    return found
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -159,8 +229,17 @@ def unexpected(edges: dict[str, dict[str, int]]) -> list[list[str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", action="store_true", help="print every edge")
+    parser.add_argument("--folders", action="store_true", help="print the folder graph and check its layers")
     args = parser.parse_args()
     edges = graph()
+    if args.folders:
+        for (fa, fb), lines in sorted(folder_edges(edges).items()):
+            print(f"{fa} -> {fb}: {len(lines)} edge(s)")
+        problems = layer_violations(edges) + private_imports()
+        for problem in problems:
+            print(f"NOT LAYERED: {problem}")
+        print(f"{len(folder_edges(edges))} folder edges, {len(problems)} problem(s)")
+        return 1 if problems else 0
     if args.edges:
         for source in sorted(edges):
             for target, line in sorted(edges[source].items()):

@@ -43,3 +43,38 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones(tmp_
     assert edges["jdist.b"] == {"jdist.a": 4}
     assert edges["jdist.c"] == {"jdist.b": 1}
     assert graph.cycles(edges) == [["jdist.a", "jdist.b"]]
+
+
+def test_folders_import_only_lower_layers_and_no_private_names():
+    graph = _script()
+    edges = graph.graph()
+    assert graph.layer_violations(edges) == []
+    assert graph.private_imports() == []
+    folders = graph.folder_edges(edges)
+    # The runtime imports no layer above it: the Keras, input and diagnostics parts are registered.
+    assert not [b for (a, b) in folders if a == "strategy" and graph.layer_of(b) > graph.layer_of("strategy")]
+    assert ("interop", "strategy") in folders and ("input", "strategy") in folders  # the registrations
+
+
+def test_the_folder_check_finds_a_back_edge_and_a_private_import(tmp_path):
+    graph = _script()
+    package = tmp_path / "jdist"
+    (package / "strategy").mkdir(parents=True)
+    (package / "input").mkdir()
+    for folder in ("", "strategy", "input"):
+        (package / folder / "__init__.py").write_text("")
+    (package / "strategy" / "base.py").write_text("def f():\n    from jdist.input import dataset\n")
+    (package / "input" / "dataset.py").write_text("from jdist.strategy.base import _hidden\n")
+    edges = graph.graph(tmp_path)
+    (problem,) = graph.layer_violations(edges)
+    assert problem.startswith("strategy (layer 2) -> input (layer 3)")
+    assert graph.private_imports(tmp_path) == ["jdist.input.dataset (1): from jdist.strategy.base import _hidden"]
+
+
+def test_the_strategy_extensions_are_registered_by_importing_jdist():
+    import jdist  # noqa: F401
+    from jdist.strategy import extensions
+
+    assert sorted(extensions._METHODS) == sorted(extensions.PROVIDERS)
+    assert [type(e).__name__ for e in extensions._RUNS] == ["KerasRun"]
+    assert len(extensions._SCOPES) == 1

@@ -12,7 +12,7 @@ import optax
 import pytest
 
 import jdist
-from jdist.input.errors import InputError
+from jdist.errors import InputError
 from jdist.models import MLP
 from jdist.trainer import _batching as batching
 

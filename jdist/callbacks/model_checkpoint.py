@@ -105,8 +105,7 @@ class ModelCheckpoint(Callback):
         return better
 
     def _save(self, epoch: int, batch: int | None, logs: dict) -> None:
-        from jdist.checkpoint import CheckpointManager
-        from jdist.trainer import _io as trainer_io
+        from jdist.checkpoint import CheckpointManager, model_io as trainer_io
 
         path = self._path(epoch, batch, logs)
         if not self._improved(logs, epoch, path):

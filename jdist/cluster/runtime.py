@@ -18,10 +18,10 @@ import socket
 import time
 
 from jdist.cluster import heartbeat
+from jdist.cluster.communication import CommunicationImplementation, CommunicationOptions
 from jdist.cluster.resolver import ClusterResolver
 from jdist.cluster.spec import split_address
 from jdist.cluster.watchdog import Watchdog
-from jdist.strategy.communication import CommunicationImplementation, CommunicationOptions
 
 logger = logging.getLogger("jdist")
 

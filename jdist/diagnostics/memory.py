@@ -18,6 +18,7 @@ import numpy as np
 
 from jdist.diagnostics.tables import format_bytes, format_table
 from jdist.layout import path_str
+from jdist.strategy import extensions
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -182,3 +183,6 @@ def out_of_memory_error(error: BaseException, state: Any, batch: Any, strategy: 
         "  - jdist.recommend_strategy(params, optimizer, global_batch_size) estimates which layout fits.",
     ]
     return DeviceOutOfMemoryError("\n".join(lines))
+
+
+extensions.register_method("memory_report", memory_report)

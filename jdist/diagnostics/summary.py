@@ -13,7 +13,8 @@ import jax
 from jax.sharding import Mesh, PartitionSpec as P
 
 from jdist.diagnostics import tables
-from jdist.layout import Layout, Placement, _is_placement, _is_train_state, _itemsize, describe, spec_axis_names
+from jdist.layout import Layout, Placement, describe, is_placement, is_train_state, itemsize, spec_axis_names
+from jdist.strategy import extensions
 
 
 def format_bytes(n: int) -> str:
@@ -42,13 +43,13 @@ def layout_summary(layout: Layout, mesh: Mesh, data_axis: str, tree: Any = None,
              f"Layout: {len(layout.rules)} rule(s); parameters no rule matches: {unmatched_gets}"]
     if tree is None:
         return "\n".join(lines + [f"  {rule}" for rule in layout.rules])
-    if _is_train_state(tree):
+    if is_train_state(tree):
         tree, opt_state = tree.params, tree.opt_state
     params = layout.resolve(tree, mesh)
-    param_list: list[Placement] = jax.tree.leaves(params, is_leaf=_is_placement)
+    param_list: list[Placement] = jax.tree.leaves(params, is_leaf=is_placement)
     state_list: list[Placement] = []
     if opt_state is not None:
-        state_list = jax.tree.leaves(layout.follow(opt_state, params), is_leaf=_is_placement)
+        state_list = jax.tree.leaves(layout.follow(opt_state, params), is_leaf=is_placement)
         if opt_state_spec is not None:
             state_list = [dataclasses.replace(s, spec=opt_state_spec(s)) for s in state_list]
 
@@ -107,4 +108,7 @@ def _size(p: Placement) -> int:
 
 
 def _full_bytes(p: Placement) -> int:
-    return _size(p) * _itemsize(p.dtype)
+    return _size(p) * itemsize(p.dtype)
+
+
+extensions.register_method("layout_summary", layout_summary)

@@ -33,7 +33,6 @@ import numpy as np
 
 from jdist.cluster.process_sync import ProcessChannel
 from jdist.input import checks as input_checks
-from jdist.input.distributed_batch import DistributedBatch
 from jdist.input.options import AutoShardPolicy, InputContext, InputOptions, InputReplicationMode
 from jdist.input.prefetch import TwoStagePrefetcher
 from jdist.input.producers import (
@@ -52,6 +51,8 @@ from jdist.input.split import (
     replica_plan,
 )
 from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
+from jdist.strategy import extensions
+from jdist.strategy.distributed_batch import DistributedBatch
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -349,3 +350,7 @@ class DistributedIterator:
             self.close(timeout_s=0.0)  # never block the garbage collector; the thread is a daemon
         except Exception:
             pass
+
+
+extensions.register_method("distribute_dataset", distribute_dataset)
+extensions.register_method("distribute_datasets_from_function", distribute_datasets_from_function)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from jdist.input.errors import InputError
+from jdist.errors import InputError
 
 LabelCheck = Callable[[np.ndarray, tuple, str], None]
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from jdist.interop import keras_backup, keras_variables
+from jdist.strategy import extensions
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -173,3 +174,6 @@ def variable_spec(strategy: Strategy, path: str, shape: tuple, dtype: Any) -> An
         check_spec(spec, shape, strategy.mesh, path, str(matches[0]))
         return spec
     return layout._default_spec(shape, dtype, strategy.mesh)
+
+
+extensions.register_scope(scope)

@@ -53,6 +53,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 
+from jdist.strategy import context, extensions
+from jdist.strategy.values import PerReplica
+
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
@@ -295,7 +298,7 @@ def guard() -> Any:
     return _threaded_scope([], [])
 
 
-def _stateful_fn(fn: Callable, objects: list, variables: list, context: Any) -> Callable:
+def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
     keras = _keras()
 
     def replica_fn(values, args, kwargs):
@@ -339,13 +342,8 @@ class ReachedTarget(Exception):
 
 
 def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-        objects: list, context: Any) -> Any:
-    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
-
-    `context` is the `jdist.strategy.context` module, passed in by the strategy (which imports it) so that
-    this module stays out of the strategy runtime's import cycle."""
-    from jdist.strategy.values import PerReplica
-
+        objects: list) -> Any:
+    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring)."""
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
     _check_built([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], keras)
@@ -355,7 +353,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     cache = strategy.__dict__.setdefault("_keras_run_fns", {})
     key = (fn, tuple(id(v) for v in variables))
     if key not in cache:
-        cache[key] = _stateful_fn(fn, objects, variables, context)
+        cache[key] = _stateful_fn(fn, objects, variables)
     values = [v.value for v in variables]
     out, news = strategy.run(cache[key], args=(values, tuple(args), dict(kwargs or {})))
     for variable, new in zip(variables, news):
@@ -371,3 +369,20 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     for variable, new in zip(variables, news):
         variable.assign(new)
     return out
+
+
+class KerasRun:
+    """`strategy.run` for functions that use Keras objects as TF uses variables (`jdist.strategy.extensions`)."""
+
+    def claim(self, fn: Callable) -> list:
+        return keras_objects(fn)
+
+    def run(self, strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+            claim: list) -> Any:
+        return run(strategy, fn, args, kwargs, claim)
+
+    def guard(self) -> Any:
+        return guard()
+
+
+extensions.register_run(KerasRun())

@@ -27,7 +27,7 @@ from jdist.parameter_server.processes import ParameterServerProcess, start_actor
 from jdist.parameter_server.ray_lifetime import ensure_ray, stop_local_ray
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState, call_servers
 from jdist.strategy.base import Strategy
-from jdist.training.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
+from jdist.strategy.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
 
 if TYPE_CHECKING:
     from jdist.parameter_server.coordinator import ClusterCoordinator

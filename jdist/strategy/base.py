@@ -18,9 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.input.leaf_checks import check_leaves
-from jdist.input.process_local import check_divisible, process_batch_slice, to_host
-from jdist.interop import keras_distribution
 from jdist.layout import (
     Layout,
     LayoutLike,
@@ -30,10 +27,12 @@ from jdist.layout import (
     split_over_data,
     split_shardings_over_data,
 )
-from jdist.strategy import context, initial_values
+from jdist.strategy import context, extensions, initial_values
 from jdist.strategy.cross_replica import CrossReplicaOps
 from jdist.strategy.devices import Device, DeviceLike, resolve_devices
+from jdist.strategy.leaf_checks import check_leaves
 from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
+from jdist.strategy.process_local import check_divisible, process_batch_slice, to_host
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.run import ReplicaRun
 from jdist.strategy.values import (
@@ -186,8 +185,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
 
             print(strategy.summary(state))
         """
-        from jdist.diagnostics.summary import layout_summary
-
+        layout_summary = extensions.method("layout_summary")
         layout = self._layout if self._layout is not None else Layout(default=P())
         opt_state_spec: Callable[[Any], P] | None = None
         if self._shard_optimizer_state:  # ZeRO-1: the stored spec, as parameter_shardings gives it
@@ -360,7 +358,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
 
         The arrays are per-replica values (`run` splits them, see `jdist.strategy.values`) and
         stay plain `jax.Array`s for jitted steps. Its arrays are checked as the Trainer checks
-        a batch (`jdist.input.leaf_checks`)."""
+        a batch (`jdist.strategy.leaf_checks`)."""
         check_leaves(batch, "batch")
         sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
         if len(sizes) > 1:
@@ -375,9 +373,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
 
     def memory_report(self) -> Any:
         """Memory in use on each of this strategy's devices (a `jdist.diagnostics.memory.MemoryReport`; print it)."""
-        from jdist.diagnostics.memory import memory_report
-
-        return memory_report(self.worker_devices)
+        return extensions.method("memory_report")(self.worker_devices)
 
     # -------------------------------------------------------------------- scope
     @contextlib.contextmanager
@@ -385,8 +381,8 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """Makes this strategy current; values created eagerly inside land on its mesh."""
         token = context.enter_scope(self)
         try:
-            # With Keras 3 (JAX) imported, its own fit and variables follow this strategy too.
-            with self._mesh_context(), keras_distribution.scope(self):
+            # Higher layers' part of the scope: with Keras 3 (JAX), its own fit and variables follow it too.
+            with self._mesh_context(), extensions.scope(self):
                 yield self
         finally:
             context.exit_scope(token)
@@ -404,16 +400,12 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         Iterating gives `jdist.DistributedBatch`es on the mesh: TF's per-replica split,
         padded to equal shards, with a mask of the real examples.
         """
-        from jdist.input.dataset import distribute_dataset
-
-        return distribute_dataset(self, dataset, options)
+        return extensions.method("distribute_dataset")(self, dataset, options)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable, options: Any = None) -> Any:
         """Calls `dataset_fn(jdist.InputContext)` once per input pipeline; its per-replica batches
         are handed to this process's replicas in turn (see `jdist.input.dataset`)."""
-        from jdist.input.dataset import distribute_datasets_from_function
-
-        return distribute_datasets_from_function(self, dataset_fn, options)
+        return extensions.method("distribute_datasets_from_function")(self, dataset_fn, options)
 
     def experimental_distribute_datasets_from_function(self, dataset_fn: Callable, options: Any = None) -> Any:
         """Deprecated alias of `distribute_datasets_from_function` (as in TF)."""

@@ -18,7 +18,7 @@ from jax.sharding import AxisType, Mesh, SingleDeviceSharding
 
 from jdist.strategy.base import Strategy
 from jdist.strategy.devices import Device, DeviceLike, resolve_device
-from jdist.training.gradient_capture import captured_gradients, capturing_state, without_parameters
+from jdist.strategy.gradient_capture import captured_gradients, capturing_state, without_parameters
 
 HOST_MEMORY_KIND = "pinned_host"
 _TRAIN_STATE_CORE_FIELDS = frozenset({"step", "apply_fn", "params", "tx", "opt_state"})
@@ -138,7 +138,7 @@ class CentralStorageStrategy(Strategy):
                      out_sharding: Any = None) -> Callable:
         """Gradients on the compute devices, the optimizer update on the parameter device.
 
-        The step runs unchanged on a proxy state (`jdist.training.gradient_capture`); XLA's
+        The step runs unchanged on a proxy state (`jdist.strategy.gradient_capture`); XLA's
         all-reduce sums the gradients across compute devices, one copy goes to
         the parameter device, and `state.apply_gradients` runs there.
         """

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 
-from jdist.input.distributed_batch import is_distributed_batch, local_examples
 from jdist.strategy import context, dispatch
+from jdist.strategy.distributed_batch import is_distributed_batch, local_examples
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.run import StrategyFields
 from jdist.strategy.values import (

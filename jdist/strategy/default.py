@@ -8,9 +8,9 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from jdist.input.distributed_batch import unwrap_batches
-from jdist.strategy import context
+from jdist.strategy import context, extensions
 from jdist.strategy.base import Strategy
+from jdist.strategy.distributed_batch import unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 
 
@@ -34,11 +34,10 @@ class DefaultStrategy(Strategy):
     def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
-        from jdist.interop import keras_run
-
-        objects = keras_run.keras_objects(fn)  # Keras objects used as TF variables (GradientTape included)
-        if objects:
-            return keras_run.run(self, fn, args, kwargs, objects, context)
+        claimed = extensions.claimed_run(fn)  # e.g. Keras objects used as TF variables (GradientTape included)
+        if claimed is not None:
+            extension, claim = claimed
+            return extension.run(self, fn, args, kwargs, claim)
         (call_args, call_kwargs), masks = unwrap_batches((tuple(args), dict(kwargs or {})))
         with context.push(self, ReplicaContext(self, None, example_masks=masks)):
             return fn(*call_args, **call_kwargs)

@@ -20,11 +20,11 @@ import jax
 import numpy as np
 
 from jdist.cluster import runtime
+from jdist.cluster.communication import CommunicationOptions
 from jdist.cluster.detect import resolve_cluster
 from jdist.cluster.resolver import ClusterResolver
-from jdist.input.process_local import make_global_batch
 from jdist.strategy.base import Strategy
-from jdist.strategy.communication import CommunicationOptions
+from jdist.strategy.process_local import make_global_batch
 from jdist.strategy.values import mark_split
 
 

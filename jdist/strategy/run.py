@@ -14,10 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.input import leaf_checks
-from jdist.input.distributed_batch import place_host_batches, unwrap_batches
-from jdist.interop import keras_run
-from jdist.strategy import context, dispatch, padded_run, traced_functions
+from jdist.strategy import context, dispatch, extensions, leaf_checks, padded_run, traced_functions
+from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
@@ -68,13 +66,14 @@ class ReplicaRun(StrategyFields):
         fn = traced_functions.canonical(fn)  # inside a tf.function: the replica function of its first call
         if context.in_replica_context():
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
-        objects = keras_run.keras_objects(fn)  # Keras models, optimizers, metrics used as TF uses variables
-        if objects:
-            return keras_run.run(strategy, fn, args, kwargs, objects, context)
+        claimed = extensions.claimed_run(fn)  # e.g. Keras models, optimizers, metrics used as TF uses variables
+        if claimed is not None:
+            extension, claim = claimed
+            return extension.run(strategy, fn, args, kwargs, claim)
         leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
         leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
-        with self.scope(), keras_run.guard():
+        with self.scope(), extensions.run_guard():
             return self._run_compiled(fn, placed_args, placed_kwargs)
 
     def _as_strategy(self) -> Strategy:

@@ -17,7 +17,7 @@ from jax.sharding import PartitionSpec as P
 from jdist.strategy import context
 from jdist.strategy.base import Strategy
 from jdist.strategy.devices import DeviceLike
-from jdist.tpu import TPUTopology, initialize_tpu_system
+from jdist.strategy.tpu_system import TPUTopology, initialize_tpu_system
 
 MODEL_AXIS = "model"
 
@@ -39,7 +39,7 @@ class TPUStrategy(Strategy):
 
     Args:
       tpu_cluster_resolver: accepted for TF compatibility (`strategy.cluster_resolver`);
-        JAX's TPU detection finds the slice (see `jdist.tpu`).
+        JAX's TPU detection finds the slice (see `jdist.strategy.tpu_system`).
       devices: run on these devices instead of the TPUs (e.g. simulated CPU devices in tests).
       num_logical_devices_per_replica: cores per replica for model parallelism (mesh `data x model`).
     """

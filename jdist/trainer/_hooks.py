@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from jdist.callbacks import CallbackList
-from jdist.input.process_local import to_host
+from jdist.strategy.process_local import to_host
 from jdist.trainer import _batching as batching
 from jdist.trainer._input import is_arrays
 

@@ -33,16 +33,18 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import losses as losses_lib, metrics as metrics_lib, mixed_precision, optimizers as optimizers_lib
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
+from jdist.checkpoint import model_io as trainer_io
 from jdist.diagnostics import memory
 from jdist.input import checks as input_checks
 from jdist.interop import keras_model
 from jdist.strategy import context, dispatch, initial_values
-from jdist.trainer import _batching as batching, _io as trainer_io
+from jdist.trainer import _batching as batching
 from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, real_outputs, validates_after
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
 from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
 from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps, schedule_remote_epoch
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
+from jdist.trainer.checks import TrainerChecks
 from jdist.training.accumulation import check_accumulation_steps
 from jdist.training.train_state import TrainState
 
@@ -107,7 +109,7 @@ class Trainer:
             metrics, weighted_metrics = self._keras.metrics, self._keras.weighted_metrics
         self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
                                        if loss is None else loss)
-        self._checks = input_checks.TrainerChecks(self._loss_fn)  # label checks of built-in losses
+        self._checks = TrainerChecks(self._loss_fn)  # label checks of built-in losses
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None

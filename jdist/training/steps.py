@@ -25,9 +25,9 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import mixed_precision
 from jdist.diagnostics import memory
-from jdist.input import checks as input_checks, leaf_checks
-from jdist.input.distributed_batch import place_host_batches, split_batch
-from jdist.strategy import context, dispatch, step_owner
+from jdist.input import checks as input_checks
+from jdist.strategy import context, dispatch, leaf_checks, step_owner
+from jdist.strategy.distributed_batch import place_host_batches, split_batch
 from jdist.training import step_core
 from jdist.training.accumulation import check_accumulation_steps
 

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from jdist.input.errors import InputError
+from jdist.errors import InputError
 
 
 def named_leaves(tree: Any, name: str) -> list[tuple[str, Any]]:

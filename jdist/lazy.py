@@ -1,7 +1,6 @@
 """Package attributes imported on first use (PEP 562), so a package's face costs nothing until it is read.
 
-Used where importing eagerly would pull in heavy dependencies (orbax for checkpointing) or close an import
-loop (the input pipeline and the Trainer sit above the strategy runtime that imports their leaf modules).
+Used where importing eagerly would pull in heavy dependencies: orbax for checkpointing, grain for `jdist.data`.
 """
 from __future__ import annotations
 
