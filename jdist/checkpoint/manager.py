@@ -43,8 +43,8 @@ from jdist.checkpoint.handlers import (
     encode_iterator_state,
 )
 from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError, CheckpointMismatchError
+from jdist.checkpoint.restore_plan import abstract_leaf, agree_across_processes, target_shardings
 from jdist.checkpoint.tree import LeafSpec
-from jdist.layout import abstract_tree
 from jdist.strategy import context
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ class CheckpointManager:
             restored = self._try_restore_step(step, target, iterator, strategy)
         except CheckpointCorruptedError as e:
             problem, restored = e.problem, None
-        problem = _agree_across_processes(problem)
+        problem = agree_across_processes(problem)
         if problem is not None:
             raise CheckpointCorruptedError(step, problem)
         assert restored is not None, "a local failure is a problem every process agrees on"
@@ -324,8 +324,8 @@ class CheckpointManager:
         ordered = [saved_by_path[p] for p in paths]
         self._check_stored_arrays(step, ordered)
 
-        shardings = _target_shardings(target, target_leaves, treedef, strategy)
-        abstract = [_abstract_leaf(spec, leaf, sharding)
+        shardings = target_shardings(target, target_leaves, treedef, strategy)
+        abstract = [abstract_leaf(spec, leaf, sharding)
                     for spec, leaf, sharding in zip(expected, target_leaves, shardings)]
         items: dict[str, ocp.args.CheckpointArgs] = {"state": ocp.args.StandardRestore(tree.nest(paths, abstract))}
         if iterator is not None:
@@ -469,48 +469,3 @@ def _set_state(iterator: Any, state: Any) -> None:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0] if text else ''}"[:500]
-
-
-def _target_shardings(target: Any, leaves: list, treedef: Any, strategy: Strategy | None) -> list:
-    """Each target leaf's sharding: the strategy's layout, or the leaf's own outside any scope."""
-    explicit = strategy is not None or context.has_strategy()
-    strategy = strategy if strategy is not None else context.get_strategy()
-    abstract = abstract_tree(jax.tree_util.tree_unflatten(treedef, leaves))
-    planned = jax.tree_util.tree_leaves(
-        strategy.parameter_shardings(abstract), is_leaf=lambda x: isinstance(x, jax.sharding.Sharding)
-    )
-    if len(planned) != len(leaves):
-        raise ValueError(
-            f"{strategy!r}.parameter_shardings() returned {len(planned)} shardings for {len(leaves)} leaves."
-        )
-    if explicit:
-        return planned
-    return [getattr(x, "sharding", None) or s for x, s in zip(leaves, planned)]
-
-
-def _dtype(x: Any) -> Any:
-    return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
-
-
-def _abstract_leaf(spec: LeafSpec, target_leaf: Any, sharding: Any) -> Any:
-    """What orbax is asked to produce for one leaf."""
-    if spec.kind == "key":
-        return jax.ShapeDtypeStruct(tree.key_data_shape(spec), np.uint32, sharding=sharding)
-    if spec.kind == "array":
-        return jax.ShapeDtypeStruct(spec.shape, np.dtype(spec.dtype), sharding=sharding)
-    if spec.kind == "host":
-        return np.zeros(spec.shape, np.dtype(spec.dtype)) if not isinstance(target_leaf, np.ndarray) else target_leaf
-    return target_leaf
-
-
-def _agree_across_processes(problem: str | None) -> str | None:
-    """Makes every process take the same decision about a checkpoint (each reads only its shards)."""
-    if jax.process_count() == 1:
-        return problem
-    from jax.experimental import multihost_utils
-
-    flags = multihost_utils.process_allgather(np.array([problem is not None], np.int32))
-    if problem is None and np.any(flags):
-        bad = [int(i) for i in np.nonzero(np.ravel(flags))[0]]
-        return f"another process (index {bad}) could not read it"
-    return problem
