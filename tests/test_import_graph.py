@@ -78,3 +78,17 @@ def test_the_strategy_extensions_are_registered_by_importing_jdist():
     assert sorted(extensions._METHODS) == sorted(extensions.PROVIDERS)
     assert [type(e).__name__ for e in extensions._RUNS] == ["KerasRun"]
     assert len(extensions._SCOPES) == 1
+
+
+def test_call_path_counts_folder_crossings_and_reentries():
+    from collections import Counter
+
+    spec = importlib.util.spec_from_file_location("call_path", SCRIPT.parent / "call_path.py")
+    call_path = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(call_path)
+    paths = Counter({("trainer", "input", "strategy"): 3, ("trainer", "strategy", "layout", "strategy", "x"): 1,
+                     ("trainer", "input", "trainer"): 2})
+    assert call_path.reentries(paths) == [("trainer", "input", "trainer"), ("trainer", "strategy", "layout", "strategy")]
+    edges = Counter({("jdist.trainer.a", "jdist.trainer.b"): 4, ("jdist.trainer.a", "jdist.input.c"): 2,
+                     ("jdist.trainer.b", "jdist.input.d"): 1, ("jdist", "jdist.strategy.e"): 1})
+    assert call_path.folder_crossings(edges) == Counter({("trainer", "input"): 3, ("jdist", "strategy"): 1})
