@@ -14,6 +14,7 @@ it is built. Sharded, asynchronous checkpoints of whole training states are
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
@@ -80,6 +81,7 @@ def _assign(obj: Any, values: list, name: str) -> None:
 def _defer(obj: Any, values: list, name: str) -> None:
     build = obj.build
 
+    @functools.wraps(build)  # Keras passes the input shape by the signature it reads from build
     def build_then_restore(*args: Any, **kwargs: Any) -> Any:
         del obj.build
         out = build(*args, **kwargs)

@@ -39,6 +39,8 @@ class GradientTape:
 
     def __enter__(self) -> "GradientTape":
         frame = keras_run.current_frame()
+        if frame is None and keras_run.building_models():
+            return self  # run's eager call that builds the models: nothing is differentiated there
         if frame is None:
             raise RuntimeError(
                 "jdist.GradientTape records inside strategy.run on a function that uses Keras models "
@@ -66,6 +68,8 @@ class GradientTape:
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
                  unconnected_gradients: Any = None) -> Any:
         frame = self._frame
+        if frame is None and keras_run.building_models():
+            raise keras_run.ModelsBuilt  # the models called so far are built; the call ends here
         if frame is None:
             raise RuntimeError(
                 "tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")

@@ -37,10 +37,11 @@ the variables behave as TF's mirrored ones:
   lets their copies drift apart silently and reads the first replica's: observed with
   BatchNormalization's moving statistics in `training=True`).
 
-The model and the optimizer must be built before `run` (TF 2.21 needs the optimizer
-built there too when it has slot variables, such as Adam, under `MirroredStrategy` with two or more
-replicas: building it inside the first `tf.function` step fails with "You must feed a value for
-placeholder tensor"; plain SGD, without slots, runs there unbuilt).
+A model not built yet (a `Sequential` without `keras.Input`) is built from the first replica's inputs of
+its first `run`, and an optimizer not built yet for the trainable variables of the models the function
+uses, as TF builds both in its first trace. (TF 2.21 with Keras 3 fails that way with Adam under
+`MirroredStrategy` with two or more replicas: "You must feed a value for placeholder tensor"; with
+tf_keras, and with plain SGD, it runs.)
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import jax
 
 from jdist.strategy import context, extensions
-from jdist.strategy.values import PerReplica
+from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
+from jdist.strategy.values import PerReplica, split_mark
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -146,6 +148,70 @@ def keras_objects(fn: Callable) -> list:
 
     visit(fn, 0)
     return list(objects.values())
+
+
+class ModelsBuilt(Exception):
+    """Ends the building call of `_build_models` once every unbuilt model has been called."""
+
+
+_BUILDING = [False]
+
+
+def building_models() -> bool:
+    """True during `run`'s eager call that builds the models (`_build_models`)."""
+    return _BUILDING[0]
+
+
+def _replica_example(strategy: Strategy, leaf: Any) -> Any:
+    """What one replica's function receives for a `run` argument leaf: its first replica's rows when the
+    leaf is split over the replicas, else the leaf itself."""
+    if isinstance(leaf, PerReplica):
+        return leaf.stacked[0]
+    if isinstance(leaf, jax.Array) and split_mark(leaf) is not None and leaf.ndim:
+        return leaf[: leaf.shape[0] // strategy.num_replicas_in_sync]
+    return leaf
+
+
+def _build_models(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
+                  objects: Sequence[Any], keras: Any) -> None:
+    """Models not built yet are built from the inputs of their first call, as TF builds them in the first trace
+    of the replica function: `fn` runs once, eagerly, in the strategy's scope and a Keras `StatelessScope` (so
+    no variable it assigns keeps the value), on the first replica's rows, until every such model has been
+    called; that call builds it with one replica's input shapes, as in TF."""
+    pending = [o for o in objects if isinstance(o, keras.layers.Layer) and not isinstance(o, keras.metrics.Metric)
+               and not o.built]
+    if not pending:
+        return
+    placed = place_host_batches(strategy, (tuple(args), dict(kwargs or {})))
+    (call_args, call_kwargs), _ = unwrap_batches(placed)
+    call_args, call_kwargs = jax.tree.map(lambda leaf: _replica_example(strategy, leaf), (call_args, call_kwargs),
+                                          is_leaf=lambda x: isinstance(x, PerReplica))
+    waiting = {id(model) for model in pending}
+
+    def calls_then_stops(model: Any) -> Callable:
+        call = model.call
+
+        def call_once_built(*a: Any, **k: Any) -> Any:
+            out = call(*a, **k)
+            waiting.discard(id(model))
+            if not waiting:
+                raise ModelsBuilt
+            return out
+
+        return call_once_built
+
+    for model in pending:
+        model.call = calls_then_stops(model)
+    _BUILDING[0] = True
+    try:
+        with strategy.scope(), keras.StatelessScope():
+            fn(*call_args, **call_kwargs)
+    except ModelsBuilt:
+        pass
+    finally:
+        _BUILDING[0] = False
+        for model in pending:
+            del model.call  # back to the class's method
 
 
 def _build_optimizers(strategy: Strategy, objects: Sequence[Any], keras: Any) -> None:
@@ -346,6 +412,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring)."""
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
+    _build_models(strategy, fn, args, kwargs, objects, keras)
     _check_built([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], keras)
     _build_optimizers(strategy, objects, keras)
     _check_built(objects, keras)
