@@ -91,3 +91,60 @@ def _current_distribution() -> Any:
     from keras.src.distribution import distribution_lib
 
     return distribution_lib.distribution()
+
+
+def install_remote_hooks() -> None:
+    """For strategies that keep Keras variables in other processes (`Strategy.keras_variable_store()`, the
+    parameter servers): a variable created in such a scope is registered with the store; an assignment
+    in this process is handed to it (written through); a read first lets it bring in newer values."""
+    from keras.src.backend.jax.core import JaxVariable
+
+    if getattr(JaxVariable._direct_assign, "_jdist_remote", False):
+        return
+    for name in ("_initialize", "_initialize_with_initializer"):
+        setattr(JaxVariable, name, _registered(getattr(JaxVariable, name)))
+    direct_assign = JaxVariable._direct_assign
+
+    def assign_through(self: Any, value: Any) -> None:
+        direct_assign(self, value)
+        store = self.__dict__.get("_jdist_ps_store")
+        if store is not None:
+            store.assigned(self)
+
+    assign_through._jdist_remote = True  # pyright: ignore[reportFunctionMemberAccess]
+    JaxVariable._direct_assign = assign_through
+    read = JaxVariable.value.fget
+    assert read is not None, "Keras variables have a value property"
+
+    def value(variable: Any) -> Any:
+        store = variable.__dict__.get("_jdist_ps_store")
+        if store is not None:
+            store.refresh_if_stale()
+        return read(variable)
+
+    JaxVariable.value = property(value)  # pyright: ignore[reportAttributeAccessIssue]
+    JaxVariable.device = property(_device)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _device(variable: Any) -> str:
+    """TF's `variable.device`: the parameter server's task for a variable kept there, else the array's device."""
+    remote = variable.__dict__.get("_jdist_ps_device")
+    if remote is not None:
+        return remote
+    devices = getattr(variable._value, "devices", lambda: set())()
+    return str(next(iter(devices))) if len(devices) == 1 else ""
+
+
+def _registered(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def initialize(variable: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(variable, *args, **kwargs)
+        if "_jdist_ps_store" not in variable.__dict__ and getattr(variable, "_value", None) is not None:
+            from jdist.strategy import context
+
+            store = context.get_strategy().keras_variable_store()
+            if store is not None:
+                store.register(variable)
+        return result
+
+    return initialize
