@@ -100,3 +100,39 @@ def test_a_keras_object_made_outside_the_scope_is_refused(cluster):
     model, optimizer, accuracy = _objects()  # no scope: its updates would stay on the worker's copy
     with pytest.raises(ValueError, match=r"created outside the ParameterServerStrategy's scope.*strategy\.scope"):
         coordinator.schedule(_step_fn(model, optimizer, accuracy, strategy), args=(None,))
+
+
+def test_kerass_fit_is_refused_rather_than_run_on_the_coordinator(cluster):
+    # TF 2.21 (tf_keras) trains such a model through the workers; jdist's Keras fit would train here alone.
+    strategy, _ = cluster
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1)])  # unbuilt, as in TF's tutorial
+        model.compile(keras.optimizers.SGD(), loss="mse")
+    before = [np.copy(w) for w in model.get_weights()]
+    with pytest.raises(NotImplementedError, match=r"coordinator\.schedule\(step_fn"):
+        model.fit(X, Y.astype(np.float32), epochs=1, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_inline_evaluation_scheduled_or_here_reads_the_servers_values(cluster):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model, _, _ = _objects()
+        eval_accuracy = keras.metrics.Accuracy()
+    model.set_weights([w + 0.5 for w in model.get_weights()])  # written through to the servers
+
+    def eval_step(iterator):
+        def replica_fn(x, y):
+            eval_accuracy.update_state(y, keras.ops.cast(model(x, training=False) > 0.5, "int64"))
+        x, y = next(iterator)
+        strategy.run(replica_fn, args=(x, y))
+
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: iter(BATCHES)))
+    for _ in range(3):
+        coordinator.schedule(eval_step, args=(iterator,))
+    coordinator.join()
+    here = keras.metrics.Accuracy()  # TF's other inline evaluation: a loop on the coordinator
+    for x, y in BATCHES:
+        here.update_state(y, keras.ops.cast(model(x, training=False) > 0.5, "int64"))
+    assert float(eval_accuracy.result()) == float(here.result())
+    assert float(eval_accuracy.count) == len(X)

@@ -47,7 +47,7 @@ def test_sparse_training_jobs_are_refused_where_processes_need_their_tasks():
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec({"worker": {0: "a:1", 2: "c:1"}}), task_type="worker", task_id=0)
     with pytest.raises(ValueError, match=r"every index 0\.\.1 must be present"):
-        resolver.process_id
+        _ = resolver.process_id
 
 
 def test_server_records_its_task_and_config():
@@ -63,7 +63,7 @@ def test_server_records_its_task_and_config():
     with pytest.raises(ValueError, match="job_name must be given"):
         tf.distribute.Server(cluster)
     with pytest.raises(AttributeError, match="TF1 graphs"):
-        tf.compat.v1.Session
+        _ = tf.compat.v1.Session
 
 
 def test_legacy_optimizers_are_keras3s_with_the_same_defaults():

@@ -124,6 +124,39 @@ def install_remote_hooks() -> None:
 
     JaxVariable.value = property(value)  # pyright: ignore[reportAttributeAccessIssue]
     JaxVariable.device = property(_device)  # pyright: ignore[reportAttributeAccessIssue]
+    _refuse_fit_on_the_coordinator()
+
+
+def _refuse_fit_on_the_coordinator() -> None:
+    """Keras's own `fit` runs its steps in this process. For a model made or compiled in a scope whose variables
+    live elsewhere (the parameter servers) that would train on the coordinator alone, beside the workers: it is
+    refused, naming the way that trains through the workers."""
+    from keras.src.backend.jax.trainer import JAXTrainer
+
+    compile_, fit = JAXTrainer.compile, JAXTrainer.fit
+
+    @functools.wraps(compile_)
+    def compile(model: Any, *args: Any, **kwargs: Any) -> Any:
+        from jdist.strategy import context
+
+        if context.get_strategy().keras_variable_store() is not None:
+            model._jdist_remote_variables = True
+        return compile_(model, *args, **kwargs)
+
+    @functools.wraps(fit)
+    def fit_here(model: Any, *args: Any, **kwargs: Any) -> Any:
+        remote = getattr(model, "_jdist_remote_variables", False) or any(
+            "_jdist_ps_store" in v.__dict__ for v in getattr(model, "variables", ()))
+        if remote:
+            raise NotImplementedError(
+                "model.fit is not provided for a Keras model made or compiled under ParameterServerStrategy: "
+                "Keras's fit would train on the coordinator alone, not through the workers and parameter servers. "
+                "Train it with a step function scheduled on the workers: `coordinator = "
+                "tf.distribute.coordinator.ClusterCoordinator(strategy)`, then `coordinator.schedule(step_fn, "
+                "args=(per_worker_iterator,))` and `coordinator.join()` (docs/parameter_server.md).")
+        return fit(model, *args, **kwargs)
+
+    JAXTrainer.compile, JAXTrainer.fit = compile, fit_here  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _device(variable: Any) -> str:
