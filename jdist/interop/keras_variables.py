@@ -15,6 +15,11 @@ several processes, `fit`, `evaluate` and `predict` called after the scope
 closed (as TF's multi-worker tutorial does) run under it again, as TF's models
 keep their strategy. Without it each worker's batch would enter the step as a
 replicated value that differs per process, and the workers would drift apart.
+
+For a strategy that keeps Keras variables in other processes (`Strategy.keras_variable_store()`:
+the parameter servers), `install_remote_hooks` registers each variable made in its scope with
+that store, writes this process's assignments through to it and refreshes reads from it, and
+refuses Keras's own `fit` for such models (it would train here alone).
 """
 from __future__ import annotations
 
