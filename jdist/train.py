@@ -21,6 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from jdist.cluster.spec import ClusterSpec
+
+__all__ = ["Checkpoint", "ClusterSpec", "latest_checkpoint"]
+
 _INDEX = "checkpoint"
 
 

@@ -48,11 +48,14 @@ def test_keras_is_tf_2_21s_keras_namespace_on_jax():
 
     # Observed, TF 2.21 with Keras 3.15: tf.keras.__name__ == "keras._tf_keras.keras",
     # tf.keras.losses.Reduction.NONE == "none" (also AUTO, SUM, SUM_OVER_BATCH_SIZE).
-    # tf.keras is that namespace (its name, its objects), with TensorBoard and StringLookup served by jdist.
+    # tf.keras is that namespace (its name, its objects), with TensorBoard and StringLookup served by jdist
+    # (and tf_keras's legacy optimizers, extension-less ModelCheckpoint paths and Metric.reset_states).
     assert tf.keras.__name__ == tf_keras_namespace.__name__ == "keras._tf_keras.keras"
     assert keras.backend.backend() == "jax" and tf.keras is tf.keras
     assert tf.keras.Sequential is keras.Sequential and tf.keras.layers.Dense is keras.layers.Dense
-    assert tf.keras.callbacks.ModelCheckpoint is keras.callbacks.ModelCheckpoint
+    assert tf.keras.callbacks.EarlyStopping is keras.callbacks.EarlyStopping
+    # ModelCheckpoint is Keras's, also taking tf_keras's extension-less path (test_tf_compat_cluster.py)
+    assert issubclass(tf.keras.callbacks.ModelCheckpoint, keras.callbacks.ModelCheckpoint)
     assert tf.keras.callbacks.TensorBoard is not keras.callbacks.TensorBoard  # Keras 3's needs TensorFlow
     reduction = tf.keras.losses.Reduction
     assert (reduction.NONE, reduction.SUM, reduction.AUTO, reduction.SUM_OVER_BATCH_SIZE) == (

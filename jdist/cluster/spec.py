@@ -7,7 +7,6 @@ chiefs` (TF's `id_in_cluster`). Error texts start with TF's own.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping, Sequence
 
 ALLOWED_JOBS = ("chief", "worker", "evaluator", "ps")
@@ -15,10 +14,14 @@ TRAINING_JOBS = ("chief", "worker")
 
 
 class ClusterSpec:
-    """Job name -> list of "host:port" task addresses (TF's `tf.train.ClusterSpec`).
+    """Job name -> task addresses (TF's `tf.train.ClusterSpec`).
 
-    Accepts TF's sparse form too (`{"worker": {"0": "h0:1", "1": "h1:1"}}`) as
-    long as the indices are 0..n-1: every training task must exist.
+    A job is a list of "host:port" addresses or TF's sparse form, a dict of task index ->
+    address (`{"ps": {0: "h0:1", 3: "h3:1"}}`; string indices, as JSON gives them, are read
+    as integers). As in TF 2.21 (observed), a sparse job counts its listed tasks only
+    (`num_tasks`), `job_tasks` fills the gaps with None, and `as_dict()` gives a dict for a
+    sparse job and a list for a dense one. Training jobs (chief, worker) must be dense:
+    `validate` says so.
     """
 
     def __init__(self, cluster: "Mapping[str, Any] | ClusterSpec | None" = None):
@@ -26,32 +29,46 @@ class ClusterSpec:
             cluster = cluster.as_dict()
         cluster = {} if cluster is None else cluster
         if not isinstance(cluster, Mapping):
-            raise ValueError(
-                f"A cluster spec must map job names to lists of 'host:port' addresses, got "
-                f"{type(cluster).__name__}: {cluster!r}."
+            raise ClusterSpecError(
+                "`cluster` must be a dictionary mapping one or more job names to lists of network addresses "
+                f"('host:port'), got {type(cluster).__name__}: {cluster!r}."
             )
-        self._jobs = {str(job): _task_list(str(job), tasks) for job, tasks in cluster.items()}
+        self._jobs = {str(job): _task_dict(str(job), tasks) for job, tasks in cluster.items()}
 
     @property
     def jobs(self) -> list[str]:
         return list(self._jobs)
 
-    def num_tasks(self, job_name: str) -> int:
-        return len(self.job_tasks(job_name))
-
-    def job_tasks(self, job_name: str) -> list[str]:
+    def _tasks(self, job_name: str) -> dict[int, str]:
         if job_name not in self._jobs:
             raise ValueError(f"No such job in cluster: {job_name!r} (jobs: {self.jobs}).")
-        return list(self._jobs[job_name])
+        return self._jobs[job_name]
+
+    def num_tasks(self, job_name: str) -> int:
+        """The tasks the job lists (a sparse job: only those given)."""
+        return len(self._tasks(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        return sorted(self._tasks(job_name))
+
+    def job_tasks(self, job_name: str) -> list[str | None]:
+        """Addresses by task index; a sparse job has None where no task is given."""
+        tasks = self._tasks(job_name)
+        return [tasks.get(i) for i in range(max(tasks) + 1)] if tasks else []
 
     def task_address(self, job_name: str, task_index: int) -> str:
-        tasks = self.job_tasks(job_name)
-        if not 0 <= task_index < len(tasks):
-            raise ValueError(f"No task with index {task_index} in job {job_name!r} ({len(tasks)} task(s)).")
+        tasks = self._tasks(job_name)
+        if task_index not in tasks:
+            raise ValueError(f"No task with index {task_index} in job {job_name!r} (tasks: {sorted(tasks)}).")
         return tasks[task_index]
 
-    def as_dict(self) -> dict[str, list[str]]:
-        return {job: list(tasks) for job, tasks in self._jobs.items()}
+    def is_dense(self, job_name: str) -> bool:
+        return self.task_indices(job_name) == list(range(self.num_tasks(job_name)))
+
+    def as_dict(self) -> dict[str, Any]:
+        """Job -> list of addresses (dict of index -> address for a sparse job), as TF returns it."""
+        return {job: self.job_tasks(job) if self.is_dense(job) else dict(sorted(tasks.items()))
+                for job, tasks in self._jobs.items()}
 
     def __bool__(self) -> bool:
         return bool(self._jobs)
@@ -60,30 +77,29 @@ class ClusterSpec:
         return isinstance(other, ClusterSpec) and self.as_dict() == other.as_dict()
 
     def __repr__(self) -> str:
-        return f"ClusterSpec({json.dumps(self.as_dict())})"
+        return f"ClusterSpec({dict(sorted(self.as_dict().items()))!r})"
 
 
-def _task_list(job: str, tasks: Any) -> list[str]:
-    if isinstance(tasks, str):
-        raise ValueError(
-            f"Job {job!r} must list its task addresses, got the string {tasks!r}; write [{tasks!r}]."
-        )
+class ClusterSpecError(TypeError, ValueError):
+    """A malformed cluster: TF raises TypeError; jdist's earlier checks raised ValueError (both catch it)."""
+
+
+def _task_dict(job: str, tasks: Any) -> dict[int, str]:
     if isinstance(tasks, Mapping):
         try:
             indexed = {int(k): v for k, v in tasks.items()}
         except (TypeError, ValueError):
-            raise ValueError(f"Job {job!r} has non-integer task indices: {list(tasks)}.") from None
-        if sorted(indexed) != list(range(len(indexed))):
-            raise ValueError(
-                f"Job {job!r} lists tasks {sorted(indexed)}; every index 0..{len(indexed) - 1} must be present."
-            )
-        tasks = [indexed[i] for i in range(len(indexed))]
-    if not isinstance(tasks, Sequence):
-        raise ValueError(f"Job {job!r} must be a list of 'host:port' addresses, got {tasks!r}.")
-    for address in tasks:
+            raise ClusterSpecError(f"Job {job!r} has non-integer task indices: {list(tasks)}.") from None
+    elif isinstance(tasks, Sequence) and not isinstance(tasks, str):
+        indexed = dict(enumerate(tasks))
+    else:
+        fix = f": it must list its task addresses; write [{tasks!r}]." if isinstance(tasks, str) else "."
+        raise ClusterSpecError(
+            f"The tasks for job {job!r} must be a list or a dictionary from integers to strings, got {tasks!r}{fix}")
+    for address in indexed.values():
         if not isinstance(address, str):
-            raise ValueError(f"Job {job!r} has a task address that is not a string: {address!r}.")
-    return list(tasks)
+            raise ClusterSpecError(f"Job {job!r} has a task address that is not a string: {address!r}.")
+    return indexed
 
 
 def split_address(address: str, where: str = "") -> tuple[str, int]:
@@ -106,6 +122,13 @@ def validate(cluster: ClusterSpec, task_type: str | None, task_id: int | None) -
             f"Disallowed task type found in cluster spec. Allowed types are {ALLOWED_JOBS} and the "
             f"cluster spec is {cluster.as_dict()}. Unknown job name(s): {unknown}."
         )
+    for job in TRAINING_JOBS:
+        if job in cluster.jobs and not cluster.is_dense(job):
+            indices = cluster.task_indices(job)
+            raise ValueError(
+                f"Job {job!r} lists tasks {indices}; every index 0..{len(indices) - 1} must be present: "
+                "each training process needs its task."
+            )
     if task_type not in ALLOWED_JOBS:
         raise ValueError(f"Unrecognized task_type: {task_type!r}, valid task types are: {ALLOWED_JOBS}")
     if task_type not in cluster.jobs and task_type != "evaluator":

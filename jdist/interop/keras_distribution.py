@@ -56,6 +56,8 @@ def _keras_on_jax() -> Any:
 def scope(strategy: Strategy) -> Iterator[None]:
     """Keras's distribution for `strategy` while the block runs (nothing without Keras)."""
     keras = _keras_on_jax()
+    if keras is not None and strategy.keras_variable_store() is not None:
+        keras_variables.install_remote_hooks()  # variables made here are kept where the strategy says
     if keras is None or not _installs(strategy):
         yield
         return

@@ -15,6 +15,11 @@ several processes, `fit`, `evaluate` and `predict` called after the scope
 closed (as TF's multi-worker tutorial does) run under it again, as TF's models
 keep their strategy. Without it each worker's batch would enter the step as a
 replicated value that differs per process, and the workers would drift apart.
+
+For a strategy that keeps Keras variables in other processes (`Strategy.keras_variable_store()`:
+the parameter servers), `install_remote_hooks` registers each variable made in its scope with
+that store, writes this process's assignments through to it and refreshes reads from it, and
+refuses Keras's own `fit` for such models (it would train here alone).
 """
 from __future__ import annotations
 
@@ -91,3 +96,93 @@ def _current_distribution() -> Any:
     from keras.src.distribution import distribution_lib
 
     return distribution_lib.distribution()
+
+
+def install_remote_hooks() -> None:
+    """For strategies that keep Keras variables in other processes (`Strategy.keras_variable_store()`, the
+    parameter servers): a variable created in such a scope is registered with the store; an assignment
+    in this process is handed to it (written through); a read first lets it bring in newer values."""
+    from keras.src.backend.jax.core import JaxVariable
+
+    if getattr(JaxVariable._direct_assign, "_jdist_remote", False):
+        return
+    for name in ("_initialize", "_initialize_with_initializer"):
+        setattr(JaxVariable, name, _registered(getattr(JaxVariable, name)))
+    direct_assign = JaxVariable._direct_assign
+
+    def assign_through(self: Any, value: Any) -> None:
+        direct_assign(self, value)
+        store = self.__dict__.get("_jdist_ps_store")
+        if store is not None:
+            store.assigned(self)
+
+    assign_through._jdist_remote = True  # pyright: ignore[reportFunctionMemberAccess]
+    JaxVariable._direct_assign = assign_through
+    read = JaxVariable.value.fget
+    assert read is not None, "Keras variables have a value property"
+
+    def value(variable: Any) -> Any:
+        store = variable.__dict__.get("_jdist_ps_store")
+        if store is not None:
+            store.refresh_if_stale()
+        return read(variable)
+
+    JaxVariable.value = property(value)  # pyright: ignore[reportAttributeAccessIssue]
+    JaxVariable.device = property(_device)  # pyright: ignore[reportAttributeAccessIssue]
+    _refuse_fit_on_the_coordinator()
+
+
+def _refuse_fit_on_the_coordinator() -> None:
+    """Keras's own `fit` runs its steps in this process. For a model made or compiled in a scope whose variables
+    live elsewhere (the parameter servers) that would train on the coordinator alone, beside the workers: it is
+    refused, naming the way that trains through the workers."""
+    from keras.src.backend.jax.trainer import JAXTrainer
+
+    compile_, fit = JAXTrainer.compile, JAXTrainer.fit
+
+    @functools.wraps(compile_)
+    def compile(model: Any, *args: Any, **kwargs: Any) -> Any:
+        from jdist.strategy import context
+
+        if context.get_strategy().keras_variable_store() is not None:
+            model._jdist_remote_variables = True
+        return compile_(model, *args, **kwargs)
+
+    @functools.wraps(fit)
+    def fit_here(model: Any, *args: Any, **kwargs: Any) -> Any:
+        remote = getattr(model, "_jdist_remote_variables", False) or any(
+            "_jdist_ps_store" in v.__dict__ for v in getattr(model, "variables", ()))
+        if remote:
+            raise NotImplementedError(
+                "model.fit is not provided for a Keras model made or compiled under ParameterServerStrategy: "
+                "Keras's fit would train on the coordinator alone, not through the workers and parameter servers. "
+                "Train it with a step function scheduled on the workers: `coordinator = "
+                "tf.distribute.coordinator.ClusterCoordinator(strategy)`, then `coordinator.schedule(step_fn, "
+                "args=(per_worker_iterator,))` and `coordinator.join()` (docs/parameter_server.md).")
+        return fit(model, *args, **kwargs)
+
+    JAXTrainer.compile, JAXTrainer.fit = compile, fit_here  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _device(variable: Any) -> str:
+    """TF's `variable.device`: the parameter server's task for a variable kept there, else the array's device."""
+    remote = variable.__dict__.get("_jdist_ps_device")
+    if remote is not None:
+        return remote
+    devices = getattr(variable._value, "devices", lambda: set())()
+    return str(next(iter(devices))) if len(devices) == 1 else ""
+
+
+def _registered(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def initialize(variable: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(variable, *args, **kwargs)
+        if "_jdist_ps_store" not in variable.__dict__ and getattr(variable, "_value", None) is not None:
+            from jdist.strategy import context
+
+            store = context.get_strategy().keras_variable_store()
+            if store is not None:
+                store.register(variable)
+        return result
+
+    return initialize

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import jax
 
+from jdist.parameter_server import keras_state
 from jdist.parameter_server.errors import CancelledError, PSUnavailableError, UnavailableError
 from jdist.parameter_server.processes import start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
@@ -117,11 +118,12 @@ class PerWorkerDataset:
 
 # ---------------------------------------------------------------------- queue
 class _Closure:
-    def __init__(self, fn: Callable, fn_token: str, args: Any, kwargs: Any):
+    def __init__(self, fn: Callable, fn_token: str, args: Any, kwargs: Any, keras_plan: Any = None):
         self.fn = fn
         self.fn_token = fn_token
         self.args = tuple(args or ())
         self.kwargs = dict(kwargs or {})
+        self.keras_plan = keras_plan  # the Keras variables it uses, on the servers (keras_state.SyncPlan)
         self.remote_value = RemoteValue()
 
     def for_worker(self, index: int) -> tuple[tuple, dict]:
@@ -315,9 +317,17 @@ class ClusterCoordinator:
         for leaf in jax.tree.leaves((args, kwargs), is_leaf=lambda x: isinstance(x, (RemoteValue, PerWorkerValues))):
             if isinstance(leaf, RemoteValue):
                 raise ValueError("`jdist.RemoteValue` used as an input to scheduled function is not yet supported.")
-        closure = _Closure(fn, self._token(fn), args, kwargs)
+        closure = _Closure(fn, self._token(fn), args, kwargs, self._keras_plan(fn))
         self._queue.put(closure)
         return closure.remote_value
+
+    def _keras_plan(self, fn: Callable) -> Any:
+        """The servers' keys of the Keras variables `fn` uses (None if it uses none): each run loads them on the
+        worker and pushes what changed (`keras_state`)."""
+        variables = keras_state.worker_objects(fn, self._strategy)
+        if not variables:
+            return None
+        return self._strategy.keras_variable_store().sync_plan(variables)
 
     def _token(self, fn: Callable) -> str:
         """A stable name for `fn` (kept alive here, so its id is never reused)."""
@@ -434,8 +444,10 @@ class ClusterCoordinator:
                 fn = None if token in worker.known_functions else closure.fn
                 # Started above or by _replace_worker; None only if _stop ran meanwhile (an error for this closure).
                 assert worker.actor is not None, "the worker has no process"
-                value = self._ray.get(worker.actor.run.remote(token, fn, args, kwargs))
+                value = self._ray.get(worker.actor.run.remote(token, fn, args, kwargs, closure.keras_plan))
                 worker.known_functions.add(token)
+                if closure.keras_plan is not None:
+                    self._strategy.keras_variable_store().mark_stale()
             except RayTaskError as e:
                 cause = getattr(e, "cause", None)
                 error = cause if isinstance(cause, BaseException) else e

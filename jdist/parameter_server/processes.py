@@ -67,6 +67,32 @@ class _Store:
         self.params, self.opt_state = self._apply(self.params, self.opt_state, grads)
 
 
+class VariableEntries:
+    """A server's Keras variables of one strategy (`keras_state`): key -> [version, value]. A push whose pull
+    saw the current version is the worker's value; otherwise its change (new - pulled) is added."""
+
+    def __init__(self):
+        self.entries: dict[int, list] = {}
+
+    def assign(self, values: dict) -> None:
+        for key, value in values.items():
+            entry = self.entries.setdefault(key, [0, None])
+            entry[0] += 1
+            entry[1] = np.array(value)
+
+    def pull(self, keys: Sequence[int]) -> dict:
+        return {key: (self.entries[key][0], self.entries[key][1]) for key in keys}
+
+    def push(self, changes: dict) -> None:
+        for key, (version, new, delta) in changes.items():
+            entry = self.entries[key]
+            if entry[0] == version or delta is None:
+                entry[1] = np.array(new)  # nobody wrote it since the pull: the worker's value exactly
+            else:
+                entry[1] = (entry[1] + delta).astype(entry[1].dtype)  # concurrent writes: the change adds up
+            entry[0] += 1
+
+
 class ParameterServerProcess:
     """A parameter server: stores rows of parameters and applies optimizer updates as they arrive.
 
@@ -78,6 +104,7 @@ class ParameterServerProcess:
         prepare_process(sys_path, num_cpu_devices=1, cpu_only=True)
         self._index = index
         self._stores: dict[str, _Store] = {}
+        self._variables: dict[str, VariableEntries] = {}
 
     def pid(self) -> int:
         return os.getpid()
@@ -128,6 +155,16 @@ class ParameterServerProcess:
         store = self._stores[store_id]
         to_numpy = lambda t: jax.tree.map(np.asarray, t)  # noqa: E731
         return store.version, [np.asarray(x) for x in jax.tree.leaves(store.params)], to_numpy(store.opt_state)
+
+    # Keras variables made in the strategy's scope (keras_state): key -> (version, value)
+    def assign_variables(self, store_id: str, values: dict) -> None:
+        self._variables.setdefault(store_id, VariableEntries()).assign(values)
+
+    def pull_variables(self, store_id: str, keys: list) -> dict:
+        return self._variables[store_id].pull(keys)
+
+    def push_variables(self, store_id: str, changes: dict) -> None:
+        self._variables[store_id].push(changes)
 
     def stats(self, store_id: str) -> dict:
         store = self._stores[store_id]

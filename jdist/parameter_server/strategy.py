@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jdist.parameter_server import worker_context
 from jdist.parameter_server.cluster import ParameterServerCluster, cluster_plan
 from jdist.parameter_server.errors import PSUnavailableError, UnavailableError
+from jdist.parameter_server.keras_state import KerasVariableStore
 from jdist.parameter_server.layout import ParameterLayout
 from jdist.parameter_server.processes import ParameterServerProcess, start_actor
 from jdist.parameter_server.ray_lifetime import ensure_ray, stop_local_ray
@@ -118,6 +119,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         self._variable_partitioner = variable_partitioner
         self._variable_count = 0
         self._cluster_coordinator: ClusterCoordinator | None = None
+        self._keras_store: KerasVariableStore | None = None
         self._store_ids = (f"{uuid.uuid4().hex[:8]}-{i}" for i in itertools.count())
         self._servers = [self._start_server(i) for i in range(plan.num_ps)]
         try:
@@ -203,6 +205,18 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     @property
     def single_program_step(self) -> bool:
         return False
+
+    def keras_variable_store(self) -> KerasVariableStore:
+        """Keras variables created in this scope live on the servers, round robin (`keras_state`)."""
+        if self._keras_store is None:
+            self._keras_store = KerasVariableStore(next(self._store_ids), self._servers, self._plan.timeout_s,
+                                                   self._next_server)
+        return self._keras_store
+
+    def _next_server(self) -> int:
+        server = self._variable_count % self.num_ps
+        self._variable_count += 1
+        return server
 
     # ------------------------------------------------ hooks: where a state lives
     def place_state(self, state: Any, into: Any = None) -> Any:

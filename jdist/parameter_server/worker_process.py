@@ -25,6 +25,7 @@ class WorkerProcess:
         self._index = index
         self._resources: dict[str, Any] = {}
         self._functions: dict[str, Callable] = {}
+        self._keras_variables: dict[str, list] = {}
         self._strategy = WorkerStrategy(devices_per_worker)
         worker_context.set_current_worker(index, self._strategy)
 
@@ -35,11 +36,12 @@ class WorkerProcess:
         """Builds a per-worker resource (a dataset, an iterator over it) from `fn(*args)`."""
         self._resources[resource_id] = fn(*self._resolve(args))
 
-    def run(self, token: str, fn: Callable | None, args: tuple, kwargs: dict) -> Any:
+    def run(self, token: str, fn: Callable | None, args: tuple, kwargs: dict, keras_plan: Any = None) -> Any:
         """Runs one scheduled function under this worker's strategy; results come back as numpy.
 
         `fn` is sent with its first call only; later calls name it by `token`, so
-        the same function object (and its compiled steps) is reused.
+        the same function object (and its compiled steps) is reused. With a `keras_plan`, the
+        Keras objects it uses are loaded from the parameter servers first and their changes pushed after.
         """
         import jax
 
@@ -47,7 +49,17 @@ class WorkerProcess:
             self._functions[token] = fn
         fn = self._functions[token]
         with self._strategy.scope():
+            variables = pulled = None
+            if keras_plan is not None:
+                if token not in self._keras_variables:
+                    from jdist.parameter_server.keras_state import worker_objects
+
+                    self._keras_variables[token] = worker_objects(fn, self._strategy)
+                variables = self._keras_variables[token]
+                pulled = keras_plan.load(variables)
             out = fn(*self._resolve(args), **self._resolve(kwargs))
+            if keras_plan is not None:
+                keras_plan.push(variables, pulled)
         return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, out)
 
     def _resolve(self, tree: Any) -> Any:

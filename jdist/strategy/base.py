@@ -341,6 +341,11 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         `_should_use_with_coordinator`) rather than run from this process."""
         return False
 
+    def keras_variable_store(self) -> Any:
+        """Where Keras variables created in this scope keep their values outside this process (an object
+        with `register(variable)`), or None: they stay Keras's own (on this strategy's mesh)."""
+        return None
+
     def cluster_coordinator(self) -> Any:
         """The coordinator that schedules this strategy's steps on its workers (made on first
         use); only for strategies with `should_use_with_coordinator`."""

@@ -122,6 +122,7 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     zeros,
     zeros_like,
 )
+from jdist.tf_compat.servers import ConfigProto
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
 
@@ -154,6 +155,9 @@ errors = Namespace(
     # jdist's iterators end as Python's do; TF's `except tf.errors.OutOfRangeError` after `get_next()` catches it.
     OutOfRangeError=StopIteration,
 )
+# TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
+# still builds for its in-process servers (jdist.tf_compat.servers).
+compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
 nest = Namespace(
     "tf.nest",
     map_structure=_nest.map_structure, flatten=_nest.flatten, pack_sequence_as=_nest.pack_sequence_as,
@@ -186,7 +190,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DType", "GradientTape", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
-    "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "complex128", "complex64", "concat",
+    "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
     "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
     "greater_equal", "half", "identity", "int16", "int32", "int64", "int8", "less", "less_equal",

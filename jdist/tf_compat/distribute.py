@@ -12,6 +12,7 @@ from typing import Any
 
 import jdist
 from jdist.tf_compat.namespace import Namespace
+from jdist.tf_compat.servers import Server
 
 
 class CrossDeviceOps:
@@ -98,6 +99,7 @@ distribute = Namespace(
     HierarchicalCopyAllReduce=HierarchicalCopyAllReduce,
     NcclAllReduce=NcclAllReduce,
     ReductionToOneDevice=ReductionToOneDevice,
+    Server=Server,
     cluster_resolver=Namespace(
         "tf.distribute.cluster_resolver",
         ClusterResolver=jdist.cluster.ClusterResolver,

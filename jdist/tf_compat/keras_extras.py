@@ -152,3 +152,61 @@ def _strings(data: Any) -> np.ndarray:
 
 def _text(token: Any) -> str:
     return token.decode("utf-8") if isinstance(token, bytes) else str(token)
+
+
+_LEGACY_OPTIMIZERS = ("SGD", "RMSprop", "Adam", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl")
+
+
+@functools.cache
+def legacy_optimizers() -> Any:
+    """`tf.keras.optimizers.legacy`: TF 2.21's tf_keras optimizers (TF_USE_LEGACY_KERAS=1) exist in Keras 3 only
+    as an ImportError. jdist serves Keras 3's optimizer of the same name, whose update rule and defaults match
+    (SGD lr 0.01; RMSprop lr 0.001, rho 0.9, epsilon 1e-7; Adam lr 0.001, betas 0.9/0.999, epsilon 1e-7).
+    Keras 2's `decay=` (inverse-time decay per step) has no Keras 3 argument: it is refused unless 0."""
+    import keras
+
+    from jdist.tf_compat.namespace import Namespace
+
+    def legacy(cls: type) -> Any:
+        def make(*args: Any, decay: float = 0.0, **kwargs: Any) -> Any:
+            if decay:
+                raise ValueError(f"tf.keras.optimizers.legacy.{cls.__name__}(decay={decay!r}): Keras 3 has no "
+                                 "decay argument; pass learning_rate=keras.optimizers.schedules.InverseTimeDecay("
+                                 f"initial_learning_rate, decay_steps=1, decay_rate={decay!r}).")
+            return cls(*args, **kwargs)
+
+        make.__name__ = make.__qualname__ = cls.__name__
+        make.__doc__ = f"Keras 3's `{cls.__name__}` (tf_keras's legacy optimizer of that name)."
+        return make
+
+    return Namespace("tf.keras.optimizers.legacy",
+                     **{name: legacy(getattr(keras.optimizers, name)) for name in _LEGACY_OPTIMIZERS},
+                     Optimizer=keras.optimizers.Optimizer)
+
+
+def add_reset_states() -> None:
+    """tf_keras's `Metric.reset_states()` (Keras 3 kept only `reset_state()`): the same call, for TF scripts."""
+    import keras
+
+    if not hasattr(keras.metrics.Metric, "reset_states"):
+        keras.metrics.Metric.reset_states = lambda self: self.reset_state()  # pyright: ignore[reportAttributeAccessIssue]
+
+
+@functools.cache
+def model_checkpoint_class() -> type:
+    """`tf.keras.callbacks.ModelCheckpoint` that also takes tf_keras's extension-less path. tf_keras writes a
+    SavedModel directory there (observed: TF 2.21 with TF_USE_LEGACY_KERAS=1); a SavedModel is a TF graph, so
+    jdist writes the Keras 3 format inside that directory instead (`<path>/model.keras`, or
+    `<path>/model.weights.h5` with save_weights_only=True). Paths ending in .keras / .weights.h5 are Keras 3's."""
+    import os
+
+    import keras
+
+    class ModelCheckpoint(keras.callbacks.ModelCheckpoint):
+        def __init__(self, filepath: Any, *args: Any, save_weights_only: bool = False, **kwargs: Any):
+            path = os.fspath(filepath)
+            if not path.endswith((".keras", ".h5")):
+                path = os.path.join(path, "model.weights.h5" if save_weights_only else "model.keras")
+            super().__init__(path, *args, save_weights_only=save_weights_only, **kwargs)
+
+    return ModelCheckpoint

@@ -37,8 +37,11 @@ def tf_keras() -> Any:
 
     from jdist.tf_compat import keras_extras
 
+    keras_extras.add_reset_states()
     return _Overlay(namespace, {
-        "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class()}),
+        "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
+                                                    "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
+        "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class()}),
     })
 

@@ -47,9 +47,6 @@ _MESSAGES = {
     "tf.experimental.dtensor": (
         "jdist does not provide `{name}`: jdist.Strategy(mesh_shape=..., layout=jdist.Layout(...)) lays "
         f"variables out on a device mesh (docs/layouts.md). See {DOCS}."),
-    "tf.distribute.Server": (
-        "jdist does not provide `{name}`: processes join a cluster through jax.distributed (jdist.launch, "
-        f"TF_CONFIG is read by MultiWorkerMirroredStrategy). See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist does not provide `{name}`: multi-process JAX connects through jax.distributed.initialize "
         f"(jdist.launch does it). See {DOCS}."),

@@ -1,0 +1,188 @@
+"""Keras variables made in a `ParameterServerStrategy` scope live on the parameter servers, as TF's do.
+
+TF places every variable created under the strategy's scope on a parameter server
+(round robin) and a scheduled function reads and writes it there: a worker's
+`optimizer.apply_gradients` and `accuracy.update_state` change the servers' values,
+and the coordinator reads them back (`accuracy.result()` after `coordinator.join()`).
+Keras 3 on JAX keeps a variable's value in the variable object, and a scheduled
+function reaches a worker as a pickled copy. So:
+
+- Coordinator: each Keras variable created in the scope gets a key and a server
+  (`count % num_ps`, the count shared with the strategy's other placements); its
+  value is sent there before the next function is scheduled. An `assign` on the
+  coordinator (`metric.reset_state()`, `model.set_weights`) is written through to the
+  server; a read after a scheduled function finished pulls the servers' values first.
+- `schedule`: the Keras models, optimizers and metrics the function uses are found as
+  `strategy.run` finds them (`interop.keras_run.keras_objects`); an unbuilt optimizer is
+  built in the scope first (TF builds it on first use, on the servers). Their keys
+  travel with the function.
+- Worker: before the function runs, its copies of those objects are loaded from the
+  servers; afterwards each changed variable is pushed. A server applies a push as an
+  assignment when nobody changed the variable since the worker's pull, and otherwise
+  adds the worker's change (new - pulled) to its current value: increments such as
+  metric counts and gradient steps from concurrent workers all count, as TF's
+  `assign_add` / `assign_sub` on the servers do. With one worker the result equals the
+  same steps run in one process.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from jdist.parameter_server.remote_state import call_servers
+
+
+class KerasVariableStore:
+    """The coordinator's registry of a strategy's Keras variables on its servers."""
+
+    def __init__(self, store_id: str, servers: Sequence[Any], timeout_s: float, next_server: Callable[[], int]):
+        self.store_id = store_id
+        self._servers = tuple(servers)
+        self._timeout_s = timeout_s
+        self._next_server = next_server
+        self._variables: list[weakref.ref] = []
+        self._server_of: list[int] = []
+        self._pending: dict[int, np.ndarray] = {}  # created or assigned here, not yet on the servers
+        self._lock = threading.RLock()
+        self._stale = False
+        self._refreshing = False
+
+    # --------------------------------------------------------------- creation
+    def register(self, variable: Any) -> None:
+        with self._lock:
+            key = len(self._variables)
+            server = self._next_server()
+            self._variables.append(weakref.ref(variable))
+            self._server_of.append(server)
+            variable._jdist_ps_store = self
+            variable._jdist_ps_key = key
+            variable._jdist_ps_device = f"/job:ps/replica:0/task:{server}/device:CPU:0"
+            self._pending[key] = np.asarray(variable._value)
+
+    def key_of(self, variable: Any) -> int | None:
+        return variable._jdist_ps_key if getattr(variable, "_jdist_ps_store", None) is self else None
+
+    # ---------------------------------------------------- coordinator writes
+    def assigned(self, variable: Any) -> None:
+        """An assignment on the coordinator: the servers get the value before anything reads it there."""
+        if self._refreshing:
+            return
+        with self._lock:
+            self._pending[variable._jdist_ps_key] = np.asarray(variable._value)
+
+    def flush(self) -> None:
+        """Sends what was created or assigned here since the last flush."""
+        with self._lock:
+            if not self._pending:
+                return
+            pending, self._pending = self._pending, {}
+            per_server: list[dict] = [{} for _ in self._servers]
+            for key, value in pending.items():
+                per_server[self._server_of[key]][key] = value
+            call_servers(self._servers, "assign_variables", [(self.store_id, part) for part in per_server],
+                         self._timeout_s)
+
+    # ----------------------------------------------------- coordinator reads
+    def mark_stale(self) -> None:
+        """A scheduled function finished: the next read here pulls the servers' values."""
+        self._stale = True
+
+    def refresh_if_stale(self) -> None:
+        if not self._stale or self._refreshing:
+            return
+        with self._lock:
+            if not self._stale:
+                return
+            self._stale = False
+            self.flush()
+            keys = list(range(len(self._variables)))
+            values = pull(self._servers, self.store_id, [self._server_of[k] for k in keys], keys, self._timeout_s)
+            self._refreshing = True
+            try:
+                for key, (_, value) in zip(keys, values):
+                    variable = self._variables[key]()
+                    if variable is not None:
+                        variable._direct_assign(value)
+            finally:
+                self._refreshing = False
+
+    # ------------------------------------------------------------ scheduling
+    def sync_plan(self, variables: Sequence[Any]) -> "SyncPlan":
+        """What a worker needs to load and push these coordinator variables (checked: all made in the scope)."""
+        keys = []
+        for variable in variables:
+            key = self.key_of(variable)
+            if key is None:
+                raise ValueError(
+                    f"The scheduled function uses the Keras variable {variable.path!r}, which was created outside "
+                    "the ParameterServerStrategy's scope, so it does not live on the parameter servers and the "
+                    "workers' updates to it would be lost. Create its model, optimizer or metric inside "
+                    "`with strategy.scope():`.")
+            keys.append(key)
+        self.flush()
+        return SyncPlan(self.store_id, self._servers, self._timeout_s, keys, [self._server_of[k] for k in keys],
+                        [tuple(v.shape) for v in variables])
+
+
+class SyncPlan:
+    """Sent with a scheduled function: which server holds each of its Keras variables, in the order found."""
+
+    def __init__(self, store_id: str, servers: Sequence[Any], timeout_s: float, keys: list[int],
+                 server_of: list[int], shapes: list[tuple]):
+        self.store_id, self.servers, self.timeout_s = store_id, tuple(servers), timeout_s
+        self.keys, self.server_of, self.shapes = keys, server_of, shapes
+
+    def load(self, variables: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
+        """Assigns the servers' values to the worker's copies; returns (version, value) per variable."""
+        shapes = [tuple(v.shape) for v in variables]
+        if shapes != self.shapes:
+            raise RuntimeError(
+                f"The worker's copies of the scheduled function's Keras objects have variables of shapes {shapes}, "
+                f"the coordinator's {self.shapes}. Schedule functions that use their Keras objects by name "
+                "(globals or closures) so both sides find the same objects.")
+        pulled = pull(self.servers, self.store_id, self.server_of, self.keys, self.timeout_s)
+        for variable, (_, value) in zip(variables, pulled):
+            variable.assign(value)
+        return pulled
+
+    def push(self, variables: Sequence[Any], pulled: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Pushes each changed variable: its new value and its change since the pull."""
+        per_server: list[dict] = [{} for _ in self.servers]
+        for variable, key, server, (version, old) in zip(variables, self.keys, self.server_of, pulled):
+            new = np.asarray(variable.value)
+            if np.array_equal(new, old):
+                continue
+            delta = new - old if np.issubdtype(new.dtype, np.number) else None
+            per_server[server][key] = (version, new, delta)
+        touched = [k for k, part in enumerate(per_server) if part]
+        if touched:
+            call_servers([self.servers[k] for k in touched], "push_variables",
+                         [(self.store_id, per_server[k]) for k in touched], self.timeout_s)
+
+
+def pull(servers: Sequence[Any], store_id: str, server_of: Sequence[int], keys: Sequence[int],
+         timeout_s: float) -> list[tuple[int, np.ndarray]]:
+    """(version, value) of each key, from the server that holds it."""
+    asked = sorted(set(server_of))
+    replies = call_servers([servers[k] for k in asked], "pull_variables",
+                           [(store_id, [key for key, s in zip(keys, server_of) if s == k]) for k in asked], timeout_s)
+    found = {key: item for reply in replies for key, item in reply.items()}
+    return [found[key] for key in keys]
+
+
+# ------------------------------------------------------------------ worker side
+def worker_objects(fn: Callable, strategy: Any) -> list:
+    """The Keras variables of the objects `fn` uses, unbuilt optimizers built: the same list, in the same order,
+    on the coordinator (before sending `fn`) and on a worker (its copy)."""
+    from jdist.interop import keras_run
+
+    objects = keras_run.keras_objects(fn)
+    if not objects:
+        return []
+    import keras
+
+    keras_run._build_optimizers(strategy, objects, keras)
+    return keras_run._variables(objects)

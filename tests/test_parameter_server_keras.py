@@ -1,0 +1,138 @@
+"""Keras models, optimizers and metrics made in a ParameterServerStrategy scope keep their values on the servers:
+a scheduled function's updates land there and the coordinator reads them back, as TF's variables behave."""
+from __future__ import annotations
+
+import os
+import warnings
+
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import ray  # noqa: E402
+
+import jdist  # noqa: E402
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((24, 4)).astype(np.float32)
+Y = (X[:, :1] > 0).astype(np.int64)
+BATCHES = [(X[i:i + 8], Y[i:i + 8]) for i in range(0, 24, 8)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)  # Ray's fork+exec
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    strategy = jdist.ParameterServerStrategy(jdist.ParameterServerCluster(num_workers=1, num_ps=2))
+    coordinator = jdist.ClusterCoordinator(strategy)
+    yield strategy, coordinator
+    strategy.shutdown()
+    ray.shutdown()
+
+
+def _objects():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+    return model, keras.optimizers.RMSprop(learning_rate=0.1), keras.metrics.Accuracy()
+
+
+def _step_fn(model, optimizer, accuracy, strategy):
+    """The tutorial's step: strategy.run of a GradientTape step that also updates a metric."""
+    def step_fn(iterator):
+        def replica_fn(x, y):
+            with jdist.GradientTape() as tape:
+                pred = model(x, training=True)
+                loss = keras.ops.mean(keras.losses.binary_crossentropy(y, pred))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            accuracy.update_state(y, keras.ops.cast(pred > 0.5, "int64"))
+            return loss
+
+        x, y = next(iterator)
+        return strategy.run(replica_fn, args=(x, y))
+
+    return step_fn
+
+
+def test_scheduled_steps_update_the_servers_values_as_one_process_would(cluster):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model, optimizer, accuracy = _objects()
+    reference = _objects()  # the same steps, run here without any strategy
+    reference[0].set_weights(model.get_weights())
+    ref_step = _step_fn(*reference, jdist.get_strategy())
+    ref_batches = iter(BATCHES)
+
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: iter(BATCHES)))
+    step = _step_fn(model, optimizer, accuracy, strategy)
+    losses = [coordinator.schedule(step, args=(iterator,)) for _ in range(2)]
+    coordinator.join()
+    ref_losses = [float(np.asarray(ref_step(ref_batches))) for _ in range(2)]
+    np.testing.assert_allclose([float(v.fetch()) for v in losses], ref_losses, rtol=1e-6)
+    for got, want in zip(model.get_weights(), reference[0].get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)  # read back from the servers
+    assert float(accuracy.result()) == float(reference[2].result())
+    assert int(np.asarray(optimizer.iterations)) == 2
+
+    accuracy.reset_state()  # an assignment here is written through to the servers
+    reference[2].reset_state()
+    coordinator.schedule(step, args=(iterator,))
+    coordinator.join()
+    ref_step(ref_batches)
+    assert float(accuracy.result()) == float(reference[2].result())  # only the third batch counted
+    for got, want in zip(optimizer.variables, reference[1].variables):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-7)
+
+
+def test_variables_get_tfs_round_robin_devices(cluster):
+    strategy, _ = cluster
+    with strategy.scope():
+        layer = keras.layers.Dense(2)
+        layer.build((None, 3))
+    tasks = [int(v.device.split("task:")[1].split("/")[0]) for v in layer.weights]
+    assert tasks[1] == (tasks[0] + 1) % 2  # kernel and bias on consecutive servers
+
+
+def test_a_keras_object_made_outside_the_scope_is_refused(cluster):
+    strategy, coordinator = cluster
+    model, optimizer, accuracy = _objects()  # no scope: its updates would stay on the worker's copy
+    with pytest.raises(ValueError, match=r"created outside the ParameterServerStrategy's scope.*strategy\.scope"):
+        coordinator.schedule(_step_fn(model, optimizer, accuracy, strategy), args=(None,))
+
+
+def test_kerass_fit_is_refused_rather_than_run_on_the_coordinator(cluster):
+    # TF 2.21 (tf_keras) trains such a model through the workers; jdist's Keras fit would train here alone.
+    strategy, _ = cluster
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1)])  # unbuilt, as in TF's tutorial
+        model.compile(keras.optimizers.SGD(), loss="mse")
+    before = [np.copy(w) for w in model.get_weights()]
+    with pytest.raises(NotImplementedError, match=r"coordinator\.schedule\(step_fn"):
+        model.fit(X, Y.astype(np.float32), epochs=1, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_inline_evaluation_scheduled_or_here_reads_the_servers_values(cluster):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model, _, _ = _objects()
+        eval_accuracy = keras.metrics.Accuracy()
+    model.set_weights([w + 0.5 for w in model.get_weights()])  # written through to the servers
+
+    def eval_step(iterator):
+        def replica_fn(x, y):
+            eval_accuracy.update_state(y, keras.ops.cast(model(x, training=False) > 0.5, "int64"))
+        x, y = next(iterator)
+        strategy.run(replica_fn, args=(x, y))
+
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: iter(BATCHES)))
+    for _ in range(3):
+        coordinator.schedule(eval_step, args=(iterator,))
+    coordinator.join()
+    here = keras.metrics.Accuracy()  # TF's other inline evaluation: a loop on the coordinator
+    for x, y in BATCHES:
+        here.update_state(y, keras.ops.cast(model(x, training=False) > 0.5, "int64"))
+    assert float(eval_accuracy.result()) == float(here.result())
+    assert float(eval_accuracy.count) == len(X)
