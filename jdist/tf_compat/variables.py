@@ -4,14 +4,18 @@ Being a `keras.Variable` is what makes it work everywhere TF scripts use variabl
 `strategy.scope()` it is placed by the strategy (replicated: mirrored), `strategy.run` hands it to the
 compiled replica function and writes back what the function assigned (as for Keras models' weights,
 `jdist.interop.keras_run`), `tf.train.Checkpoint(epoch=v)` saves and restores it, and `assign` /
-`assign_add` / `assign_sub`, `numpy()`, arithmetic operators, `shape`, `name`, `trainable` are
-Keras's. `dtype` is Keras's string ("float32"), which compares equal to `tf.float32`. Needs Keras on
-JAX (`KERAS_BACKEND=jax`), as `tf.keras` does.
+`assign_add` / `assign_sub`, arithmetic operators, `shape`, `name`, `trainable` are Keras's; `numpy()` is
+TF's (a numpy scalar of the declared dtype for a 0-d variable, `numpy.int64` for TF's int64 counters, which
+JAX holds in 32 bits unless `jax_enable_x64`: an initial value that does not fit is an error). `dtype` is
+Keras's string ("float32"), which compares equal to `tf.float32`. Needs Keras on JAX (`KERAS_BACKEND=jax`),
+as `tf.keras` does.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -29,6 +33,24 @@ def variable_class() -> type:
         def read_value(self) -> Any:
             return self.value
 
+        def assign(self, value: Any) -> Any:
+            with _quiet_narrowing(self.dtype):
+                return super().assign(value)
+
+        def assign_add(self, value: Any) -> Any:
+            with _quiet_narrowing(self.dtype):
+                return super().assign_add(value)
+
+        def assign_sub(self, value: Any) -> Any:
+            with _quiet_narrowing(self.dtype):
+                return super().assign_sub(value)
+
+        def numpy(self) -> Any:
+            """TF's: a numpy scalar for a 0-d variable (`numpy.int64` for an int64 one), else an array, of the
+            declared dtype (JAX holds 64-bit values in 32 bits unless `jax_enable_x64`)."""
+            value = np.asarray(self.value).astype(self.dtype, copy=False)
+            return value[()] if value.ndim == 0 else value
+
         @property
         def variables(self) -> list:
             """`[self]`: what `tf.train.Checkpoint` and `strategy.run` collect from trackable objects."""
@@ -36,7 +58,7 @@ def variable_class() -> type:
 
         def __repr__(self) -> str:
             """TF's (observed, TF 2.21): `<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>`."""
-            value = np.asarray(self.value)
+            value = np.asarray(self.numpy())
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
             return f"<tf.Variable '{self.name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
 
@@ -55,8 +77,39 @@ class _VariableType(type):
         if callable(initial_value):
             initial_value = initial_value()
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
-        return variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
-                                name=name or "Variable")
+        _check_fits(value)
+        with _quiet_narrowing(value.dtype):
+            return variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
+                                    name=name or "Variable")
+
+
+def _narrowed(dtype: Any) -> bool:
+    """Whether JAX holds values of this 64-bit dtype in 32 bits (without `jax_enable_x64`)."""
+    import jax
+
+    dtype = np.dtype(dtype)
+    return dtype.itemsize == 8 and dtype.kind in "iuf" and not jax.config.read("jax_enable_x64")
+
+
+@contextlib.contextmanager
+def _quiet_narrowing(dtype: Any) -> Iterator[None]:
+    """Silences JAX's per-call "int64 ... truncated to int32" warning for a variable that declared 64 bits:
+    the variable keeps its declared dtype (`numpy()` gives it back) and `_check_fits` guards its initial value."""
+    with warnings.catch_warnings():
+        if _narrowed(dtype):
+            warnings.filterwarnings("ignore", message="Explicitly requested dtype", category=UserWarning)
+        yield
+
+
+def _check_fits(value: Any) -> None:
+    """A 64-bit integer initial value that JAX's 32 bits cannot hold is an error, not a wrapped counter."""
+    dtype = np.dtype(value.dtype)
+    if not _narrowed(dtype) or dtype.kind not in "iu" or not np.size(value):
+        return
+    narrow = np.iinfo(np.dtype(f"{dtype.kind}4"))
+    if not narrow.min <= np.min(value) <= np.max(value) <= narrow.max:
+        raise ValueError(f"tf.Variable of dtype {dtype}: its initial value does not fit in {narrow.dtype}, the width "
+                         "JAX holds it in; set jax_enable_x64 (JAX_ENABLE_X64=1) before JAX starts for 64-bit values.")
 
 
 class Variable(metaclass=_VariableType):
