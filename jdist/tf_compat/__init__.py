@@ -9,10 +9,10 @@
 A bounded surface, listed in docs/tf_mapping.md: `tf.distribute` (jdist's strategies), TF's everyday
 ops and dtypes (`tf.cast`, `tf.reduce_sum`, `tf.float32`, ...: numpy on the host, `jax.numpy` inside
 compiled code, with TF's dtype rules; `jdist.tf_compat.ops`), `tf.nn`, `tf.math`, `tf.random`,
-`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, and `tf.keras`
+`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io.gfile`, and `tf.keras`
 (TF 2.21's `tf.keras` namespace of Keras 3, on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
 A name outside it raises AttributeError naming it, and for the parts of TensorFlow jdist leaves out
-on purpose (`tf.saved_model`, `tf.estimator`, `tf.io`, ...) the error names what to use instead.
+on purpose (`tf.saved_model`, `tf.estimator`, `tf.io` beyond `gfile`, ...) the error names what to use instead.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from jdist.interop.tf_function import function
 from jdist.tf_compat import (
     config as _config,
     dtypes as _dtypes,
+    errors as _errors,
+    gfile as _gfile,
     keras_namespace as _keras_namespace,
     nest as _nest,
     nn_ops as _nn_ops,
@@ -150,11 +152,10 @@ math = Namespace(
 )
 nn = Namespace("tf.nn", **_nn_ops.NN)
 random = Namespace("tf.random", **_nn_ops.RANDOM)
-errors = Namespace(
-    "tf.errors",
-    # jdist's iterators end as Python's do; TF's `except tf.errors.OutOfRangeError` after `get_next()` catches it.
-    OutOfRangeError=StopIteration,
-)
+# jdist's iterators end as Python's do (OutOfRangeError is StopIteration); tf.io.gfile raises the others.
+errors = Namespace("tf.errors", **_errors.ERRORS)
+# tf.io is tf.io.gfile only; its other names (TFRecord, parsing) raise unsupported.py's message.
+io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
 compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
@@ -193,7 +194,7 @@ __all__ = [
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
     "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
-    "greater_equal", "half", "identity", "int16", "int32", "int64", "int8", "less", "less_equal",
+    "greater_equal", "half", "identity", "int16", "io", "int32", "int64", "int8", "less", "less_equal",
     "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
     "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
     "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",

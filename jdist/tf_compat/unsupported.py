@@ -34,9 +34,9 @@ _MESSAGES = {
         "jdist does not provide `{name}`: TF1 graphs, sessions and placeholders have no JAX counterpart; port the "
         f"code to TF2 style (eager functions, Keras) first. See {DOCS}."),
     "tf.io": (
-        "jdist does not provide `{name}`: for files use Python's own (open, os, shutil, pathlib; fsspec for "
-        "cloud buckets); for TFRecord files use grain or tf.data with TensorFlow installed as an input "
-        f"library. See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.io it provides tf.io.gfile (local files). For TFRecord files "
+        "use grain or tf.data with TensorFlow installed as an input library; for other files Python's own "
+        f"(open, os, shutil, pathlib; fsspec for cloud buckets). See {DOCS}."),
     "tf.summary": (
         "jdist does not provide `{name}`: log with keras.callbacks.TensorBoard in fit, or a summary writer "
         f"such as tensorboardX / clu.metric_writers in custom loops. See {DOCS}."),

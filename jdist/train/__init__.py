@@ -1,0 +1,12 @@
+"""`jdist.train`: what TF scripts reach as `tf.train` (object checkpoints, their manager, `ClusterSpec`).
+
+    checkpoint = jdist.train.Checkpoint(model=model, epoch=epoch)
+    manager = jdist.train.CheckpointManager(checkpoint, directory, max_to_keep=1)
+    checkpoint.restore(jdist.train.latest_checkpoint(directory))
+    manager.save()
+"""
+from jdist.cluster.spec import ClusterSpec
+from jdist.train.checkpoint import Checkpoint, CheckpointLoadStatus, latest_checkpoint
+from jdist.train.manager import CheckpointManager
+
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "ClusterSpec", "latest_checkpoint"]
