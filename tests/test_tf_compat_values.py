@@ -194,7 +194,7 @@ def test_replica_functions_are_reused_only_over_the_same_captures():
 
 def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, caplog):
     """TF's multi_worker_with_ctl tutorial's shape: `train_step(iterator)` with `step_fn` inside, a new iterator
-    per epoch, `tf.Variable` epoch counters saved by `tf.train.Checkpoint`."""
+    per epoch, int64 `tf.Variable` counters saved by `tf.train.Checkpoint` through a `CheckpointManager`."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(2)])
@@ -202,7 +202,8 @@ def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, c
         optimizer.build(model.trainable_variables)
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE)
-        epoch = tf.Variable(initial_value=tf.constant(0, dtype=tf.int32), name="epoch")
+    epoch = tf.Variable(initial_value=tf.constant(0, dtype=tf.dtypes.int64), name="epoch")  # as the tutorial
+    step_in_epoch = tf.Variable(initial_value=tf.constant(0, dtype=tf.dtypes.int64), name="step_in_epoch")
     rows = np.random.default_rng(0).random((32, 4), dtype=np.float32)
     dataset = strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensor_slices((rows, np.arange(32) % 2)).batch(16))
@@ -217,19 +218,26 @@ def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, c
             return loss
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(next(iterator),)), axis=None)
 
-    checkpoint = tf.train.Checkpoint(model=model, epoch=epoch)
+    checkpoint = tf.train.Checkpoint(model=model, epoch=epoch, step_in_epoch=step_in_epoch)
+    manager = tf.train.CheckpointManager(checkpoint, directory=str(tmp_path), max_to_keep=1)
     with jax.log_compiles(True), caplog.at_level(logging.WARNING, logger="jax"):
         while epoch.numpy() < 3:
             iterator = iter(dataset)
-            losses = [float(train_step(iterator)) for _ in range(2)]
+            losses = []
+            while step_in_epoch.numpy() < 2:
+                losses.append(float(train_step(iterator)))
+                step_in_epoch.assign_add(1)
             assert all(np.isfinite(losses))
-            checkpoint.save(str(tmp_path / "ckpt"))
+            manager.save()
             epoch.assign_add(1)
+            step_in_epoch.assign(0)
             if int(epoch.numpy()) == 1:
                 after_first_epoch = len(caplog.records)
     late = [r.getMessage()[:300] for r in caplog.records[after_first_epoch:] if "Compiling" in r.getMessage()]
     assert not late, late
     assert train_step.experimental_get_tracing_count() == 1  # TF: one trace (iterators trace by their spec)
-    restored = tf.Variable(0, name="epoch")
-    tf.train.Checkpoint(model=model, epoch=restored).restore(tf.train.latest_checkpoint(str(tmp_path)))
-    assert int(restored.numpy()) == 2  # saved before the last assign_add
+    assert manager.checkpoints == [str(tmp_path / "ckpt-3")]
+    restored, restored_step = tf.Variable(0, name="epoch"), tf.Variable(0, name="step_in_epoch")
+    tf.train.Checkpoint(model=model, epoch=restored, step_in_epoch=restored_step).restore(
+        tf.train.latest_checkpoint(str(tmp_path)))
+    assert (int(restored.numpy()), int(restored_step.numpy())) == (2, 2)  # saved before the counters moved on
