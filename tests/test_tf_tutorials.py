@@ -67,6 +67,44 @@ def test_distributed_training_guide():
     assert "Unknown device '/gpu:0'" in out.stderr
 
 
+# TF 2.21 with tf_keras (TF_USE_LEGACY_KERAS=1; with its Keras 3 the tutorial as written stops at
+# `test_loss.reset_states()`), custom_training.ipynb on the same digits and 2 logical CPUs, one unseeded run:
+# the training loss of cell 28's epochs 1 and 10, its last test accuracy (%), and the last lines of cells 36 / 38.
+TF_CUSTOM_TRAINING = {"first_loss": 2.1440, "last_loss": 0.0958, "last_test_accuracy": 95.28,
+                      "cell36_last_accuracy": 99.375, "cell38_last_loss": 0.0104}
+
+
+def test_custom_training_tutorial(tmp_path):
+    """custom_training.ipynb as written: MirroredStrategy, an unbuilt Sequential first called inside
+    `strategy.run`, Adam built there, `tf.function` steps, checkpoints, `reset_states`."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    out = subprocess.run([sys.executable, str(TUTORIALS / "custom_training.py")], capture_output=True, text=True,
+                         timeout=900, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Number of devices: 2" in out.stdout
+    number = r"([\d.e-]+)"
+    epochs = [tuple(map(float, m)) for m in re.findall(
+        rf"Epoch \d+, Loss: {number}, Accuracy: {number}, Test Loss: {number}, Test Accuracy: {number}", out.stdout)]
+    assert len(epochs) == 10
+    losses = [e[0] for e in epochs]
+    assert 0.9 * TF_CUSTOM_TRAINING["first_loss"] < losses[0] < 1.1 * TF_CUSTOM_TRAINING["first_loss"]
+    assert losses[-1] < 2.5 * TF_CUSTOM_TRAINING["last_loss"] and losses[-1] < losses[0] / 8
+    assert epochs[-1][3] > TF_CUSTOM_TRAINING["last_test_accuracy"] - 5
+    # The last checkpoint is cell 28's fifth (after epoch 9); the model restored from it without the strategy
+    # scores what epoch 9's test loop scored (both are the same weights on the same test digits; so in TF too).
+    (restored,) = re.findall(r"Accuracy after restoring the saved model without strategy: (\S+)", out.stdout)
+    assert float(restored) == pytest.approx(epochs[8][3], abs=1e-4)
+    later = [tuple(map(float, m)) for m in re.findall(rf"Epoch (\d+), Loss: {number}, Accuracy: {number}\n",
+                                                      out.stdout + "\n")]
+    assert [int(e[0]) for e in later] == [10] * 10 + list(range(1, 11))  # cell 36 prints its stale `epoch`
+    assert later[9][2] > TF_CUSTOM_TRAINING["cell36_last_accuracy"] - 3
+    assert later[-1][1] < 4 * TF_CUSTOM_TRAINING["cell38_last_loss"] + 0.02
+    assert "nan" not in out.stdout.lower()
+    assert sorted(p.name for p in (tmp_path / "training_checkpoints").iterdir() if p.name.startswith("ckpt-")) \
+        == [f"ckpt-{i}.npz" for i in range(1, 6)]
+
+
 # TF 2.21 with its Keras 3, keras.ipynb on the same digits arrays and 8 logical CPUs, two runs (unseeded):
 # eval loss 1.076 / 1.318, eval accuracy 0.875 / 0.858, the same numbers again for the model saved and loaded
 # without and within the strategy; the learning rates PrintLR printed (TF's own lines):
