@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,12 +40,11 @@ from jdist.strategy import context, dispatch, initial_values
 from jdist.trainer import _batching as batching
 from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, real_outputs, validates_after
 from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
-from jdist.trainer._model_fn import FunctionModel, LinenModel, TrainerState
+from jdist.trainer._model_fn import TrainerState, adapt_model
 from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps, schedule_remote_epoch
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.trainer.checks import TrainerChecks
 from jdist.training.accumulation import check_accumulation_steps
-from jdist.training.train_state import TrainState
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -113,41 +111,22 @@ class Trainer:
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
-        if _is_state_handle(model):  # made in the scope of a strategy that keeps it elsewhere (parameter servers)
-            if optimizer is not None:
-                raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
-            if not self.strategy.keeps_remotely(model):
-                raise ValueError(f"{model!r} lives outside this process, kept by the strategy whose scope made it: "
-                                 f"train it under that strategy, not {self.strategy!r}.")
-            self._model = FunctionModel(model.apply_fn)
-            self._state = self.strategy.place_state(model)
-        elif isinstance(model, TrainState):
-            if optimizer is not None:
-                raise ValueError("A TrainState already holds its optimizer (state.tx); leave `optimizer` out.")
-            self._model = FunctionModel(model.apply_fn)
-            self._state = self._place(TrainerState(step=model.step, apply_fn=model.apply_fn, params=model.params,
-                                                   tx=model.tx, opt_state=model.opt_state, model_state=None,
+        adapted = adapt_model(model, optimizer, params)
+        self._model = adapted.model
+        if adapted.handle is not None:  # made in the scope of a strategy that keeps it elsewhere (parameter servers)
+            if not self.strategy.keeps_remotely(adapted.handle):
+                raise ValueError(f"{adapted.handle!r} lives outside this process, kept by the strategy whose scope "
+                                 f"made it: train it under that strategy, not {self.strategy!r}.")
+            self._state = self.strategy.place_state(adapted.handle)
+        elif adapted.train_state is not None:
+            given = adapted.train_state
+            self._state = self._place(TrainerState(step=given.step, apply_fn=given.apply_fn, params=given.params,
+                                                   tx=given.tx, opt_state=given.opt_state, model_state=None,
                                                    rng=jax.random.PRNGKey(seed)))
         else:
-            if optimizer is None:
-                raise ValueError('Trainer needs an optimizer: a name ("adam") or an optax one, e.g. optax.adam(1e-3).')
-            if isinstance(model, keras_model.KerasModel):
-                self._model = model
-            else:
-                self._model = LinenModel(model) if isinstance(model, nn.Module) else FunctionModel(model)
-            if not isinstance(model, (nn.Module, keras_model.KerasModel)) and not callable(model):
-                raise TypeError(f"model must be a flax linen Module, a Keras 3 model, a TrainState or a function, "
-                                f"got {model!r}.")
             self._optimizer = optimizers_lib.get(optimizer)
-            if params is not None:
-                model_state = None
-                if isinstance(self._model, LinenModel) and isinstance(params, Mapping) and "params" in params:
-                    variables = dict(params)  # model.init's whole output: params plus e.g. batch_stats
-                    params = variables.pop("params")
-                    model_state = variables or None
-                self._state = self._create_state(params, model_state=model_state)
-            elif isinstance(self._model, FunctionModel):
-                raise ValueError("A model given as a function needs its parameters: Trainer(apply_fn, params=...).")
+            if adapted.params is not None:
+                self._state = self._create_state(adapted.params, model_state=adapted.model_state)
         self._steps = StepBuilder(self._model, self._loss_fn, self._metrics, self.strategy.mesh,
                                   self.strategy.data_axis, self.strategy.num_replicas_in_sync,
                                   policy=self.policy, accumulation_steps=self.accumulation_steps, seed=seed)
@@ -222,8 +201,7 @@ class Trainer:
         tx = self._optimizer
         if self.policy.needs_loss_scaling and mixed_precision.find_loss_scale(jax.eval_shape(tx.init, params)) is None:
             tx = self._optimizer = mixed_precision.LossScaleOptimizer(tx)  # as Keras's compile() does
-        apply_fn = self._model.module.apply if isinstance(self._model, LinenModel) else self._model.apply_fn
-        state = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=apply_fn, params=params, tx=tx,
+        state = TrainerState(step=jnp.zeros((), jnp.int32), apply_fn=self._model.apply_fn, params=params, tx=tx,
                              opt_state=(), model_state=model_state, rng=jax.random.PRNGKey(self.seed))
         # The optimizer state made where it will live (a Keras optimizer's init builds Keras variables: not traced).
         placed = None if self._keras is not None else self.strategy.init_in_place(
@@ -493,8 +471,3 @@ class Trainer:
 
 
 # ------------------------------------------------------------------ helpers
-def _is_state_handle(model: Any) -> bool:
-    """A train state made in the scope of a strategy that keeps it outside this process (on
-    parameter servers): an `apply_fn` and an optimizer, but no arrays here."""
-    return (not isinstance(model, TrainState) and hasattr(model, "apply_gradients") and hasattr(model, "apply_fn")
-            and hasattr(model, "tx") and not jax.tree.leaves(model))
