@@ -181,7 +181,8 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
 
     explicit: Any = getattr(fn, "keras_variables", None)
     if callable(explicit):  # a function that names its variables (Keras's fit steps: `interop/keras_ps_fit.py`)
-        return list(explicit())
+        named: Any = explicit()
+        return list(named)
     objects = keras_run.keras_objects(fn)
     if not objects:
         return []
