@@ -121,3 +121,18 @@ def test_importing_tf_compat_leaves_jax_unstarted():
                          env={**env, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "3", "ndarray"]
+
+
+def test_compiled_mse_expands_a_rank_1_label_as_tf_keras_does():
+    # TF 2.21 with TF_USE_LEGACY_KERAS=1: this model compiled with loss="mse" and fit on labels [0.1, 0.5, 0.9]
+    # of shape (3,) against (3, 2) predictions [0.1, 0.3] reported loss 0.20666664838790894, the mean of
+    # (y_i - p_ij) ** 2 over i and j; tf.keras.losses.MeanSquaredError()(y, p) called directly raised
+    # "Incompatible shapes: [3,2] vs. [3]" (as Keras 3's does).
+    y = np.array([0.1, 0.5, 0.9], np.float32)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, kernel_initializer="zeros",
+                                                       bias_initializer=tf.keras.initializers.Constant([0.1, 0.3]))])
+    model.compile(tf.keras.optimizers.legacy.SGD(0.0), loss="mse")
+    history = model.fit(np.ones((3, 1), np.float32), y, epochs=1, batch_size=3, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], [0.20666664838790894], rtol=1e-6)
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        tf.keras.losses.MeanSquaredError()(y, np.zeros((3, 2), np.float32))

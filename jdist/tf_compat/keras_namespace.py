@@ -38,6 +38,7 @@ def tf_keras() -> Any:
     from jdist.tf_compat import keras_extras
 
     keras_extras.add_reset_states()
+    keras_extras.expand_compiled_labels()
     return _Overlay(namespace, {
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
