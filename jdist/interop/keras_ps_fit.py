@@ -27,7 +27,10 @@ class TrainSteps:
     model, so a worker receives (and compiles) its copy of the model once."""
 
     def __init__(self, model: Any):
+        from jdist.interop import keras_labels
+
         self.model = model
+        self.tf_keras_labels = keras_labels.installed()  # the coordinator's script uses tf_compat's tf.keras
 
     def keras_variables(self) -> list:
         """The variables a worker loads and pushes: the same list, in the same order, on both sides."""
@@ -41,6 +44,10 @@ class TrainSteps:
         from keras.src.utils.python_utils import pythonify_logs
 
         model = self.model
+        if self.tf_keras_labels:
+            from jdist.interop import keras_labels
+
+            keras_labels.expand_compiled_labels()
         model.make_train_function()
 
         def batches():

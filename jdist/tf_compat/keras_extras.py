@@ -1,5 +1,4 @@
-"""The `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed, and
-tf_keras's rule for rank-1 labels in compiled losses (`expand_compiled_labels`).
+"""The `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed.
 
 - `tf.keras.callbacks.TensorBoard`: Keras 3's writes through `tf.summary`; this one writes the same
   scalars in the same layout (`jdist.callbacks.tensorboard.ScalarLog`: `train/`, `validation/`,
@@ -212,26 +211,3 @@ def model_checkpoint_class() -> type:
 
     return ModelCheckpoint
 
-
-def expand_compiled_labels() -> None:
-    """tf_keras's compiled losses (`model.compile(loss=...)`) expand a rank-1 label to `(n, 1)` against rank-2
-    predictions before the loss function sees it (`compile_utils.match_dtype_and_rank`), so `"mse"` with a
-    `(64,)` label and a `(64, 10)` prediction averages `(y_i - p_ij) ** 2` over j (observed: TF 2.21 with
-    TF_USE_LEGACY_KERAS=1; its loss functions and classes called directly raise instead, as Keras 3's compiled
-    losses do). Scripts that use `jdist.tf_compat`'s `tf.keras` get tf_keras's rule for single-output models;
-    Keras 3 used on its own is left as it is (this is installed when `tf.keras` is first used)."""
-    from keras.src.trainers.compile_utils import CompileLoss
-
-    call = CompileLoss.call
-    if getattr(call, "_jdist_tf_keras", False):
-        return
-    from keras import ops, tree
-
-    def call_expanding(self: Any, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
-        if (not tree.is_nested(y_true) and not tree.is_nested(y_pred) and len(getattr(y_true, "shape", ())) == 1
-                and len(getattr(y_pred, "shape", ())) == 2):
-            y_true = ops.expand_dims(y_true, -1)
-        return call(self, y_true, y_pred, sample_weight)
-
-    call_expanding._jdist_tf_keras = True  # pyright: ignore[reportFunctionMemberAccess]
-    CompileLoss.call = call_expanding  # pyright: ignore[reportAttributeAccessIssue]

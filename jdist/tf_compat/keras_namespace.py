@@ -35,10 +35,11 @@ def tf_keras() -> Any:
     keras_module()
     from keras._tf_keras import keras as namespace
 
+    from jdist.interop import keras_labels
     from jdist.tf_compat import keras_extras
 
     keras_extras.add_reset_states()
-    keras_extras.expand_compiled_labels()
+    keras_labels.expand_compiled_labels()
     return _Overlay(namespace, {
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
