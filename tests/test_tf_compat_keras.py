@@ -136,3 +136,34 @@ def test_compiled_mse_expands_a_rank_1_label_as_tf_keras_does():
     np.testing.assert_allclose(history.history["loss"], [0.20666664838790894], rtol=1e-6)
     with pytest.raises(ValueError, match="Incompatible shapes"):
         tf.keras.losses.MeanSquaredError()(y, np.zeros((3, 2), np.float32))
+
+
+def test_string_input_preprocessing_model_runs_on_the_host_in_a_data_map():
+    """TF's parameter-server tutorial, cell 32: StringLookup on a tf.keras.Input(dtype=tf.string) in a functional
+    model, called inside a tf.data map on dicts of strings."""
+    lookup = tf.keras.layers.StringLookup(vocabulary=["avenger", "ironman", "batman"], mask_token=None)
+    labels = tf.keras.layers.StringLookup(vocabulary=["yes", "no"], num_oov_indices=0, mask_token=None)
+    raw = tf.keras.layers.Input(shape=(3,), dtype=tf.string, name="feature")
+    features = tf.keras.Model({"features": raw}, lookup(raw))
+    raw_label = tf.keras.Input(shape=(1,), dtype=tf.string, name="label")
+    label_stage = tf.keras.Model({"label": raw_label}, labels(raw_label))
+    assert tf.string == tf.as_dtype("string") and tf.string.name == "string"
+    assert not isinstance(features, keras.Model) and raw.shape == (None, 3)
+    # TF 2.21 with TF_USE_LEGACY_KERAS=1, these cells: features(["batman", "hulk", "avenger"]) -> [3 0 1];
+    # features({"features": [["ironman", "x", "batman"]]}) -> [[2 0 3]]; the mapped, batched dataset gave features
+    # [[3, 0, 1], [2, 2, 0]] and labels [[[0]], [[1]]] (the (1,) label grows to (1, 1), tf_keras's functional
+    # rule), both int64; the string Input's shape (None, 3), tf.string.name "string".
+    np.testing.assert_array_equal(features(np.array([b"batman", b"hulk", b"avenger"], object)), [3, 0, 1])
+    np.testing.assert_array_equal(features({"features": [["ironman", "x", "batman"]]}), [[2, 0, 3]])
+    examples = {"features": [["batman", "hulk", "avenger"], ["ironman", "ironman", "x"]], "label": [["yes"], ["no"]]}
+    dataset = tf.data.Dataset.from_tensor_slices(examples).map(
+        lambda x: ({"features": features(x["features"])}, label_stage(x["label"]))).batch(2)
+    (got_features, got_labels), = list(dataset)
+    np.testing.assert_array_equal(got_features["features"], [[3, 0, 1], [2, 2, 0]])
+    np.testing.assert_array_equal(got_labels, [[[0]], [[1]]])
+    assert got_features["features"].dtype == got_labels.dtype == np.int64
+    # Numeric inputs stay Keras's own, a tf dtype taken by name; a Keras layer on a string input is refused.
+    ids = tf.keras.layers.Input(shape=(3,), dtype=tf.int64)
+    assert isinstance(tf.keras.Model(ids, tf.keras.layers.Dense(1)(ids)), keras.Model)
+    with pytest.raises(TypeError, match="only host layers"):
+        tf.keras.layers.Dense(1)(raw)
