@@ -167,3 +167,15 @@ def test_string_input_preprocessing_model_runs_on_the_host_in_a_data_map():
     assert isinstance(tf.keras.Model(ids, tf.keras.layers.Dense(1)(ids)), keras.Model)
     with pytest.raises(TypeError, match="only host layers"):
         tf.keras.layers.Dense(1)(raw)
+
+
+def test_reductions_on_a_functional_models_symbolic_tensor_become_part_of_the_model():
+    """TF's parameter-server tutorial: `tf.reduce_mean(emb_layer(model_input), axis=1)` between Keras layers (TF
+    records it as a layer of the model; Keras 3's ops do the same on its symbolic tensors)."""
+    ids = tf.keras.layers.Input(shape=(3,), dtype=tf.int64)
+    embedded = tf.keras.layers.Embedding(input_dim=4, output_dim=2)
+    model = tf.keras.Model(ids, tf.reduce_mean(embedded(ids), axis=1))
+    x = np.array([[0, 1, 3], [2, 2, 2]])
+    want = embedded.get_weights()[0][x].mean(axis=1)
+    np.testing.assert_allclose(np.asarray(model(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tf.reduce_mean(want, axis=1)), want.mean(axis=1), rtol=1e-6)
