@@ -102,16 +102,79 @@ def test_a_keras_object_made_outside_the_scope_is_refused(cluster):
         coordinator.schedule(_step_fn(model, optimizer, accuracy, strategy), args=(None,))
 
 
-def test_kerass_fit_is_refused_rather_than_run_on_the_coordinator(cluster):
-    # TF 2.21 (tf_keras) trains such a model through the workers; jdist's Keras fit would train here alone.
+# TF 2.21 with TF_USE_LEGACY_KERAS=1 (tf_keras), one worker and one parameter server, this model and data:
+# ParameterServerStrategy's model.fit(dataset, epochs=2, steps_per_epoch=5) printed epoch losses
+# 0.14120617508888245 and 0.03019808605313301, exactly what the same fit gave without a strategy, and left
+# kernel [[0.7438942790031433], [0.7348144054412842]], bias [-0.36319130659103394].
+TF_FIT_LOSSES = [0.14120617508888245, 0.03019808605313301]
+TF_FIT_WEIGHTS = [[[0.7438942790031433], [0.7348144054412842]], [-0.36319130659103394]]
+FIT_X = np.arange(40, dtype=np.float32).reshape(20, 2) / 40
+FIT_Y = FIT_X[:, :1] * 2 - FIT_X[:, 1:]
+
+
+def _fit_model():
+    model = keras.Sequential([keras.layers.Dense(1, kernel_initializer="ones")])  # unbuilt, as in TF's tutorial
+    model.compile(keras.optimizers.SGD(0.1), loss="mse", steps_per_execution=2)
+    return model
+
+
+class _EpochLogs(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs.append(dict(logs))
+
+
+def test_kerass_fit_schedules_its_steps_on_the_workers_as_one_process_would(cluster):
+    from jdist import tf_compat as tf
+
     strategy, _ = cluster
     with strategy.scope():
-        model = keras.Sequential([keras.layers.Dense(1)])  # unbuilt, as in TF's tutorial
-        model.compile(keras.optimizers.SGD(), loss="mse")
-    before = [np.copy(w) for w in model.get_weights()]
-    with pytest.raises(NotImplementedError, match=r"coordinator\.schedule\(step_fn"):
-        model.fit(X, Y.astype(np.float32), epochs=1, verbose=0)
-    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+        model = _fit_model()
+    dataset = tf.data.Dataset.from_tensor_slices((FIT_X, FIT_Y)).batch(4).repeat()  # copied to each worker
+    seen = _EpochLogs()
+    history = model.fit(dataset, epochs=2, steps_per_epoch=5, callbacks=[seen], verbose=0)
+
+    reference = _fit_model()  # the same steps in this process, without a strategy
+    want = reference.fit(FIT_X, FIT_Y, batch_size=4, shuffle=False, epochs=2, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=1e-6)
+    np.testing.assert_allclose(history.history["loss"], TF_FIT_LOSSES, rtol=1e-5)
+    assert [log["loss"] for log in seen.logs] == history.history["loss"]
+    for got, ref, tf_value in zip(model.get_weights(), reference.get_weights(), TF_FIT_WEIGHTS):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)  # read back from the servers
+        np.testing.assert_allclose(got, tf_value, rtol=1e-5)
+    assert int(np.asarray(model.optimizer.iterations)) == 10  # 5 executions of 2, 2 and 1 steps
+    assert {v.device for v in model.weights} == {f"/job:ps/replica:0/task:{i}/device:CPU:0" for i in range(2)}
+
+    # In-memory arrays: each worker batches its copy (TF turns them into a DatasetCreator); a second fit goes on
+    # from the servers' values.
+    history = model.fit(FIT_X, FIT_Y, batch_size=4, shuffle=False, epochs=1, steps_per_epoch=5, verbose=0)
+    want = reference.fit(FIT_X, FIT_Y, batch_size=4, shuffle=False, epochs=1, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=1e-6)
+
+
+def test_kerass_fit_under_the_strategy_refuses_what_tf_refuses(cluster):
+    strategy, _ = cluster
+    with strategy.scope():
+        model = _fit_model()
+
+    class PerBatch(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            pass
+
+    # TF 2.21 (tf_keras): "When providing an infinite dataset, you must specify the number of steps to run";
+    # verbose=1 and batch-level callbacks of one's own are ValueErrors naming ParameterServerStrategy.
+    with pytest.raises(ValueError, match="needs `steps_per_epoch`"):
+        model.fit(FIT_X, FIT_Y, batch_size=4)
+    with pytest.raises(ValueError, match="`verbose=1` is not allowed with `ParameterServerStrategy`"):
+        model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, verbose=1)
+    with pytest.raises(ValueError, match="Batch-level `Callback`s are not supported"):
+        model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, callbacks=[PerBatch()])
+    with pytest.raises(NotImplementedError, match="validation_data"):
+        model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, validation_data=(FIT_X, FIT_Y))
+    assert not model.built  # nothing ran
 
 
 def test_inline_evaluation_scheduled_or_here_reads_the_servers_values(cluster):

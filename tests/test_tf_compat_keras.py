@@ -121,3 +121,61 @@ def test_importing_tf_compat_leaves_jax_unstarted():
                          env={**env, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "3", "ndarray"]
+
+
+def test_compiled_mse_expands_a_rank_1_label_as_tf_keras_does():
+    # TF 2.21 with TF_USE_LEGACY_KERAS=1: this model compiled with loss="mse" and fit on labels [0.1, 0.5, 0.9]
+    # of shape (3,) against (3, 2) predictions [0.1, 0.3] reported loss 0.20666664838790894, the mean of
+    # (y_i - p_ij) ** 2 over i and j; tf.keras.losses.MeanSquaredError()(y, p) called directly raised
+    # "Incompatible shapes: [3,2] vs. [3]" (as Keras 3's does).
+    y = np.array([0.1, 0.5, 0.9], np.float32)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, kernel_initializer="zeros",
+                                                       bias_initializer=tf.keras.initializers.Constant([0.1, 0.3]))])
+    model.compile(tf.keras.optimizers.legacy.SGD(0.0), loss="mse")
+    history = model.fit(np.ones((3, 1), np.float32), y, epochs=1, batch_size=3, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], [0.20666664838790894], rtol=1e-6)
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        tf.keras.losses.MeanSquaredError()(y, np.zeros((3, 2), np.float32))
+
+
+def test_string_input_preprocessing_model_runs_on_the_host_in_a_data_map():
+    """TF's parameter-server tutorial, cell 32: StringLookup on a tf.keras.Input(dtype=tf.string) in a functional
+    model, called inside a tf.data map on dicts of strings."""
+    lookup = tf.keras.layers.StringLookup(vocabulary=["avenger", "ironman", "batman"], mask_token=None)
+    labels = tf.keras.layers.StringLookup(vocabulary=["yes", "no"], num_oov_indices=0, mask_token=None)
+    raw = tf.keras.layers.Input(shape=(3,), dtype=tf.string, name="feature")
+    features = tf.keras.Model({"features": raw}, lookup(raw))
+    raw_label = tf.keras.Input(shape=(1,), dtype=tf.string, name="label")
+    label_stage = tf.keras.Model({"label": raw_label}, labels(raw_label))
+    assert tf.string == tf.as_dtype("string") and tf.string.name == "string"
+    assert not isinstance(features, keras.Model) and raw.shape == (None, 3)
+    # TF 2.21 with TF_USE_LEGACY_KERAS=1, these cells: features(["batman", "hulk", "avenger"]) -> [3 0 1];
+    # features({"features": [["ironman", "x", "batman"]]}) -> [[2 0 3]]; the mapped, batched dataset gave features
+    # [[3, 0, 1], [2, 2, 0]] and labels [[[0]], [[1]]] (the (1,) label grows to (1, 1), tf_keras's functional
+    # rule), both int64; the string Input's shape (None, 3), tf.string.name "string".
+    np.testing.assert_array_equal(features(np.array([b"batman", b"hulk", b"avenger"], object)), [3, 0, 1])
+    np.testing.assert_array_equal(features({"features": [["ironman", "x", "batman"]]}), [[2, 0, 3]])
+    examples = {"features": [["batman", "hulk", "avenger"], ["ironman", "ironman", "x"]], "label": [["yes"], ["no"]]}
+    dataset = tf.data.Dataset.from_tensor_slices(examples).map(
+        lambda x: ({"features": features(x["features"])}, label_stage(x["label"]))).batch(2)
+    (got_features, got_labels), = list(dataset)
+    np.testing.assert_array_equal(got_features["features"], [[3, 0, 1], [2, 2, 0]])
+    np.testing.assert_array_equal(got_labels, [[[0]], [[1]]])
+    assert got_features["features"].dtype == got_labels.dtype == np.int64
+    # Numeric inputs stay Keras's own, a tf dtype taken by name; a Keras layer on a string input is refused.
+    ids = tf.keras.layers.Input(shape=(3,), dtype=tf.int64)
+    assert isinstance(tf.keras.Model(ids, tf.keras.layers.Dense(1)(ids)), keras.Model)
+    with pytest.raises(TypeError, match="only host layers"):
+        tf.keras.layers.Dense(1)(raw)
+
+
+def test_reductions_on_a_functional_models_symbolic_tensor_become_part_of_the_model():
+    """TF's parameter-server tutorial: `tf.reduce_mean(emb_layer(model_input), axis=1)` between Keras layers (TF
+    records it as a layer of the model; Keras 3's ops do the same on its symbolic tensors)."""
+    ids = tf.keras.layers.Input(shape=(3,), dtype=tf.int64)
+    embedded = tf.keras.layers.Embedding(input_dim=4, output_dim=2)
+    model = tf.keras.Model(ids, tf.reduce_mean(embedded(ids), axis=1))
+    x = np.array([[0, 1, 3], [2, 2, 2]])
+    want = embedded.get_weights()[0][x].mean(axis=1)
+    np.testing.assert_allclose(np.asarray(model(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tf.reduce_mean(want, axis=1)), want.mean(axis=1), rtol=1e-6)

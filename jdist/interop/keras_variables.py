@@ -19,7 +19,7 @@ replicated value that differs per process, and the workers would drift apart.
 For a strategy that keeps Keras variables in other processes (`Strategy.keras_variable_store()`:
 the parameter servers), `install_remote_hooks` registers each variable made in its scope with
 that store, writes this process's assignments through to it and refreshes reads from it, and
-refuses Keras's own `fit` for such models (it would train here alone).
+turns Keras's `fit` of such a model into one that schedules its steps on the workers (`keras_ps_fit`).
 """
 from __future__ import annotations
 
@@ -129,13 +129,13 @@ def install_remote_hooks() -> None:
 
     JaxVariable.value = property(value)  # pyright: ignore[reportAttributeAccessIssue]
     JaxVariable.device = property(_device)  # pyright: ignore[reportAttributeAccessIssue]
-    _refuse_fit_on_the_coordinator()
+    _fit_through_the_workers()
 
 
-def _refuse_fit_on_the_coordinator() -> None:
+def _fit_through_the_workers() -> None:
     """Keras's own `fit` runs its steps in this process. For a model made or compiled in a scope whose variables
-    live elsewhere (the parameter servers) that would train on the coordinator alone, beside the workers: it is
-    refused, naming the way that trains through the workers."""
+    live elsewhere (the parameter servers) that would train on the coordinator alone: such a fit schedules its
+    steps on the workers instead (`keras_ps_fit`), as TF's does."""
     from keras.src.backend.jax.trainer import JAXTrainer
 
     compile_, fit = JAXTrainer.compile, JAXTrainer.fit
@@ -144,24 +144,29 @@ def _refuse_fit_on_the_coordinator() -> None:
     def compile(model: Any, *args: Any, **kwargs: Any) -> Any:
         from jdist.strategy import context
 
-        if context.get_strategy().keras_variable_store() is not None:
+        strategy = context.get_strategy()
+        if strategy.keras_variable_store() is not None:
             model._jdist_remote_variables = True
+            model._jdist_coordinated_strategy = strategy
         return compile_(model, *args, **kwargs)
 
     @functools.wraps(fit)
-    def fit_here(model: Any, *args: Any, **kwargs: Any) -> Any:
+    def fit_through_workers(model: Any, *args: Any, **kwargs: Any) -> Any:
         remote = getattr(model, "_jdist_remote_variables", False) or any(
             "_jdist_ps_store" in v.__dict__ for v in getattr(model, "variables", ()))
-        if remote:
-            raise NotImplementedError(
-                "model.fit is not provided for a Keras model made or compiled under ParameterServerStrategy: "
-                "Keras's fit would train on the coordinator alone, not through the workers and parameter servers. "
-                "Train it with a step function scheduled on the workers: `coordinator = "
-                "tf.distribute.coordinator.ClusterCoordinator(strategy)`, then `coordinator.schedule(step_fn, "
-                "args=(per_worker_iterator,))` and `coordinator.join()` (docs/parameter_server.md).")
-        return fit(model, *args, **kwargs)
+        if not remote:
+            return fit(model, *args, **kwargs)
+        strategy = getattr(model, "_jdist_coordinated_strategy", None)
+        if strategy is None:
+            raise ValueError(
+                "model.fit: this Keras model's variables live on parameter servers, but it was compiled outside "
+                "the ParameterServerStrategy's scope, so fit does not know the strategy whose workers train it. "
+                "Call model.compile(...) inside `with strategy.scope():`.")
+        from jdist.interop import keras_ps_fit
 
-    JAXTrainer.compile, JAXTrainer.fit = compile, fit_here  # pyright: ignore[reportAttributeAccessIssue]
+        return keras_ps_fit.fit(model, strategy, *args, **kwargs)
+
+    JAXTrainer.compile, JAXTrainer.fit = compile, fit_through_workers  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _device(variable: Any) -> str:

@@ -179,6 +179,10 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
     on the coordinator (before sending `fn`) and on a worker (its copy)."""
     from jdist.interop import keras_run
 
+    explicit: Any = getattr(fn, "keras_variables", None)
+    if callable(explicit):  # a function that names its variables (Keras's fit steps: `interop/keras_ps_fit.py`)
+        named: Any = explicit()
+        return list(named)
     objects = keras_run.keras_objects(fn)
     if not objects:
         return []

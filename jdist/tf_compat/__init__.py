@@ -51,6 +51,7 @@ from jdist.tf_compat.dtypes import (
     int16,
     int32,
     int64,
+    string,
     uint8,
     uint16,
     uint32,
@@ -199,7 +200,7 @@ __all__ = [
     "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
     "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
     "reduce_prod", "reduce_sum", "reshape", "round", "shape", "sign", "size", "split", "sqrt", "square",
-    "squeeze", "stack", "stop_gradient", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
+    "squeeze", "stack", "stop_gradient", "string", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
     "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
 ]
 

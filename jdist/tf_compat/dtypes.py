@@ -93,6 +93,9 @@ int8, int16, int32, int64 = (_BY_NAME[n] for n in ("int8", "int16", "int32", "in
 uint8, uint16, uint32, uint64 = (_BY_NAME[n] for n in ("uint8", "uint16", "uint32", "uint64"))
 bool = _BY_NAME["bool"]  # noqa: A001 (TF's name)
 complex64, complex128 = _BY_NAME["complex64"], _BY_NAME["complex128"]
+# tf.string: host-only (numpy object arrays of bytes or str), for tf.data maps and `tf.keras.Input(dtype=tf.string)`
+# preprocessing models (`keras_strings`); JAX has no string type, so compiled code never sees it.
+string = DType("string", np.object_)
 
 
 def as_dtype(type_value: Any) -> DType:
@@ -101,13 +104,15 @@ def as_dtype(type_value: Any) -> DType:
         return type_value
     if isinstance(type_value, str) and type_value in _BY_NAME:
         return _BY_NAME[type_value]
+    if type_value is string or (isinstance(type_value, str) and type_value == "string") or type_value in (str, bytes):
+        return string
     try:
         key = np.dtype(type_value)
     except TypeError:
         key = None
     if key is None or key not in _BY_NUMPY:
         raise TypeError(f"Cannot convert {type_value!r} to a tf dtype: jdist.tf_compat has "
-                        f"{sorted(_BY_NAME)} (tf.string and quantized types are not provided)")
+                        f"{sorted(_BY_NAME)} and tf.string (host only; quantized types are not provided)")
     return _BY_NUMPY[key]
 
 
@@ -116,4 +121,4 @@ def numpy_dtype(dtype: Any) -> np.dtype | None:
     return None if dtype is None else as_dtype(dtype).dtype
 
 
-ALL = dict(_BY_NAME, half=half, double=double)
+ALL = dict(_BY_NAME, half=half, double=double, string=string)

@@ -1,4 +1,4 @@
-"""The two `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed.
+"""The `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed.
 
 - `tf.keras.callbacks.TensorBoard`: Keras 3's writes through `tf.summary`; this one writes the same
   scalars in the same layout (`jdist.callbacks.tensorboard.ScalarLog`: `train/`, `validation/`,
@@ -137,7 +137,18 @@ def string_lookup_class() -> type:
             return summed if self.output_mode == "count" else np.minimum(summed, 1)
 
         def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            from jdist.tf_compat import keras_strings
+
+            symbolic = keras_strings.host_output(self, inputs, self._output_shape, "string" if self.invert else "int64")
+            if symbolic is not None:  # on a tf.keras.Input(dtype=tf.string): recorded for a host model
+                return symbolic
             return self.call(inputs)  # host strings: no Keras tensor conversion (Keras has no string dtype on JAX)
+
+        def _output_shape(self, shape: tuple) -> tuple:
+            if self.output_mode == "int":
+                return shape
+            depth = self.vocabulary_size()
+            return (*shape, depth) if self.output_mode == "one_hot" else (*shape[:-1], depth)
 
     return StringLookup
 
@@ -210,3 +221,4 @@ def model_checkpoint_class() -> type:
             super().__init__(path, *args, save_weights_only=save_weights_only, **kwargs)
 
     return ModelCheckpoint
+

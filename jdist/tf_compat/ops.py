@@ -91,7 +91,17 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name
     return np.arange(start, limit, delta).astype(target)
 
 
+def _symbolic(value: Any) -> bool:
+    """A Keras symbolic tensor (a functional model's layer output): TF records a TF op on it as a layer; Keras 3's
+    ops do the same (`keras.ops`), so the reductions dispatch there."""
+    return type(value).__name__ == "KerasTensor" and type(value).__module__.startswith("keras.")
+
+
 def _reduce(name: str, input_tensor: Any, axis: Any, keepdims: bool) -> Any:
+    if _symbolic(input_tensor):
+        from keras import ops
+
+        return getattr(ops, name)(input_tensor, axis=axis, keepdims=keepdims)
     x = convert_to_tensor(input_tensor)
     module = xp(x)
     axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis

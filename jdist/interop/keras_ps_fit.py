@@ -1,0 +1,224 @@
+"""Keras's `model.fit` under a strategy whose steps run on remote workers (`ParameterServerStrategy`).
+
+TF (tf_keras) trains such a model through its `ClusterCoordinator`: the coordinator runs the
+epoch loop and the callbacks, each execution of `steps_per_execution` train steps is scheduled on
+whichever worker is free, the model's, optimizer's and metrics' variables live on the parameter
+servers, and an epoch ends with `coordinator.join()` and the metrics read from the servers. Here
+the same loop schedules Keras's own compiled train step (`model.train_function`) on the workers:
+each worker's copy of the model loads the variables from the servers before its steps and pushes
+what changed after (`parameter_server/keras_state.py`), so the servers add up every worker's
+gradient steps and metric updates.
+
+As in TF: `steps_per_epoch` is required, `verbose=1` is refused ("auto" means 2, a line per
+epoch), and callbacks of the user's own with batch-level hooks are refused; Keras's and jdist's
+callbacks get their batch hooks once per scheduled execution, with empty logs (the step's results
+are not known when it is scheduled).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from jdist.strategy.base import Strategy
+
+
+class TrainSteps:
+    """Scheduled on a worker: `steps` of the model's compiled train step on batches from `iterator`. One per
+    model, so a worker receives (and compiles) its copy of the model once."""
+
+    def __init__(self, model: Any):
+        from jdist.interop import keras_labels
+
+        self.model = model
+        self.tf_keras_labels = keras_labels.installed()  # the coordinator's script uses tf_compat's tf.keras
+
+    def keras_variables(self) -> list:
+        """The variables a worker loads and pushes: the same list, in the same order, on both sides."""
+        model = self.model
+        return [*model.trainable_variables, *model.non_trainable_variables, *model.optimizer.variables,
+                *model.metrics_variables]
+
+    def __call__(self, iterator: Any, steps: int) -> dict:
+        from keras.src.backend.jax.trainer import _distribute_data
+        from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
+        from keras.src.utils.python_utils import pythonify_logs
+
+        model = self.model
+        if self.tf_keras_labels:
+            from jdist.interop import keras_labels
+
+            keras_labels.expand_compiled_labels()
+        model.make_train_function()
+
+        def batches():
+            for _ in range(steps):
+                yield _distribute_data(unpack_x_y_sample_weight(_as_tuple(next(iterator))))
+
+        state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
+                                     optimizer_variables=True, metrics_variables=True, purge_model_variables=False)
+        model._jax_state_synced = False
+        logs, state = model.train_function(state, batches())
+        names = ("trainable_variables", "non_trainable_variables", "optimizer_variables", "metrics_variables")
+        model._jax_state = dict(zip(names, state))
+        model.jax_state_sync()
+        return pythonify_logs(logs)
+
+
+def _as_tuple(element: Any) -> Any:
+    return tuple(element) if isinstance(element, list) else element
+
+
+def _array_batches(x: Any, y: Any, sample_weight: Any, batch_size: int, shuffle: bool) -> Any:
+    """On a worker: endless batches of in-memory arrays, reshuffled each pass (seeded by the worker index)."""
+    import numpy as np
+
+    from jdist.parameter_server.worker_context import get_current_worker_index
+
+    rng = np.random.default_rng(get_current_worker_index())
+    n = len(next(iter(_leaves(x))))
+    while True:
+        order = rng.permutation(n) if shuffle else np.arange(n)
+        for start in range(0, n, batch_size):
+            rows = order[start:start + batch_size]
+            take = functools.partial(_take, rows=rows)
+            yield tuple(take(v) for v in (x, y, sample_weight) if v is not None)
+
+
+def _leaves(tree: Any) -> list:
+    import jax
+
+    return jax.tree.leaves(tree)
+
+
+def _take(tree: Any, rows: Any) -> Any:
+    import jax
+    import numpy as np
+
+    return jax.tree.map(lambda a: np.asarray(a)[rows], tree)
+
+
+def _per_worker_source(x: Any, y: Any, sample_weight: Any, batch_size: int | None,
+                       shuffle: bool) -> Any:
+    """What `create_per_worker_dataset` builds on each worker: a copy of the dataset, or batches of the arrays."""
+    if _is_array_tree(x):
+        return functools.partial(_array_batches, x, y, sample_weight, int(batch_size or 32), bool(shuffle))
+    if y is not None or sample_weight is not None:
+        raise ValueError("fit: with a dataset, `y` and `sample_weight` come from the dataset; pass them as None.")
+    if not hasattr(x, "__iter__") or isinstance(x, (str, bytes)):
+        raise TypeError(
+            f"fit under ParameterServerStrategy takes a dataset (tf.data.Dataset, any iterable of batches) or "
+            f"in-memory arrays; got {type(x).__name__}.")
+    return x
+
+
+def _is_array_tree(x: Any) -> bool:
+    import numpy as np
+
+    leaves = _leaves(x)
+    return bool(leaves) and all(isinstance(v, np.ndarray) or hasattr(v, "__array__") and hasattr(v, "shape")
+                                for v in leaves)
+
+
+def _check_callbacks(callbacks: Any) -> None:
+    """TF's rule: batch-level hooks of the user's own callbacks cannot see a scheduled step's results."""
+    import keras
+
+    hooks = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
+    refused = [cb for cb in callbacks or () if not type(cb).__module__.startswith(("keras.", "jdist."))
+               and any(getattr(type(cb), h) is not getattr(keras.callbacks.Callback, h) for h in hooks)]
+    if refused:
+        raise ValueError(f"Batch-level `Callback`s are not supported with `ParameterServerStrategy`. Found "
+                         f"unsupported callbacks: {refused}. Use epoch-level hooks (on_epoch_end) instead.")
+
+
+_UNSUPPORTED = ("validation_split", "validation_data", "class_weight", "validation_steps", "validation_batch_size")
+
+
+def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size: int | None = None,
+        epochs: int = 1, verbose: Any = "auto", callbacks: Any = None, shuffle: bool = True,
+        sample_weight: Any = None, initial_epoch: int = 0, steps_per_epoch: int | None = None,
+        validation_freq: int = 1, **rest: Any) -> Any:
+    """Keras's `fit`, each execution of train steps scheduled on the strategy's workers; returns the History."""
+    import keras
+
+    asked = sorted(k for k, v in rest.items() if k in _UNSUPPORTED and v not in (None, 0, 0.0))
+    unknown = sorted(k for k in rest if k not in _UNSUPPORTED)
+    if unknown:
+        raise TypeError(f"fit() got unexpected keyword arguments {unknown}")
+    if asked:
+        raise NotImplementedError(
+            f"fit under ParameterServerStrategy does not take {asked} yet: evaluate after fit with "
+            "model.evaluate (it reads the servers' values), or schedule an eval step with the coordinator.")
+    if steps_per_epoch is None or int(steps_per_epoch) <= 0:
+        raise ValueError(
+            "fit under ParameterServerStrategy needs `steps_per_epoch` (a positive int): the workers read "
+            f"endless per-worker datasets, so an epoch is a number of steps. Got steps_per_epoch={steps_per_epoch}.")
+    if verbose == 1:
+        raise ValueError("`verbose=1` is not allowed with `ParameterServerStrategy` for performance reasons. "
+                         f"Received: verbose={verbose}")
+    verbose = 2 if verbose == "auto" else verbose
+    _check_callbacks(callbacks if not isinstance(callbacks, keras.callbacks.CallbackList) else callbacks.callbacks)
+    steps_per_epoch = int(steps_per_epoch)
+    coordinator = strategy.cluster_coordinator()
+    source = _per_worker_source(x, y, sample_weight, batch_size, shuffle)
+    with strategy.scope():
+        _build(model, x, y, sample_weight)
+    per_worker = coordinator.create_per_worker_dataset(source)
+    iterator = iter(per_worker)
+
+    if not isinstance(callbacks, keras.callbacks.CallbackList):
+        callbacks = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0,
+                                                 verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
+    per_execution = max(1, int(model.steps_per_execution))
+    train_steps = _train_steps(model)
+    model.stop_training = False
+    callbacks.on_train_begin()
+    epoch_logs: dict = {}
+    for epoch in range(initial_epoch, epochs):
+        model.reset_metrics()  # written through: the servers' metric variables start the epoch at zero
+        callbacks.on_epoch_begin(epoch)
+        last = None
+        step = 0
+        while step < steps_per_epoch:
+            count = min(per_execution, steps_per_epoch - step)
+            callbacks.on_train_batch_begin(step)
+            last = coordinator.schedule(train_steps, args=(iterator, count))
+            step += count
+            callbacks.on_train_batch_end(step - 1, {})
+            if model.stop_training:
+                break
+        coordinator.join()
+        logs = last.fetch() if last is not None else {}
+        epoch_logs = dict(model._get_metrics_result_or_logs(logs))  # the servers' values, as TF reads them
+        callbacks.on_epoch_end(epoch, epoch_logs)
+        if model.stop_training:
+            break
+    callbacks.on_train_end(logs=epoch_logs)
+    return model.history
+
+
+def _train_steps(model: Any) -> TrainSteps:
+    """Kept on the model: the coordinator sends it to each worker once, whatever the number of fit calls."""
+    steps = model.__dict__.get("_jdist_train_steps")
+    if steps is None:
+        steps = model.__dict__["_jdist_train_steps"] = TrainSteps(model)
+    return steps
+
+
+def _build(model: Any, x: Any, y: Any, sample_weight: Any) -> None:
+    """The model, its optimizer and its compiled metrics get their variables here, in the strategy's scope, so
+    they are made on the servers (TF builds them on first use, there): from one batch of the data, read here."""
+    if model.built and model.optimizer.built and all(getattr(m, "built", True) for m in model.metrics):
+        return
+    if _is_array_tree(x):
+        take = functools.partial(_take, rows=slice(0, 2))
+        batch = tuple(None if v is None else take(v) for v in (x, y, sample_weight))
+    else:
+        batch = _unpacked(next(iter(x)))
+    model._symbolic_build(data_batch=batch)
+
+
+def _unpacked(batch: Any) -> Any:
+    from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
+
+    return unpack_x_y_sample_weight(_as_tuple(batch))

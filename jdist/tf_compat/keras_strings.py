@@ -1,0 +1,160 @@
+"""`tf.keras.Input(dtype=tf.string)` and the preprocessing models built on it, run on the host.
+
+TF's parameter-server tutorial builds its feature preprocessing as a functional Keras model: a string
+`Input`, a `StringLookup` applied to it, `tf.keras.Model({"features": raw_input}, ids)`, then calls that
+model inside a `tf.data` map. Keras 3 on JAX has no string tensors, and jdist's `StringLookup` looks
+strings up in numpy where `tf.data` maps run. So a string `Input` is a `HostInput` (a symbolic host
+value), a host layer applied to it records a `HostTensor`, and `tf.keras.Model` over such inputs is a
+`HostModel`: calling it runs the recorded layers on numpy. Anything else applied to a string tensor
+(a Dense layer, a jitted op) is refused with an error naming the fix.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+
+class HostTensor:
+    """A symbolic value of a host preprocessing model: an input, or a host layer applied to another."""
+
+    def __init__(self, shape: tuple, dtype: str, name: str | None = None, layer: Any = None,
+                 parent: "HostTensor | None" = None):
+        self.shape, self.dtype, self.name, self.layer, self.parent = shape, dtype, name, layer, parent
+
+    def __repr__(self) -> str:
+        return f"<HostTensor shape={self.shape} dtype={self.dtype} name={self.name}>"
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{self!r} is a string input of a host preprocessing model: only host layers (StringLookup) can "
+            "take it. Build the string lookup as its own tf.keras.Model and call it in the tf.data map; feed "
+            "the numeric ids to the trained model through a numeric tf.keras.Input.")
+
+    __array__ = __jax_array__ = __add__ = __mul__ = __getitem__ = _refuse
+
+
+def string_input(shape: Any = None, batch_size: int | None = None, name: str | None = None, **_: Any) -> HostTensor:
+    """`tf.keras.Input(shape, dtype=tf.string)`: a symbolic host value (leading batch dimension None)."""
+    return HostTensor((batch_size, *tuple(shape or ())), "string", name)
+
+
+def apply(layer: Any, inputs: HostTensor, output_shape: tuple, dtype: str) -> HostTensor:
+    """A host layer called on a symbolic host value: recorded, run when the model is called."""
+    return HostTensor(output_shape, dtype, getattr(layer, "name", None), layer, inputs)
+
+
+def is_host(tree: Any) -> bool:
+    return any(isinstance(v, HostTensor) for v in _flat(tree))
+
+
+def _flat(tree: Any) -> list:
+    if isinstance(tree, dict):
+        return [x for v in tree.values() for x in _flat(v)]
+    if isinstance(tree, (list, tuple)):
+        return [x for v in tree for x in _flat(v)]
+    return [tree]
+
+
+class HostModel:
+    """`tf.keras.Model(inputs, outputs)` over string inputs: the recorded host layers, run on numpy."""
+
+    def __init__(self, inputs: Any, outputs: Any, name: str | None = None, **_: Any):
+        self.inputs, self.outputs, self.name = inputs, outputs, name or "model"
+        flat_inputs = _flat(inputs)
+        if not all(isinstance(v, HostTensor) and v.layer is None for v in flat_inputs):
+            raise TypeError("A tf.keras.Model over string inputs takes only tf.keras.Input(dtype=tf.string) "
+                            "values as inputs (the ids it produces feed a separate numeric model).")
+        self._input_ids = [id(v) for v in flat_inputs]
+
+    def __call__(self, data: Any, training: bool | None = None) -> Any:
+        values = self._bind(data)
+        return _map(self.outputs, lambda t: self._evaluate(t, values))
+
+    predict_on_batch = __call__
+
+    def _bind(self, data: Any) -> dict[int, Any]:
+        if isinstance(self.inputs, dict) and isinstance(data, dict):
+            missing = sorted(set(self.inputs) - set(data))
+            if missing:
+                raise KeyError(f"{self.name}: the inputs {missing} are missing from the call's dict")
+            return {id(t): _conform(t, data[k]) for k, t in self.inputs.items()}
+        flat = _flat(self.inputs)
+        given = [data] if isinstance(data, np.ndarray) or not isinstance(data, (list, tuple, dict)) or (
+            len(flat) == 1 and not isinstance(data, dict)) else _flat(data)
+        if len(given) != len(flat):
+            raise ValueError(f"{self.name} takes {len(flat)} input(s), got {len(given)}")
+        return {id(t): _conform(t, v) for t, v in zip(flat, given)}
+
+    def _evaluate(self, tensor: HostTensor, values: dict[int, Any]) -> Any:
+        if id(tensor) in values:
+            return values[id(tensor)]
+        if tensor.layer is None or tensor.parent is None:
+            raise ValueError(f"{self.name}: the output depends on {tensor!r}, which is not among its inputs")
+        values[id(tensor)] = out = tensor.layer(self._evaluate(tensor.parent, values))
+        return out
+
+    def get_config(self) -> dict:
+        return {"name": self.name}
+
+
+def _conform(tensor: HostTensor, value: Any) -> Any:
+    """tf_keras's rule for a functional model's input: a value one rank short of an input whose last dimension
+    is 1 gets that dimension (observed, TF 2.21 with tf_keras: an Input of shape (1,) called on a (1,) string
+    gives a (1, 1) result; one of shape (3,) called on a (3,) string gives (3,))."""
+    array = np.asarray(value, dtype=object)
+    if array.ndim == len(tensor.shape) - 1 and tensor.shape[-1] == 1:
+        return array[..., None]
+    return array
+
+
+def _map(tree: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(tree, dict):
+        return {k: _map(v, fn) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map(v, fn) for v in tree)
+    return fn(tree)
+
+
+def install_model_dispatch() -> None:
+    """`tf.keras.Model(inputs, outputs)` over string inputs builds a `HostModel`; every other call is Keras's."""
+    from keras.src.models.model import Model
+
+    new = Model.__new__
+    if getattr(new, "_jdist_strings", False):
+        return
+
+    def dispatch(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if cls is Model:
+            inputs = kwargs.get("inputs", args[0] if args else None)
+            if inputs is not None and is_host(inputs):
+                outputs = kwargs.get("outputs", args[1] if len(args) > 1 else None)
+                return HostModel(inputs, outputs, name=kwargs.get("name"))
+        return new(cls, *args, **kwargs)
+
+    dispatch._jdist_strings = True  # pyright: ignore[reportFunctionMemberAccess]
+    Model.__new__ = staticmethod(dispatch)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def keras_input(keras_input_fn: Callable) -> Callable:
+    """`tf.keras.Input` / `tf.keras.layers.Input`: string dtypes give a `HostInput`, others Keras's (a tf dtype
+    passed by name)."""
+    from jdist.tf_compat.dtypes import DType, string
+
+    def Input(*args: Any, dtype: Any = None, **kwargs: Any) -> Any:  # noqa: N802 (TF's name)
+        if dtype is string or (isinstance(dtype, str) and dtype == "string") or dtype in (str, bytes):
+            return string_input(*args, **kwargs)
+        if isinstance(dtype, DType):
+            dtype = dtype.name
+        return keras_input_fn(*args, dtype=dtype, **kwargs)
+
+    Input.__doc__ = keras_input_fn.__doc__
+    return Input
+
+
+def host_output(layer: Any, inputs: Any, ids_shape: Callable[[tuple], tuple], dtype: str) -> Any:
+    """For host layers' `__call__`: a `HostTensor` when called on one, else None (run it on the values)."""
+    if isinstance(inputs, HostTensor):
+        return apply(layer, inputs, ids_shape(inputs.shape), dtype)
+    return None
+
