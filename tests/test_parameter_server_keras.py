@@ -22,14 +22,17 @@ BATCHES = [(X[i:i + 8], Y[i:i + 8]) for i in range(0, 24, 8)]
 
 @pytest.fixture(scope="module")
 def cluster():
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)  # Ray's fork+exec
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    started = not ray.is_initialized()  # an earlier module's strategy may have left its local Ray running
+    if started:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)  # Ray's fork+exec
+            ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     strategy = jdist.ParameterServerStrategy(jdist.ParameterServerCluster(num_workers=1, num_ps=2))
     coordinator = jdist.ClusterCoordinator(strategy)
     yield strategy, coordinator
     strategy.shutdown()
-    ray.shutdown()
+    if started:
+        ray.shutdown()
 
 
 def _objects():

@@ -72,7 +72,7 @@ def _array_batches(x: Any, y: Any, sample_weight: Any, batch_size: int, shuffle:
     """On a worker: endless batches of in-memory arrays, reshuffled each pass (seeded by the worker index)."""
     import numpy as np
 
-    from jdist.parameter_server.worker_context import get_current_worker_index
+    from jdist.cluster.worker_context import get_current_worker_index
 
     rng = np.random.default_rng(get_current_worker_index())
     n = len(next(iter(_leaves(x))))

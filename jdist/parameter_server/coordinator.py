@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import jax
 
+from jdist.cluster.worker_context import WorkerResource
 from jdist.parameter_server import keras_state
 from jdist.parameter_server.errors import CancelledError, PSUnavailableError, UnavailableError
 from jdist.parameter_server.processes import start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
-from jdist.parameter_server.worker_context import WorkerResource
 from jdist.parameter_server.worker_process import WorkerProcess
 
 if TYPE_CHECKING:

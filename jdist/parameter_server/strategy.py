@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import jax
 import jax.numpy as jnp
 
-from jdist.parameter_server import worker_context
+from jdist.cluster import worker_context
 from jdist.parameter_server.cluster import ParameterServerCluster, cluster_plan
 from jdist.parameter_server.errors import PSUnavailableError, UnavailableError
 from jdist.parameter_server.keras_state import KerasVariableStore

@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from jdist.parameter_server import worker_context
+from jdist.cluster import worker_context
+from jdist.cluster.worker_context import WorkerResource
 from jdist.parameter_server.processes import prepare_process
-from jdist.parameter_server.worker_context import WorkerResource
 
 
 class WorkerProcess:
