@@ -516,3 +516,33 @@ def test_workers_seeded_differently_hold_the_chiefs_values(tmp_path):
     own = {"flax/own"}
     assert set(chief) == set(other) and len(chief) == 15
     assert {k: chief[k] for k in chief if k not in own} == {k: other[k] for k in other if k not in own}
+
+
+@pytest.mark.parametrize("zero1", [False, True], ids=["mirrored", "zero1"])
+def test_cpu_workers_update_whole_leaves_after_one_all_reduce(tmp_path, monkeypatch, zero1):
+    """Across CPU processes every replica applies the whole Adam update to the all-reduced gradients, as TF's
+    MultiWorkerMirroredStrategy does: the compiled step's only collective is the gradient all-reduce (no
+    all-gather of new parameters or Adam slots through gloo), and 2 workers x 2 devices train as one device.
+    ZeRO-1 keeps its split optimizer state and all-gathers the new parameters."""
+    import adam_job
+
+    run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", "--timeout", "30",
+                               script=SCRIPTS / "adam_job.py",
+                               script_args=["--out", str(tmp_path)] + (["--shard-optimizer-state"] if zero1 else [])))
+    code = run.finish(120)
+    out = run.output()
+    assert code == 0, out
+    kinds = [json.loads(m) for m in re.findall(r"\[worker \d\] worker \d collectives (.*)", out)]
+    assert len(kinds) == 2, out
+    for found in kinds:
+        if zero1:
+            assert "all-gather" in found and "all-reduce" in found, found
+        else:
+            assert found == ["all-reduce"], found
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)
+    state, _ = adam_job.train(jdist.OneDeviceStrategy("cpu:0"))
+    expected = mlp_job.flat_params(state.params)
+    for i in range(2):
+        got = dict(np.load(tmp_path / f"params_{i}.npz"))
+        for key, value in expected.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-5, err_msg=f"worker {i}: {key}")

@@ -276,6 +276,13 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         a copy on the compute devices where the parameters are stored elsewhere."""
         return tree
 
+    def update_shardings(self, state: Any) -> Any:
+        """Where each replica's share of the optimizer update runs (weight-update sharding): every
+        large replicated leaf split over the data axis, so each replica updates 1/N of it and the
+        new values are all-gathered. None: every replica updates every leaf, as TF's strategies do."""
+        return self._placements().get(
+            "update", state, lambda t: split_shardings_over_data(t, self.parameter_shardings(t), self._data_axis))
+
     def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
                      out_sharding: Any = None) -> Callable:
         """Compiles a global-view `step_fn(state, batch, update_shardings) -> (state, out)`.
@@ -288,8 +295,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         apart from the compute mesh override it and may pass `update_shardings=None`.
         """
         state_shardings = self.parameter_shardings(state)
-        update_shardings = self._placements().get(
-            "update", state, lambda t: split_shardings_over_data(t, self.parameter_shardings(t), self._data_axis))
+        update_shardings = self.update_shardings(state)
 
         def traced(state, batch):
             # Traced as this strategy's cross-replica code, so jdist.split() and

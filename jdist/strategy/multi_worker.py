@@ -90,6 +90,18 @@ class MultiWorkerMirroredStrategy(Strategy):
         """Only the chief writes logs and summaries."""
         return self._is_chief
 
+    # ------------------------------------------------------------------ update
+    def update_shardings(self, state: Any) -> Any:
+        """None across CPU processes: every replica applies the whole update to the all-reduced
+        gradients, as TF's MultiWorkerMirroredStrategy does. Splitting the update would add, per
+        step, gloo all-gathers of the new parameters and of every optimizer slot over the network
+        (3x the bytes of the gradient all-reduce with Adam, see docs/benchmarks.md). ZeRO-1
+        (`shard_optimizer_state=True`) keeps its split: its optimizer state is stored that way."""
+        if self.num_workers > 1 and not self.shard_optimizer_state and all(
+                d.platform == "cpu" for d in self.worker_devices):
+            return None
+        return super().update_shardings(state)
+
     # ------------------------------------------------------------------- input
     def distribute_batch(self, batch: Any) -> Any:
         """This worker's share of a global batch -> the global batch, split over every replica.
