@@ -518,30 +518,39 @@ def test_workers_seeded_differently_hold_the_chiefs_values(tmp_path):
     assert {k: chief[k] for k in chief if k not in own} == {k: other[k] for k in other if k not in own}
 
 
-@pytest.mark.parametrize("zero1", [False, True], ids=["mirrored", "zero1"])
-def test_cpu_workers_update_whole_leaves_after_one_all_reduce(tmp_path, monkeypatch, zero1):
+@pytest.mark.parametrize("loss,zero1", [("plain", False), ("centered", False), ("plain", True)],
+                         ids=["row-local", "rows-mixed", "zero1"])
+def test_cpu_workers_update_whole_leaves_after_one_all_reduce(tmp_path, monkeypatch, loss, zero1):
     """Across CPU processes every replica applies the whole Adam update to the all-reduced gradients, as TF's
-    MultiWorkerMirroredStrategy does: the compiled step's only collective is the gradient all-reduce (no
-    all-gather of new parameters or Adam slots through gloo), and 2 workers x 2 devices train as one device.
-    ZeRO-1 keeps its split optimizer state and all-gathers the new parameters."""
+    MultiWorkerMirroredStrategy does: no all-gather of new parameters or Adam slots through gloo. When the
+    forward is provably row-local each replica differentiates its own rows and the gradient is summed as one
+    buffer (one all-reduced array holding every parameter); when rows mix (a batch mean), the global view
+    stays (one all-reduced array per parameter). ZeRO-1 keeps its split optimizer state and all-gathers the
+    new parameters. Each way, 2 workers x 2 devices train as one device."""
     import adam_job
 
     run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", "--timeout", "30",
                                script=SCRIPTS / "adam_job.py",
-                               script_args=["--out", str(tmp_path)] + (["--shard-optimizer-state"] if zero1 else [])))
+                               script_args=["--out", str(tmp_path), "--loss", loss]
+                               + (["--shard-optimizer-state"] if zero1 else [])))
     code = run.finish(120)
     out = run.output()
     assert code == 0, out
-    kinds = [json.loads(m) for m in re.findall(r"\[worker \d\] worker \d collectives (.*)", out)]
-    assert len(kinds) == 2, out
-    for found in kinds:
-        if zero1:
-            assert "all-gather" in found and "all-reduce" in found, found
-        else:
-            assert found == ["all-reduce"], found
+    reports = [json.loads(m) for m in re.findall(r"\[worker \d\] worker \d collectives (.*)", out)]
+    assert len(reports) == 2, out
     monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 0)
-    state, _ = adam_job.train(jdist.OneDeviceStrategy("cpu:0"))
+    state, _ = adam_job.train(jdist.OneDeviceStrategy("cpu:0"), loss)
     expected = mlp_job.flat_params(state.params)
+    sizes = sorted(v.size for v in expected.values())
+    for found in reports:
+        kinds = {kind for kind, _ in found}
+        all_reduces = [[n for n in arrays if n > 1] for kind, arrays in found if kind == "all-reduce"]
+        if zero1:
+            assert kinds == {"all-gather", "all-reduce"}, found
+        else:
+            assert kinds == {"all-reduce"}, found
+            packed, per_leaf = [sum(sizes)] in all_reduces, sizes in all_reduces
+            assert (packed, per_leaf) == ((True, False) if loss == "plain" else (False, True)), found
     for i in range(2):
         got = dict(np.load(tmp_path / f"params_{i}.npz"))
         for key, value in expected.items():

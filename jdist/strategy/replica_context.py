@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jdist.strategy import context
+from jdist.strategy.packing import packed_psum, spans_cpu_processes
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.values import PerReplica
 
@@ -67,14 +68,16 @@ class ReplicaContext:
         if self._axis is None:
             return value
         axis = self._axis
-
-        def reduce_leaf(x):
-            total = jax.lax.psum(jnp.asarray(x), axis)
-            if op is ReduceOp.MEAN:
-                total = total / self.num_replicas_in_sync
-            return total
-
-        return jax.tree.map(reduce_leaf, value)
+        values = jax.tree.map(jnp.asarray, value)
+        if len(jax.tree.leaves(values)) > 1 and spans_cpu_processes(self._strategy.mesh, axis):
+            # Across CPU processes one all-reduce per dtype, as TF packs gradients (jdist/strategy/packing.py).
+            options = getattr(self._strategy, "_communication_options", None)
+            total = packed_psum(values, axis, getattr(options, "bytes_per_pack", 0))
+        else:
+            total = jax.tree.map(lambda x: jax.lax.psum(x, axis), values)
+        if op is ReduceOp.MEAN:
+            total = jax.tree.map(lambda t: t / self.num_replicas_in_sync, total)
+        return total
 
     def all_gather(self, value: Any, axis: int) -> Any:
         """Concatenates every replica's value along `axis` (rank >= 1), on every replica."""

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jdist import mixed_precision
-from jdist.training import gather
+from jdist.training import gather, replica_grads
 from jdist.training.accumulation import check_accumulation_steps, scan_accumulate, split_on_mesh
 
 
@@ -158,8 +158,18 @@ def build(
             # Transformer step on 8 CPU devices, scripts/benchmark.py). The backward pass sees the
             # same magnitudes as a full batch's, so float16 loss scaling behaves as before.
             rows = _rows(inputs, mask)
-            grads, (losses, aux, full_mask, new_model_state) = jax.grad(objective(scale, rows), has_aux=True)(
-                state.params, inputs, mask, model_state, rng)
+            if replica_grads.applies(
+                    lambda p, i, m, r: forward(to_compute(p), None, i, m, r, True)[:2], state.params, inputs, mask,
+                    model_state, rng, mesh=mesh(), axis=data_axis(), param_shardings=param_shardings(state.params),
+                    update_shardings=update_shardings):
+                # Across CPU processes: each replica's gradient, summed in one packed all-reduce (the same
+                # gradient, proven from the forward's jaxpr; see jdist/training/replica_grads.py).
+                grads, (losses, aux, full_mask) = replica_grads.per_replica_grad(
+                    objective, scale, rows, state.params, inputs, mask, rng, mesh=mesh(), axis=data_axis())
+                new_model_state = model_state
+            else:
+                grads, (losses, aux, full_mask, new_model_state) = jax.grad(objective(scale, rows), has_aux=True)(
+                    state.params, inputs, mask, model_state, rng)
             carry = fold(carry, losses, aux, inputs, full_mask)
             factor = rows / jnp.maximum(count, 1.0)
         else:
