@@ -205,3 +205,51 @@ def test_tfdata_benchmark_runs_every_variant_at_tiny_size(tmp_path):
     assert all(rate > 0 for rate in result["examples_per_s"].values())
     ratio = result["paired"]["fit_pipeline / fit_arrays"]
     assert ratio["min"] <= ratio["median"] <= ratio["max"] and result["steps_per_epoch"] == 4
+
+
+def test_multiworker_benchmark_arithmetic():
+    """scripts/benchmark_multiworker.py: the gradient's size, the ring model, paired ratios and the all-reduce
+    fraction, from made-up windows."""
+    import benchmark_multiworker as mw
+
+    assert mw.gradient_elements(512) == 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10 == 669_706
+    assert mw.ring_seconds(1, 4e6, 1e9) == 0.0
+    assert mw.ring_seconds(2, 4e6, 1e9) == pytest.approx(4e-3)  # 2 (n-1)/n = 1
+    assert mw.ring_seconds(4, 4e6, 1e9) == pytest.approx(6e-3)  # 1.5
+    with pytest.raises(ValueError, match="positive bandwidth"):
+        mw.ring_seconds(2, 1.0, 0.0)
+    assert mw.ratio_pairs(["jdist", "jdist-before", "tf"]) == [
+        ("jdist", "tf"), ("jdist-before", "tf"), ("jdist", "jdist-before")]
+
+    # seconds per window of 10 steps; all-reduce windows of 10 all-reduces
+    windows = {"jdist": [1.0, 4.0, 8.0], "jdist-before": [2.0, 4.0, 8.0], "tf": [3.0, 2.0, 4.0]}
+    result = mw.summarize_count(windows, 10, {"jdist": [0.1, 0.2, 0.4]}, 10)
+    assert result["ms_per_step"]["jdist"] == {"median": 400.0, "min": 100.0, "max": 800.0}
+    # tf's seconds over jdist's per round: 3, 0.5, 0.5 -> 0.5 (not the ratio of medians, 3 / 4)
+    assert result["ratio"]["jdist/tf"] == {"median": 0.5, "min": 0.5, "max": 3.0}
+    assert result["ratio"]["jdist/jdist-before"]["median"] == pytest.approx(1.0)  # 2, 1, 1
+    # one all-reduce (10, 20, 40 ms) over one step (100, 400, 800 ms) per round
+    assert result["allreduce_fraction"]["jdist"]["median"] == pytest.approx(0.05)
+    assert result["allreduce_ms"]["jdist"]["median"] == pytest.approx(20.0)
+
+
+def test_multiworker_benchmark_runs_at_tiny_size(tmp_path):
+    """Two worker processes per configuration (this checkout as jdist and as a --before variant), two rounds of
+    two steps of a tiny MLP: the tables, the JSON and the PNG come out. Nothing here is timed."""
+    import json
+    import subprocess
+
+    out = tmp_path / "mw"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark_multiworker.py"), "--no-tf",
+                          "--processes", "2", "--rounds", "2", "--steps", "2", "--warmup", "1", "--hidden", "8",
+                          "--batch", "8", "--allreduce-reps", "2", "--before", str(ROOT), "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["configurations"] == ["jdist", "jdist-before"]
+    count = result["counts"]["2"]
+    assert set(count["ms_per_step"]) == {"jdist", "jdist-before"} and len(count["windows_s"]["jdist"]) == 2
+    assert set(count["ratio"]) == {"jdist/jdist-before"} and count["allreduce_fraction"]["jdist"]["median"] > 0
+    assert count["info"]["jdist"]["replicas"] == 2
+    assert "| 2 | " in run.stdout and "jdist/jdist-before (paired)" in run.stdout and "load average" in run.stdout
+    assert (out / "multiworker_growth.png").stat().st_size > 0
