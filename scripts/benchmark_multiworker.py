@@ -176,7 +176,7 @@ def serve_control(args, info: dict, commands: dict) -> None:
 
 def jdist_worker(args) -> None:
     import jax
-    import jax.numpy as jnp
+    import numpy as np
     import optax
     from jax.sharding import PartitionSpec as P
 
@@ -210,8 +210,8 @@ def jdist_worker(args) -> None:
     mesh, axis = strategy.mesh, strategy.data_axis
     size = gradient_elements(args.hidden)
     psum = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, axis), mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
-    buffer = strategy.distribute_batch(jnp.ones((1, size), jnp.float32)) if strategy.num_workers > 1 else \
-        jax.device_put(jnp.ones((strategy.num_replicas_in_sync, size), jnp.float32), strategy.data_sharding())
+    local = strategy.num_replicas_in_sync // strategy.num_workers
+    buffer = strategy.distribute_batch(np.ones((local, size), np.float32))  # one row per replica
 
     def run_allreduce(reps: int) -> float:
         start = time.perf_counter()
@@ -371,7 +371,8 @@ def start_groups(args, n: int, names: list[str], server: socket.socket, logdir: 
             log = logdir / f"{name}-{n}.log"
             jdist_env = env if name == JDIST else {**env, "PYTHONPATH": os.pathsep.join(
                 p for p in (str(Path(args.variants[name]).resolve()), os.environ.get("PYTHONPATH")) if p)}
-            command = [sys.executable, "-m", "jdist.launch", "--num-workers", str(n), "--devices-per-worker", "1",
+            command = [sys.executable, "-m", "jdist.launch", "--num-workers", str(n), "--devices-per-worker",
+                       str(args.devices_per_worker),
                        "--", sys.executable, str(SCRIPT), "--role", JDIST, "--name", name] + common
             groups[name] = Group(name, [subprocess.Popen(command, cwd=ROOT, env=jdist_env, stdout=log.open("w"),
                                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)], [log])
@@ -512,6 +513,8 @@ def main(argv=None) -> None:
     parser.add_argument("--tf-python", default=None, help="a Python with tensorflow (default: $JDIST_TF_PYTHON, "
                                                           "else /work/tfvenv/bin/python when it exists)")
     parser.add_argument("--no-tf", action="store_true", help="jdist only")
+    parser.add_argument("--devices-per-worker", type=int, default=1,
+                        help="simulated CPU devices per jdist worker (TF's workers have one: above 1, add --no-tf)")
     parser.add_argument("--before", default=None, metavar="DIR",
                         help="also jdist from the checkout in DIR (its jdist package), interleaved")
     parser.add_argument("--start-timeout", type=float, default=600)
@@ -532,6 +535,9 @@ def main(argv=None) -> None:
         if not name or not path or name in (JDIST, TF) or name in args.variants:
             parser.error(f"--variant {item!r}: give NAME=DIR with a new name (not {JDIST!r} or {TF!r})")
         args.variants[name] = path
+    if args.devices_per_worker != 1 and not args.no_tf:
+        parser.error("TF's MultiWorkerMirroredStrategy uses one CPU device per worker: with --devices-per-worker "
+                     f"{args.devices_per_worker} add --no-tf")
     if args.no_tf:
         args.tf_python = None
     else:
@@ -545,9 +551,9 @@ def main(argv=None) -> None:
     nbytes = 4 * gradient_elements(args.hidden)
     load_before = os.getloadavg()
     results: dict = {"configurations": [JDIST] + list(args.variants) + ([TF] if args.tf_python else []),
-                     "batch": args.batch, "hidden": args.hidden, "steps": args.steps, "rounds": args.rounds,
-                     "gradient_bytes": nbytes, "cores": os.cpu_count(), "counts": {}, "load_average_before":
-                     load_before}
+                     "devices_per_worker": args.devices_per_worker, "batch": args.batch, "hidden": args.hidden,
+                     "steps": args.steps, "rounds": args.rounds, "gradient_bytes": nbytes, "cores": os.cpu_count(),
+                     "counts": {}, "load_average_before": load_before}
     bandwidths, memcpy = [], []
     with tempfile.TemporaryDirectory(prefix="bench-mw-") as logdir, socket.create_server(("127.0.0.1", 0)) as server:
         for n in counts:
@@ -560,9 +566,10 @@ def main(argv=None) -> None:
     results["load_average_after"] = os.getloadavg()
     (out / "result.json").write_text(json.dumps(results, indent=1))
     png = plot(results, nbytes, out)
-    print(f"MLP 784-{args.hidden}-{args.hidden}-10, Adam, global batch {args.batch}; worker processes with one CPU "
-          f"device each on {os.cpu_count()} cores; {args.rounds} interleaved rounds of {args.steps} steps "
-          f"(ms/step: median (min-max) over rounds); all-reduce of {nbytes / 1e6:.2f} MB float32")
+    print(f"MLP 784-{args.hidden}-{args.hidden}-10, Adam, global batch {args.batch}; worker processes with "
+          f"{args.devices_per_worker} CPU device(s) each on {os.cpu_count()} cores; {args.rounds} interleaved rounds "
+          f"of {args.steps} steps (ms/step: median (min-max) over rounds); all-reduce of {nbytes / 1e6:.2f} MB "
+          "float32")
     print("\n".join(table(results, nbytes)))
     print(f"loopback TCP {results['loopback_bytes_per_s'] / 1e9:.2f} GB/s (ring model's bandwidth), memcpy "
           f"{results['memcpy_bytes_per_s'] / 1e9:.2f} GB/s")
