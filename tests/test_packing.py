@@ -39,7 +39,7 @@ def test_packed_psum_sums_each_dtype_in_one_buffer():
         return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P("data"), out_specs=P()))
 
     packed, plain = run(lambda t: packing.packed_psum(t, "data")), run(lambda t: jax.lax.psum(t, "data"))
-    assert psum_operands(jax.make_jaxpr(packed)(tree).jaxpr, []) == [[(7,)], [(1, 2)]]  # float32 1+6 packed; int32 alone
+    assert psum_operands(jax.make_jaxpr(packed)(tree).jaxpr, []) == [[(7,)], [(1, 2)]]  # f32 1+6 packed, i32 alone
     jax.tree.map(np.testing.assert_array_equal, packed(tree), plain(tree))
 
 

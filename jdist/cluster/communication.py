@@ -6,7 +6,7 @@
 | `implementation=RING` | RPC ring | gloo on CPU (a ring all-reduce); ignored with a warning on GPU/TPU |
 | `implementation=NCCL` | NCCL all-reduce on GPU | NCCL on GPU (XLA's default there); on CPU a warning and gloo |
 | `timeout_seconds` | per-collective deadline | bound on how long a worker waits on a dead or failed peer |
-| `bytes_per_pack` | gradient packing | validated, not applied: XLA combines collectives itself |
+| `bytes_per_pack` | gradient packing | across CPU processes: pack size of the gradient and `all_reduce` sums |
 """
 from __future__ import annotations
 

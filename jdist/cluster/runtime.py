@@ -171,8 +171,9 @@ def warn_unhonoured(options: CommunicationOptions | None) -> None:
     if options.implementation is CommunicationImplementation.RING and platform != "cpu":
         logger.warning("CommunicationImplementation.RING is not available on %s: XLA uses %s for collectives "
                        "between accelerators.", platform, "NCCL" if platform == "gpu" else "ICI/DCN")
-    if options.bytes_per_pack:
-        logger.info("bytes_per_pack=%d is not applied: XLA combines collectives itself.", options.bytes_per_pack)
+    if options.bytes_per_pack and platform != "cpu":
+        logger.info("bytes_per_pack=%d is not applied on %s: XLA combines collectives itself.", options.bytes_per_pack,
+                    platform)
 
 
 # ---------------------------------------------------------------- joining

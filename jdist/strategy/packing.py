@@ -58,6 +58,11 @@ def packed_psum(tree: Any, axis_name: Any, bytes_per_pack: int = 0) -> Any:
     return jax.tree.unflatten(treedef, out)
 
 
+def bytes_per_pack(strategy: Any) -> int:
+    """The strategy's `CommunicationOptions(bytes_per_pack=...)` (0 without options: one pack per dtype)."""
+    return int(getattr(getattr(strategy, "_communication_options", None), "bytes_per_pack", 0) or 0)
+
+
 def spans_cpu_processes(mesh: Any, axis: str) -> bool:
     """Whether collectives over `axis` of `mesh` go between CPU processes (through gloo)."""
     devices = list(mesh.devices.flat)

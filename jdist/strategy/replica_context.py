@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jdist.strategy import context
-from jdist.strategy.packing import packed_psum, spans_cpu_processes
+from jdist.strategy.packing import bytes_per_pack, packed_psum, spans_cpu_processes
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.values import PerReplica
 
@@ -71,8 +71,7 @@ class ReplicaContext:
         values = jax.tree.map(jnp.asarray, value)
         if len(jax.tree.leaves(values)) > 1 and spans_cpu_processes(self._strategy.mesh, axis):
             # Across CPU processes one all-reduce per dtype, as TF packs gradients (jdist/strategy/packing.py).
-            options = getattr(self._strategy, "_communication_options", None)
-            total = packed_psum(values, axis, getattr(options, "bytes_per_pack", 0))
+            total = packed_psum(values, axis, bytes_per_pack(self._strategy))
         else:
             total = jax.tree.map(lambda x: jax.lax.psum(x, axis), values)
         if op is ReduceOp.MEAN:

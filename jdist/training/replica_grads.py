@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from jdist.strategy.packing import packed_psum, spans_cpu_processes
+from jdist.strategy import context
+from jdist.strategy.packing import bytes_per_pack, packed_psum, spans_cpu_processes
 from jdist.training.row_local import is_row_local
 
 
@@ -57,14 +58,15 @@ def _replicated(shardings: Any) -> bool:
 def per_replica_grad(loss: Callable[..., Callable], scale: Any, rows: Any, params: Any, inputs: Any, mask: Any,
                      rng: Any, *, mesh: Any, axis: str) -> tuple[Any, Any]:
     """`jax.grad(loss(scale, rows), has_aux=True)(params, inputs, mask, None, rng)` computed on each replica's
-    rows and summed over the data `axis` in one all-reduce per dtype. The aux's per-example values
+    rows and summed over the data `axis` in one all-reduce per dtype (or per `bytes_per_pack` of the
+    strategy's `CommunicationOptions`, the one being traced). The aux's per-example values
     (losses, aux, mask) come back split over the axis, as the global view has them."""
 
     def body(params, inputs, mask, rng, scale, rows):
         params = jax.tree.map(lambda p: jax.lax.pcast(p, axis, to="varying"), params)
         grads, (losses, aux, full_mask, _) = jax.grad(loss(scale, rows), has_aux=True)(
             params, inputs, mask, None, rng)
-        return packed_psum(grads, axis), (losses, aux, full_mask)
+        return packed_psum(grads, axis, bytes_per_pack(context.get_strategy())), (losses, aux, full_mask)
 
     grads, (losses, aux, full_mask) = jax.shard_map(
         body, mesh=mesh, in_specs=(P(), P(axis), P(axis), P(), P(), P()), out_specs=(P(), P(axis)))(
