@@ -172,3 +172,23 @@ def test_per_replica_gradients_equal_the_global_view(monkeypatch):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     for key in ("loss", "accuracy"):
         np.testing.assert_allclose(per_replica[4][key], global_view[4][key], rtol=1e-6)
+
+
+def test_low_precision_steps_keep_the_global_view(monkeypatch):
+    """Under a float16 policy where the sum is rounded decides whether a loss-scaled gradient overflows: the
+    per-replica path is not taken, and the step is the global view's."""
+    from jdist.training import replica_grads
+
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(replica_grads, "spans_cpu_processes", lambda mesh, axis: True)
+    taken = []
+    real = replica_grads.per_replica_grad
+    monkeypatch.setattr(replica_grads, "per_replica_grad", lambda *a, **k: taken.append(1) or real(*a, **k))
+    strategy = jdist.MirroredStrategy()
+    with strategy.scope():
+        state = jdist.TrainState.create(apply_fn=_MLP.apply, params=_MLP_PARAMS,
+                                        tx=jdist.mixed_precision.LossScaleOptimizer(optax.adam(0.01)))
+    step = jdist.make_train_step(lambda p, b: classification_loss(_MLP.apply(p, b["x"]), b["y"]), strategy,
+                                 policy="mixed_float16")
+    step(state, strategy.distribute_batch({"x": np.ones((16, 5), np.float32), "y": np.zeros(16, np.int32)}))
+    assert taken == []

@@ -12,7 +12,9 @@ That is the same gradient only when the forward pass computes each example's los
 alone: `jdist.training.row_local` proves it from the forward's jaxpr (batch normalization, in-batch
 negatives, dropout or a loss normalised by the batch size fail the proof and keep the global view). Used only
 where it pays and is simple: a mesh whose data axis spans CPU processes and has no other axis, parameters
-replicated and updated whole, no model state.
+replicated and updated whole, no model state, and float32 compute (the step core checks the policy: in float16
+where the sum is rounded decides whether a loss-scaled gradient overflows, and the step would not match one
+device's).
 """
 from __future__ import annotations
 

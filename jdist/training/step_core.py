@@ -158,12 +158,13 @@ def build(
             # Transformer step on 8 CPU devices, scripts/benchmark.py). The backward pass sees the
             # same magnitudes as a full batch's, so float16 loss scaling behaves as before.
             rows = _rows(inputs, mask)
-            if replica_grads.applies(
-                    lambda p, i, m, r: forward(to_compute(p), None, i, m, r, True)[:2], state.params, inputs, mask,
+            if policy.name == "float32" and replica_grads.applies(
+                    lambda p, i, m, r: forward(p, None, i, m, r, True)[:2], state.params, inputs, mask,
                     model_state, rng, mesh=mesh(), axis=data_axis(), param_shardings=param_shardings(state.params),
                     update_shardings=update_shardings):
                 # Across CPU processes: each replica's gradient, summed in one packed all-reduce (the same
-                # gradient, proven from the forward's jaxpr; see jdist/training/replica_grads.py).
+                # gradient, proven from the forward's jaxpr; see jdist/training/replica_grads.py). Float32
+                # only: in float16 the sum's precision decides whether a scaled gradient overflows.
                 grads, (losses, aux, full_mask) = replica_grads.per_replica_grad(
                     objective, scale, rows, state.params, inputs, mask, rng, mesh=mesh(), axis=data_axis())
                 new_model_state = model_state
