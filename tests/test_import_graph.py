@@ -92,3 +92,14 @@ def test_call_path_counts_folder_crossings_and_reentries():
     edges = Counter({("jdist.trainer.a", "jdist.trainer.b"): 4, ("jdist.trainer.a", "jdist.input.c"): 2,
                      ("jdist.trainer.b", "jdist.input.d"): 1, ("jdist", "jdist.strategy.e"): 1})
     assert call_path.folder_crossings(edges) == Counter({("trainer", "input"): 3, ("jdist", "strategy"): 1})
+
+
+def test_step_fingerprint_ignores_source_locations_only():
+    spec = importlib.util.spec_from_file_location("step_fingerprint", SCRIPT.parent / "step_fingerprint.py")
+    fingerprint = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fingerprint)
+    a = ('FileNames\n1 "/a/jdist/x.py"\nENTRY %main {\n  %p = f32[2] parameter(0), metadata={op_name="a" '
+         'source_file="/a/jdist/x.py" source_line=3}\n}')
+    b = a.replace("/a/", "/b/").replace("source_line=3", "source_line=9")
+    assert fingerprint.hlo_without_locations(a) == fingerprint.hlo_without_locations(b)
+    assert fingerprint.hlo_without_locations(a) != fingerprint.hlo_without_locations(a.replace("f32[2]", "f32[3]"))
