@@ -250,16 +250,16 @@ def _variables(objects: Sequence[Any]) -> list:
 
 
 @contextlib.contextmanager
-def _patched(objects: Sequence[Any], keras: Any, context: Any):
+def _patched(objects: Sequence[Any], keras: Any):
     """Inside the replica function: apply_gradients sums over replicas; metrics honour the example mask."""
     patched = []
     try:
         for obj in objects:
             if isinstance(obj, keras.optimizers.Optimizer):
-                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients, context)
+                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients)
                 patched.append((obj, "apply_gradients"))
             elif isinstance(obj, keras.metrics.Metric):
-                obj.update_state = _masked_update(obj.update_state, context)
+                obj.update_state = _masked_update(obj.update_state)
                 patched.append((obj, "update_state"))
         yield
     finally:
@@ -267,7 +267,7 @@ def _patched(objects: Sequence[Any], keras: Any, context: Any):
             delattr(obj, name)  # back to the class's method
 
 
-def _summing_apply_gradients(apply_gradients: Callable, context: Any) -> Callable:
+def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
     """TF's `apply_gradients` in a replica context: the gradients are summed over the replicas first.
 
     Only `apply_gradients`, TF's API, sums: Keras's `apply` and `stateless_apply` (functional
@@ -278,7 +278,7 @@ def _summing_apply_gradients(apply_gradients: Callable, context: Any) -> Callabl
                      **kwargs):
         grads_and_vars = list(grads_and_vars)
         if not skip_gradients_aggregation and experimental_aggregate_gradients:
-            ctx = context.get_replica_context()
+            ctx = _replica_context()
             present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
             summed = ctx.all_reduce("sum", [grads_and_vars[i][0] for i in present])
             for i, g in zip(present, summed):
@@ -288,7 +288,7 @@ def _summing_apply_gradients(apply_gradients: Callable, context: Any) -> Callabl
     return apply_summed
 
 
-def _masked_update(update_state: Callable, context: Any) -> Callable:
+def _masked_update(update_state: Callable) -> Callable:
     """`update_state` with the replica's example mask folded into `sample_weight` (padding rows weigh 0)."""
     signature = inspect.signature(update_state)
     if "sample_weight" not in signature.parameters:
@@ -313,10 +313,17 @@ def _masked_update(update_state: Callable, context: Any) -> Callable:
     return update_masked
 
 
-def _aggregate(variable: Any, old: Any, new: Any, context: Any) -> Any:
+def _replica_context() -> Any:
+    """The replica context these patched calls run in (they are installed only inside `run`'s replica function)."""
+    ctx = context.get_replica_context()
+    assert ctx is not None, "called inside strategy.run's replica function, which has a replica context"
+    return ctx
+
+
+def _aggregate(variable: Any, old: Any, new: Any) -> Any:
     if new is None:
         return old
-    ctx = context.get_replica_context()
+    ctx = _replica_context()
     aggregation = getattr(variable, "aggregation", "none")
     if aggregation == "sum":  # sync-on-read: every replica's increment counts
         return old + ctx.all_reduce("sum", new - old)
@@ -372,12 +379,12 @@ def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
         with _threaded_scope(variables, values) as scope:
             _FRAMES.append(frame)
             try:
-                with _patched(objects, keras, context):
+                with _patched(objects, keras):
                     out = fn(*args, **kwargs)
             finally:
                 _FRAMES.pop()
             news = [scope.get_current_value(v) for v in variables]
-        return out, [_aggregate(v, old, new, context) for v, old, new in zip(variables, values, news)]
+        return out, [_aggregate(v, old, new) for v, old, new in zip(variables, values, news)]
 
     replica_fn._jdist_stateful = True
     replica_fn.__name__ = getattr(fn, "__name__", "replica_fn")

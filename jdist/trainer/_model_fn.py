@@ -130,7 +130,7 @@ def adapt_model(model: Any, optimizer: Any, params: Any) -> AdaptedModel:
         raise ValueError('Trainer needs an optimizer: a name ("adam") or an optax one, e.g. optax.adam(1e-3).')
     if isinstance(model, nn.Module):
         adapter: TrainerModel = LinenModel(model)
-    elif hasattr(model, "init") and hasattr(model, "apply") and not callable(model):
+    elif all(hasattr(model, name) for name in ("init", "apply", "apply_fn")) and not callable(model):
         adapter = model  # already a TrainerModel (a Keras model's adapter)
     elif callable(model):
         adapter = FunctionModel(model)
