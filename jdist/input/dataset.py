@@ -52,6 +52,7 @@ from jdist.input.split import (
 )
 from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
 from jdist.strategy import extensions
+from jdist.strategy.batch import place_rows
 from jdist.strategy.distributed_batch import DistributedBatch
 
 if TYPE_CHECKING:
@@ -259,8 +260,7 @@ class DistributedDataset:
         input_checks.check_device_leaves(leaves, treedef)  # strings, objects: a named error
         rows = self._plan.num_replicas * self._layout.sizes()[1]
         local = [*leaves, mask]
-        placed = jax.make_array_from_process_local_data(  # one call: one batched transfer
-            self._strategy.data_sharding(), local, [(rows,) + x.shape[1:] for x in local])
+        placed = place_rows(local, self._strategy.data_sharding(), rows="local", global_rows=rows)  # one transfer
         return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1], host_mask=mask)
 
 

@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkabl
 import jax
 import numpy as np
 
+from jdist.strategy.batch import leading_size
+
 
 # ------------------------------------------------------------------ sources
 @runtime_checkable
@@ -79,18 +81,12 @@ class ArrayDataset:
 
     def __init__(self, arrays: Any, batch_size: int, *, shuffle: bool = False, seed: int = 0,
                  drop_remainder: bool = False):
-        leaves = [np.asarray(x) for x in jax.tree.leaves(arrays)]
-        if not leaves:
+        if not jax.tree.leaves(arrays):
             raise ValueError("ArrayDataset needs at least one array.")
-        sizes = {x.shape[0] if x.ndim else None for x in leaves}
-        if len(sizes) != 1 or None in sizes:
-            raise ValueError(
-                f"ArrayDataset arrays must share a leading dimension; got sizes {sorted(map(str, sizes))}.")
+        n = leading_size(jax.tree.map(np.asarray, arrays), "ArrayDataset's arrays")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
         self._arrays = jax.tree.map(np.asarray, arrays)
-        (n,) = sizes
-        assert n is not None, "checked above"
         self._n: int = n
         self.batch_size = batch_size
         self._shuffle, self._seed, self._drop = shuffle, seed, drop_remainder

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from jdist.input import checks as input_checks
+from jdist.strategy.batch import leading_size
 
 
 def chunk_sizes(rows: int, parts: int) -> list[int]:
@@ -91,14 +92,7 @@ def rows_of(leaves: Sequence[np.ndarray], treedef: Any) -> int:
             f"{jax.tree.unflatten(treedef, [x.shape for x in leaves])} has a scalar. Batch the dataset "
             "(e.g. .batch(global_batch_size)) before distributing it."
         )
-    sizes = {x.shape[0] for x in leaves}
-    if len(sizes) > 1:
-        shapes = jax.tree.unflatten(treedef, [x.shape for x in leaves])
-        raise ValueError(
-            f"The arrays of one batch disagree on the batch (leading) dimension: {shapes}. Every array in a "
-            "batch must hold the same number of examples."
-        )
-    return sizes.pop()
+    return leading_size(jax.tree.unflatten(treedef, list(leaves)), "a distributed batch")
 
 
 def check_capacity(rows: int, capacity: int, what: str) -> None:

@@ -28,6 +28,7 @@ from jdist.layout import (
     split_shardings_over_data,
 )
 from jdist.strategy import context, extensions, initial_values
+from jdist.strategy.batch import leading_size, place_rows
 from jdist.strategy.cross_replica import CrossReplicaOps
 from jdist.strategy.devices import Device, DeviceLike, resolve_devices
 from jdist.strategy.leaf_checks import check_leaves
@@ -149,9 +150,13 @@ class Strategy(ReplicaRun, CrossReplicaOps):
     def replicated_sharding(self) -> NamedSharding:
         return NamedSharding(self._mesh, P())
 
-    def data_sharding(self) -> NamedSharding:
-        """Splits dimension 0 (the batch) over the data axis."""
-        return NamedSharding(self._mesh, P(self._data_axis))
+    def data_sharding(self, stacked: bool = False) -> NamedSharding:
+        """Splits the batch dimension over the data axis: dim 0, or dim 1 of a `stacked` `(k, batch, ...)`
+        block. Made once per strategy (every batch and step of a pass asks for it)."""
+        cache = self.__dict__.setdefault("_data_shardings", {})
+        if stacked not in cache:
+            cache[stacked] = NamedSharding(self._mesh, P(None, self._data_axis) if stacked else P(self._data_axis))
+        return cache[stacked]
 
     def parameter_shardings(self, tree: Any) -> Any:
         """The sharding of each leaf of a parameter pytree, optimizer state or `TrainState`,
@@ -371,16 +376,9 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         stay plain `jax.Array`s for jitted steps. Its arrays are checked as the Trainer checks
         a batch (`jdist.strategy.leaf_checks`)."""
         check_leaves(batch, "batch")
-        sizes = {tuple(np.shape(x))[:1] for x in jax.tree.leaves(batch)}
-        if len(sizes) > 1:
-            raise ValueError(
-                f"The leaves of a batch disagree on the batch size: {sorted(s[0] for s in sizes)}. "
-                "Every array in one batch must have the same leading dimension."
-            )
-        if sizes:
-            (size,), = sizes
-            check_divisible(size, self.num_replicas_in_sync)
-        return mark_split(jax.device_put(batch, self.data_sharding()))
+        if jax.tree.leaves(batch):
+            check_divisible(leading_size(batch, "a batch"), self.num_replicas_in_sync)
+        return mark_split(place_rows(batch, self.data_sharding()))
 
     def memory_report(self) -> Any:
         """Memory in use on each of this strategy's devices (a `jdist.diagnostics.memory.MemoryReport`; print it)."""

@@ -16,21 +16,20 @@ import jax
 import jax.core
 import numpy as np
 
+from jdist.strategy.batch import Batch, place_rows
 from jdist.strategy.values import PerReplica, mark_split, note_row_counts, outside_mesh, replica_shards
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
 
-class DistributedBatch:
-    """`value`: the dataset's element (any pytree), each leaf a global array whose dim 0 is
-    split over the data axis; `mask`: bool `(rows,)`, False for padding rows."""
+class DistributedBatch(Batch):
+    """A `Batch` whose rows are split over the replicas: `value` (its `examples`) is the dataset's
+    element (any pytree), each leaf a global array whose dim 0 is split over the data axis; `mask`:
+    bool `(rows,)`, False for padding rows."""
 
-    __slots__ = ("value", "mask")
-
-    def __init__(self, value: Any, mask: Any, host_mask: Any = None):
-        self.value = value
-        self.mask = mask
+    def __init__(self, value: Any, mask: Any, host_mask: np.ndarray | None = None):
+        super().__init__(value, mask)
         # Its leaves stay per-replica values with this mask wherever they are passed alone.
         mark_split(value, mask)
         mark_split(mask)
@@ -38,9 +37,9 @@ class DistributedBatch:
             _note_host_counts(mask, np.asarray(host_mask))
 
     @property
-    def on_host(self) -> bool:
-        """True when the batch is still numpy in host memory (`experimental_fetch_to_device=False`)."""
-        return not isinstance(self.mask, jax.Array)
+    def value(self) -> Any:
+        """The dataset's element (TF's distributed value), its leaves split over the replicas."""
+        return self.examples
 
     def __iter__(self):
         """`x, y = batch` (TF's `for x, y in dist_dataset`): the element's components, each still a
@@ -75,7 +74,7 @@ jax.tree_util.register_pytree_node(
     DistributedBatch,
     lambda b: ((b.value, b.mask), None),
     lambda _, children: DistributedBatch(*children),
-)
+)  # its own node (a subclass is not its parent's), unflattened with its marks
 
 
 def _note_host_counts(mask: Any, host_mask: np.ndarray) -> None:
@@ -103,16 +102,6 @@ def unwrap_batches(tree: Any) -> tuple[Any, list]:
     return jax.tree.map(unwrap, tree, is_leaf=is_distributed_batch), masks
 
 
-def split_batch(batch: Any) -> tuple[Any, Any]:
-    """(inputs, mask) of a batch: a `DistributedBatch`'s value and mask, a dict's `"mask"`
-    entry (the dict itself stays the input), else `(batch, None)`."""
-    if isinstance(batch, DistributedBatch):
-        return batch.value, batch.mask
-    if isinstance(batch, dict) and "mask" in batch:
-        return batch, batch["mask"]
-    return batch, None
-
-
 def place_host_batches(strategy: Strategy, tree: Any) -> Any:
     """Moves batches still in host memory onto `strategy`'s mesh, split over its data axis."""
     leaves, treedef = jax.tree.flatten(tree, is_leaf=is_distributed_batch)
@@ -122,8 +111,7 @@ def place_host_batches(strategy: Strategy, tree: Any) -> Any:
 
     def place(x):
         if isinstance(x, DistributedBatch) and x.on_host:
-            value, mask = jax.tree.map(lambda a: jax.make_array_from_process_local_data(sharding, np.asarray(a)),
-                                       (x.value, x.mask))
+            value, mask = place_rows((x.value, np.asarray(x.mask)), sharding, rows="local")
             return DistributedBatch(value, mask, host_mask=x.mask)
         return x
 

@@ -24,7 +24,7 @@ from jdist.cluster.communication import CommunicationOptions
 from jdist.cluster.detect import resolve_cluster
 from jdist.cluster.resolver import ClusterResolver
 from jdist.strategy.base import Strategy
-from jdist.strategy.process_local import make_global_batch
+from jdist.strategy.batch import leading_size, place_rows
 from jdist.strategy.values import mark_split
 
 
@@ -110,7 +110,9 @@ class MultiWorkerMirroredStrategy(Strategy):
         """
         if self.num_workers == 1:
             return super().distribute_batch(batch)
-        return mark_split(make_global_batch(batch, self.data_sharding()))
+        if jax.tree.leaves(batch):
+            leading_size(batch, "a batch")
+        return mark_split(place_rows(batch, self.data_sharding(), rows="local"))
 
     def __repr__(self) -> str:
         return (f"MultiWorkerMirroredStrategy(num_workers={self.num_workers}, worker_index={self.worker_index}, "

@@ -1,7 +1,7 @@
 """Global batches built from each process's share: the multi-process input rule.
 
 With several processes, every process loads only the rows of each global batch
-that its own devices hold, and `make_global_batch` joins the shares into one
+that its own devices hold, and `jdist.strategy.batch.place_rows` joins the shares into one
 global `jax.Array` (JAX's `make_array_from_process_local_data`). In a single
 process the share is the whole batch. `process_batch_slice` says which rows a
 process holds, so data loaders (and `distribute_batch`) agree on the split.
@@ -12,11 +12,10 @@ import math
 from typing import Any
 
 import jax
-import numpy as np
 from jax.sharding import NamedSharding
 
 
-def _row_blocks(sharding: NamedSharding) -> tuple[int, list[int]]:
+def row_blocks(sharding: NamedSharding) -> tuple[int, list[int]]:
     """(how many blocks dim 0 is cut into, the blocks this process's devices hold)."""
     first = sharding.spec[0] if len(sharding.spec) else None
     axes = () if first is None else (first if isinstance(first, tuple) else (first,))
@@ -47,39 +46,10 @@ def check_divisible(global_batch_size: int, num_replicas: int) -> None:
 
 def process_batch_slice(sharding: NamedSharding, global_batch_size: int) -> slice:
     """The rows of a global batch of `global_batch_size` that this process feeds."""
-    blocks, local = _row_blocks(sharding)
+    blocks, local = row_blocks(sharding)
     check_divisible(global_batch_size, blocks)
     per_block = global_batch_size // blocks
     return slice(local[0] * per_block, (local[-1] + 1) * per_block)
-
-
-def make_global_batch(local_batch: Any, sharding: NamedSharding) -> Any:
-    """This process's share of a batch (pytree of arrays, rows on dim 0) -> global arrays on `sharding`."""
-    leaves = jax.tree.leaves(local_batch)
-    if any(np.ndim(x) == 0 for x in leaves):
-        raise ValueError("Every leaf of a batch needs a leading batch dimension (rank >= 1).")
-    sizes = {np.shape(x)[0] for x in leaves}
-    if len(sizes) > 1:
-        raise ValueError(
-            f"The leaves of a batch disagree on the batch size: {sorted(sizes)}. "
-            "Every array in one batch must have the same leading dimension."
-        )
-    if not leaves:
-        return local_batch
-    (local_size,) = sizes
-    blocks, local = _row_blocks(sharding)
-    if local_size % len(local):
-        raise ValueError(
-            f"This process feeds {len(local)} replica(s) but its share of the batch has {local_size} rows, "
-            f"which does not split evenly among them; pass a multiple of {len(local)} rows."
-        )
-    global_size = local_size // len(local) * blocks
-    if sharding.is_fully_addressable:
-        return jax.device_put(local_batch, sharding)
-    return jax.tree.map(
-        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x), (global_size,) + np.shape(x)[1:]),
-        local_batch,
-    )
 
 
 def to_host(tree: Any) -> Any:

@@ -6,13 +6,13 @@ example is dropped or counted twice. `steps_per_execution` groups k batches into
 one stacked `(k, batch, ...)` block; a short final block is filled with fully
 masked steps, which the compiled loop skips.
 
-Optional per-example `weight`s (Keras's `sample_weight`) travel with each batch.
-Batches of a distributed dataset (`strategy.experimental_distribute_dataset`) are
-already padded and on the devices: they become `DeviceBatch`es as they are.
+Each batch is a `jdist.strategy.batch.Batch` of Keras's `(x, y)` pair, its mask and optional
+per-example `weight`s (Keras's `sample_weight`). Batches of a distributed dataset
+(`strategy.experimental_distribute_dataset`) are already padded and on the devices: they
+become `Batch`es as they are.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any, Iterable, Iterator, Mapping
@@ -20,72 +20,32 @@ from typing import Any, Iterable, Iterator, Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+
+from jdist.strategy.batch import Batch, leading_size, place_rows
+from jdist.strategy.distributed_batch import DistributedBatch
 
 
-@dataclasses.dataclass
-class HostBatch:
-    """One padded global batch on the host: `x`, `y` pytrees of numpy arrays, the mask of real
-    rows and optional per-example weights."""
-
-    x: Any
-    y: Any
-    mask: np.ndarray
-    weight: np.ndarray | None = None
-    # `(block, i)` when this batch is row i of a stacked `(k, batch, ...)` block taken from the
-    # arrays in one gather: `stack_block` then hands that block over instead of copying again.
-    row_of: tuple | None = dataclasses.field(default=None, repr=False, compare=False)
-
-    def arrays(self) -> tuple:
-        return self.x, self.y, self.mask, self.weight
-
-
-@dataclasses.dataclass
-class DeviceBatch:
-    """One padded global batch already on the devices (a distributed dataset's element): its
-    padding may sit at the end of every replica's rows, so real rows are found by the mask."""
-
-    x: Any
-    y: Any
-    mask: Any
-    weight: Any = None
-
-    def arrays(self) -> tuple:
-        return self.x, self.y, self.mask, self.weight
-
-
-def from_distributed(batch: Any, sharding: Any) -> DeviceBatch:
+def from_distributed(batch: DistributedBatch, sharding: NamedSharding) -> Batch:
     """A `jdist.DistributedBatch` whose element is `x`, `(x, y)` or `(x, y, sample_weight)`."""
     x, y, weight = split_item(batch.value)
     mask = batch.mask
-    if batch.on_host:  # experimental_fetch_to_device=False: placed here
-        x, y, weight, mask = jax.device_put((x, y, weight, np.asarray(mask)), sharding)
-    return DeviceBatch(x, y, mask, weight)
+    if batch.on_host:  # experimental_fetch_to_device=False: each process's share placed here
+        x, y, weight, mask = place_rows((x, y, weight, np.asarray(mask)), sharding, rows="local")
+    return Batch((x, y), mask, weight)
 
 
 def round_up(n: int, multiple: int) -> int:
     return multiple * math.ceil(n / multiple)
 
 
-def leading_size(tree: Any, what: str) -> int:
-    """The common leading dimension of a pytree of arrays; clear errors otherwise."""
-    leaves = jax.tree.leaves(tree)
-    if not leaves:
-        raise ValueError(f"{what} is empty: pass arrays with a leading batch dimension.")
-    if any(np.ndim(leaf) == 0 for leaf in leaves):
-        raise ValueError(f"Every array in {what} needs a leading batch dimension (rank >= 1).")
-    sizes = {np.shape(leaf)[0] for leaf in leaves}
-    if len(sizes) > 1:
-        raise ValueError(f"The arrays in {what} disagree on their leading dimension: {sorted(sizes)}.")
-    return sizes.pop()
-
-
-def pad_batch(x: Any, y: Any, size: int, weight: Any = None) -> HostBatch:
+def pad_batch(x: Any, y: Any, size: int, weight: Any = None) -> Batch:
     """Pads a batch of `n <= size` examples to `size` by repeating its last example; mask marks real ones.
 
     Repeating a real example (rather than zeros) keeps every padded row a valid input,
     so no NaN can come out of a padding row into the masked sums.
     """
-    n = leading_size((x, y, weight), "a batch")
+    n = leading_size({"x": x, "y": y, "sample_weight": weight}, "batch")
     if n > size:
         raise ValueError(
             f"A batch of {n} examples is larger than the batch size {size} this call compiled for; "
@@ -100,10 +60,10 @@ def pad_batch(x: Any, y: Any, size: int, weight: Any = None) -> HostBatch:
         weight = np.asarray(weight, np.float32)
         if weight.ndim != 1:
             raise ValueError(f"sample_weight must hold one weight per example, shape ({n},); got {weight.shape}.")
-    return HostBatch(jax.tree.map(take, x), jax.tree.map(take, y), mask, None if weight is None else take(weight))
+    return Batch((jax.tree.map(take, x), jax.tree.map(take, y)), mask, None if weight is None else take(weight))
 
 
-def pad_rows(batch: HostBatch, size: int) -> HostBatch:
+def pad_rows(batch: Batch, size: int) -> Batch:
     """`batch` (already padded) extended to `size` rows by repeating its last row, masked out."""
     rows = len(batch.mask)
     if size == rows:
@@ -111,12 +71,11 @@ def pad_rows(batch: HostBatch, size: int) -> HostBatch:
     index = np.minimum(np.arange(size), rows - 1)
     take = lambda a: np.asarray(a)[index]  # noqa: E731
     mask = np.where(np.arange(size) < rows, batch.mask[index], 0).astype(np.float32)
-    return HostBatch(jax.tree.map(take, batch.x), jax.tree.map(take, batch.y), mask,
-                     None if batch.weight is None else take(batch.weight))
+    return Batch(jax.tree.map(take, batch.examples), mask, None if batch.weight is None else take(batch.weight))
 
 
 def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: np.ndarray | None = None,
-                  max_steps: int | None = None, weight: Any = None, steps_per_block: int = 1) -> Iterator[HostBatch]:
+                  max_steps: int | None = None, weight: Any = None, steps_per_block: int = 1) -> Iterator[Batch]:
     """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`.
 
     Runs of up to `steps_per_block` full batches (no padding) are taken in one gather (a view
@@ -142,7 +101,7 @@ def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: n
 
 
 def _full_batches(x: Any, y: Any, weight: Any, order: np.ndarray | None, start: int, count: int,
-                  batch_size: int) -> Iterator[HostBatch]:
+                  batch_size: int) -> Iterator[Batch]:
     """`count` full batches from row `start` (of `order`), as rows of one `(count, batch, ...)` block.
 
     The block is a copy of its own, never a view of the caller's arrays: on CPU, `device_put` of
@@ -153,12 +112,12 @@ def _full_batches(x: Any, y: Any, weight: Any, order: np.ndarray | None, start: 
         part = np.asarray(a)[start:end].copy() if order is None else np.asarray(a)[order[start:end]]
         return part.reshape((count, batch_size) + part.shape[1:])
 
-    block = HostBatch(jax.tree.map(take, x), jax.tree.map(take, y), np.ones((count, batch_size), np.float32),
-                      None if weight is None else np.asarray(take(weight), np.float32))
+    block = Batch((jax.tree.map(take, x), jax.tree.map(take, y)), np.ones((count, batch_size), np.float32),
+                  None if weight is None else np.asarray(take(weight), np.float32))
     for i in range(count):
         row = lambda a, i=i: a[i]  # noqa: E731
-        yield HostBatch(jax.tree.map(row, block.x), jax.tree.map(row, block.y), block.mask[i],
-                        None if block.weight is None else block.weight[i], row_of=(block, i))
+        yield Batch(jax.tree.map(row, block.examples), block.mask[i],
+                    None if block.weight is None else block.weight[i], row_of=(block, i))
 
 
 def split_item(item: Any) -> tuple[Any, Any, Any]:
@@ -174,7 +133,7 @@ def split_item(item: Any) -> tuple[Any, Any, Any]:
     return item, None, None
 
 
-def iterable_batches(batches: Iterable[Any], padded_size: int, need_y: bool = False) -> Iterator[HostBatch]:
+def iterable_batches(batches: Iterable[Any], padded_size: int, need_y: bool = False) -> Iterator[Batch]:
     for item in batches:
         x, y, weight = split_item(item)
         if need_y and y is None:
@@ -186,9 +145,9 @@ def first_batch_size(item: Any) -> int:
     return leading_size(split_item(item), "the first batch")
 
 
-def group(batches: Iterator[HostBatch], k: int) -> Iterator[list[HostBatch]]:
+def group(batches: Iterator[Batch], k: int) -> Iterator[list[Batch]]:
     """Lists of up to `k` consecutive batches."""
-    block: list[HostBatch] = []
+    block: list[Batch] = []
     for batch in batches:
         block.append(batch)
         if len(block) == k:
@@ -198,28 +157,25 @@ def group(batches: Iterator[HostBatch], k: int) -> Iterator[list[HostBatch]]:
         yield block
 
 
-def stack_block(block: list[HostBatch], k: int) -> HostBatch:
+def stack_block(block: list[Batch], k: int) -> Batch:
     """`(k, batch, ...)` arrays for one execution; missing steps repeat the last batch, fully masked."""
     whole = block[0].row_of[0] if block[0].row_of is not None else None
     if (whole is not None and len(block) == k == len(whole.mask)
             and all(b.row_of is not None and b.row_of[0] is whole and b.row_of[1] == i for i, b in enumerate(block))):
         return whole  # the batches are the rows of one block taken together: no copy
-    filler = dataclasses.replace(block[-1], mask=np.zeros_like(block[-1].mask), row_of=None)
+    filler = block[-1].replace(mask=np.zeros_like(block[-1].mask), row_of=None)
     steps = block + [filler] * (k - len(block))
-    stack = lambda *leaves: np.stack(leaves)  # noqa: E731
-    return HostBatch(*[jax.tree.map(stack, *parts) for parts in zip(*[b.arrays() for b in steps])])
+    return jax.tree.map(lambda *leaves: np.stack(leaves), *steps)
 
 
-def stack_device_block(block: list[DeviceBatch], k: int, sharding: Any) -> DeviceBatch:
+def stack_device_block(block: list[Batch], k: int, sharding: NamedSharding) -> Batch:
     """`stack_block` for batches already on the devices (one compiled stack per block shape)."""
-    filler = dataclasses.replace(block[-1], mask=jnp.zeros_like(block[-1].mask))
-    steps = block + [filler] * (k - len(block))
-    stacked = _stacker(sharding)([b.arrays() for b in steps])
-    return DeviceBatch(*stacked)
+    filler = block[-1].replace(mask=jnp.zeros_like(block[-1].mask))
+    return _stacker(sharding)(block + [filler] * (k - len(block)))
 
 
 @functools.cache
-def _stacker(sharding: Any):
+def _stacker(sharding: NamedSharding):
     return jax.jit(lambda steps: jax.tree.map(lambda *leaves: jnp.stack(leaves), *steps), out_shardings=sharding)
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist.input.dataset import DistributedDataset, DistributedIterator
 from jdist.input.sources import PassSource
+from jdist.strategy.batch import Batch, leading_size, place_rows
 from jdist.trainer import _batching as batching
 
 if TYPE_CHECKING:
@@ -54,11 +54,20 @@ class Pass:
         self._feed = feed
         self._kind = kind
         self._batches = batches
+        self._peeked: Batch | None = None
         self.steps = steps
 
-    def first_batch(self) -> Any:
-        """The first padded batch (unchecked, not placed): to make the variables from."""
-        return next(iter(self._batches))
+    def peek(self) -> Batch | None:
+        """The first padded batch (unchecked, not placed; None if there is none), left in the pass:
+        to make the variables from before the loop, as Keras's fit peeks at its data."""
+        if self._peeked is None:
+            rest = iter(self._batches)
+            try:
+                self._peeked = next(rest)
+            except StopIteration:
+                return None
+            self._batches = itertools.chain([self._peeked], rest)
+        return self._peeked
 
     def blocks(self, *, skip: int = 0, first_step: int | None = None) -> Iterator[Block]:
         """Checked, grouped and placed blocks; `skip` batches already done are left out, and
@@ -125,10 +134,10 @@ class TrainerInput:
                        epoch: int, need_y: bool, sample_weight: Any) -> tuple[Iterator, int]:
         if need_y and y is None:
             raise ValueError("fit() and evaluate() on arrays need targets: pass y=.")
-        n = batching.leading_size(x, "x")
+        n = leading_size(x, "x")
         for name, value in (("y", y), ("sample_weight", sample_weight)):
-            if value is not None and batching.leading_size(value, name) != n:
-                raise ValueError(f"x has {n} examples but {name} has {batching.leading_size(value, name)}; "
+            if value is not None and leading_size(value, name) != n:
+                raise ValueError(f"x has {n} examples but {name} has {leading_size(value, name)}; "
                                  "they must match.")
         batch_size = 32 if batch_size is None else batch_size
         if batch_size < 1:
@@ -190,7 +199,7 @@ class TrainerInput:
         sharding = self.strategy.data_sharding()
         need_y = kind != PREDICT
 
-        def batches() -> Iterator[batching.DeviceBatch]:
+        def batches() -> Iterator[Batch]:
             for i, element in enumerate(source):
                 if steps is not None and i >= steps:
                     return
@@ -224,44 +233,33 @@ class TrainerInput:
         """The replicated flags of which of a block's k steps hold data (made once per count)."""
         key = ("active", k, steps)
         if key not in self._constants:
-            self._constants[key] = jax.device_put(np.arange(k) < steps, NamedSharding(self.strategy.mesh, P()))
+            self._constants[key] = jax.device_put(np.arange(k) < steps, self.strategy.replicated_sharding())
         return self._constants[key]
 
-    def _to_device(self, batch: Any, stacked: bool) -> tuple:
-        """`(x, y, mask, weight)` on the devices, split over the data axis (dim 1 when `stacked`).
-        A mask without padding is the same every block: it is placed once and reused (the steps
-        never donate their batch)."""
-        if isinstance(batch, batching.DeviceBatch):
-            return batch.arrays()
-        sharding = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis) if stacked
-                                 else P(self.strategy.data_axis))
-        x, y, mask, weight = batch.arrays()
+    def _to_device(self, batch: Batch, stacked: bool) -> Batch:
+        """`batch` on the devices, split over the data axis (dim 1 when `stacked`). A mask without
+        padding is the same every block: it is placed once and reused (the steps never donate
+        their batch)."""
+        if not batch.on_host:
+            return batch
+        sharding = self.strategy.data_sharding(stacked)
+        mask = batch.mask
         if not (mask == 1).all():
-            return _place((x, y, mask, weight), sharding)
+            return place_rows(batch, sharding)
         key = ("mask", mask.shape, mask.dtype, sharding)
         if key not in self._constants:
-            self._constants[key] = _place(np.ones(mask.shape, mask.dtype), sharding)
-        x, y, weight = _place((x, y, weight), sharding)
-        return x, y, self._constants[key], weight
+            self._constants[key] = place_rows(np.ones(mask.shape, mask.dtype), sharding)
+        return place_rows(batch.replace(mask=None), sharding).replace(mask=self._constants[key])
 
-    def _stacked(self, block: list, k: int) -> tuple:
+    def _stacked(self, block: list[Batch], k: int) -> Batch:
         """A `(k, batch, ...)` block on the devices (in one transfer from the host); missing steps
         repeat the last batch, fully masked."""
-        if isinstance(block[0], batching.DeviceBatch):
-            sharding = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis))
-            return batching.stack_device_block(block, k, sharding).arrays()
+        if not block[0].on_host:
+            return batching.stack_device_block(block, k, self.strategy.data_sharding(stacked=True))
         return self._to_device(batching.stack_block(block, k), stacked=True)
 
 
 # ------------------------------------------------------------------ helpers
-def _place(tree: Any, sharding: NamedSharding) -> Any:
-    """Host arrays on the devices in `sharding`, in one transfer."""
-    if jax.process_count() == 1:
-        return jax.device_put(tree, sharding)
-    # Every process holds the same global batch; each places only its own shards.
-    return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda i: a[i]), tree)
-
-
 def is_arrays(x: Any) -> bool:
     """Arrays, or a dict / tuple pytree of arrays (not a generic iterable of batches)."""
     if isinstance(x, (np.ndarray, jax.Array)):

@@ -15,14 +15,15 @@ sharded mask would cost a collective per step), so the weights equal those of k 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
 
 from jdist import layout, mixed_precision
 from jdist.metrics import Mean, Metric
+from jdist.strategy.batch import Batch, per_replica
 from jdist.strategy.values import PerReplica
 from jdist.training import step_core
 
@@ -47,7 +48,7 @@ class StepBuilder:
     """Builds train / eval / predict step functions for one model, loss and metric set."""
 
     def __init__(self, model: Any, loss_fn: LossFn, metrics: Sequence[Metric | tuple[str, Metric, bool]],
-                 mesh: Any, data_axis: str, num_replicas: int, *, policy: Any = "float32",
+                 data_sharding: NamedSharding, num_replicas: int, *, policy: Any = "float32",
                  accumulation_steps: int = 1, seed: int = 0):
         self.seed = seed
         self.param_shardings: Any = None  # set by the Trainer: the parameters' layout on the mesh
@@ -58,8 +59,10 @@ class StepBuilder:
         # (log name, metric, weighted) entries, from `jdist.metrics.compile_metrics`; a bare Metric is unweighted.
         self.metrics = [m if isinstance(m, tuple) else (m.name, m, False) for m in metrics]
         self.loss_metric = Mean(name="loss")
-        self.mesh = mesh
-        self.data_axis = data_axis
+        # The strategy's split of dim 0 over its data axis: the metric states' replica axis too.
+        self.by_replica = data_sharding
+        self.mesh = cast(Mesh, data_sharding.mesh)  # a strategy's sharding is on its concrete mesh
+        self.data_axis = data_sharding.spec[0]
         self.n = num_replicas
 
     # ------------------------------------------------------------ metric state
@@ -73,21 +76,15 @@ class StepBuilder:
 
     @functools.cached_property
     def _initial_metric_states(self) -> dict:
-        return jax.jit(self._stacked_inits, out_shardings=NamedSharding(self.mesh, P(self.data_axis)))()
+        return jax.jit(self._stacked_inits, out_shardings=self.by_replica)()
 
     def fresh_metric_states(self) -> dict:
         """Fresh per-replica states made inside a compiled step (`(replicas, ...)` leaves)."""
-        sharding = NamedSharding(self.mesh, P(self.data_axis))
-        return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, sharding), self._stacked_inits())
+        return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, self.by_replica), self._stacked_inits())
 
     def _stacked_inits(self) -> dict:
         states = {name: m.init() for name, m, _ in [("loss", self.loss_metric, False)] + self.metrics}
         return jax.tree.map(lambda a: jnp.broadcast_to(a, (self.n,) + a.shape), states)
-
-    def _per_replica(self, a: jax.Array) -> jax.Array:
-        """(batch, ...) -> (replicas, batch / replicas, ...), each replica's slice on its devices."""
-        a = a.reshape((self.n, a.shape[0] // self.n) + a.shape[1:])
-        return jax.lax.with_sharding_constraint(a, NamedSharding(self.mesh, P(self.data_axis)))
 
     def update_metrics(self, states: dict, y_true: Any, y_pred: Any, losses: jax.Array, mask: jax.Array,
                        weight: jax.Array | None = None) -> dict:
@@ -98,7 +95,7 @@ class StepBuilder:
             losses, weighted_mask = losses * weight, mask * weight
         else:
             weighted_mask = mask
-        split = lambda tree: jax.tree.map(self._per_replica, tree)  # noqa: E731
+        split = lambda tree: jax.tree.map(lambda a: per_replica(a, self.n, self.by_replica), tree)  # noqa: E731
         y_true, y_pred, losses, mask, weighted_mask = (
             split(y_true), split(y_pred), split(losses), split(mask), split(weighted_mask))
         new = dict(states)
@@ -126,21 +123,19 @@ class StepBuilder:
                                                mask=mask, rng=rng)
         return mixed_precision.Policy("float32").cast_to_compute(y_pred), model_state
 
-    def _loss_forward(self, params: Any, model_state: Any, inputs: tuple, mask: Any, rng: Any,
+    def _loss_forward(self, params: Any, model_state: Any, inputs: Batch, mask: Any, rng: Any,
                       train: bool) -> tuple:
         """The step core's `Forward`: Keras's (weighted) per-example losses; the predictions and the
         unweighted losses go to the metrics."""
-        x, y, _, weight = inputs
-        y_pred, model_state = self._forward(params, model_state, x, train=train, mask=mask, rng=rng)
-        losses = per_example(self.loss_fn, y, y_pred, mask.shape[0])
-        weighted = losses if weight is None else losses * weight
+        y_pred, model_state = self._forward(params, model_state, inputs.x, train=train, mask=mask, rng=rng)
+        losses = per_example(self.loss_fn, inputs.y, y_pred, mask.shape[0])
+        weighted = losses if inputs.weight is None else losses * inputs.weight
         return weighted, (y_pred, losses), model_state
 
-    def _fold(self, states: dict, weighted: Any, aux: tuple, inputs: tuple, mask: Any) -> dict:
+    def _fold(self, states: dict, weighted: Any, aux: tuple, inputs: Batch, mask: Any) -> dict:
         """The step core's `Fold`: each replica adds its slice of the batch to its metric states."""
-        _, y, mask, weight = inputs
         y_pred, losses = aux
-        return self.update_metrics(states, y, y_pred, losses, mask, weight)
+        return self.update_metrics(states, inputs.y, y_pred, losses, inputs.mask, inputs.weight)
 
     @functools.cached_property
     def _core(self) -> step_core.StepCore:
@@ -152,8 +147,8 @@ class StepBuilder:
             loss_scale_remedy="give the Trainer an optimizer (it wraps it in jdist.mixed_precision."
                               "LossScaleOptimizer) or a TrainState whose tx is one")
 
-    def train_step(self, state: Any, states: dict, batch: tuple, update_shardings: Any = None) -> tuple[Any, dict]:
-        """One optimizer step on a padded global batch `(x, y, mask, weight)` (`jdist.training.step_core`);
+    def train_step(self, state: Any, states: dict, batch: Batch, update_shardings: Any = None) -> tuple[Any, dict]:
+        """One optimizer step on a padded global batch of `(x, y)` (`jdist.training.step_core`);
         `update_shardings` (from `strategy.compile_step`) says where each replica's share of the
         optimizer update runs, None for no constraint. The loss is Keras's: the (weighted)
         per-example losses summed over the real examples, divided by their number."""
@@ -163,28 +158,28 @@ class StepBuilder:
         base_rng = jax.random.PRNGKey(self.seed) if base_rng is None else base_rng
         rng = jax.random.fold_in(base_rng, state.step)
         model_state = getattr(state, "model_state", None)
-        return self._core.train(state, batch, batch[2], states, update_shardings, model_state=model_state,
+        return self._core.train(state, batch, batch.mask, states, update_shardings, model_state=model_state,
                                 rng=rng)
 
-    def eval_step(self, state: Any, states: dict, batch: tuple) -> tuple[Any, dict]:
+    def eval_step(self, state: Any, states: dict, batch: Batch) -> tuple[Any, dict]:
         batch = _unpack(batch)
-        return state, self._core.evaluate(state, batch, batch[2], states,
+        return state, self._core.evaluate(state, batch, batch.mask, states,
                                           model_state=getattr(state, "model_state", None))
 
-    def predict_step(self, state: Any, batch: tuple) -> Any:
-        x, _, mask, _ = _unpack(batch)
+    def predict_step(self, state: Any, batch: Batch) -> Any:
+        batch = _unpack(batch)
+        x, mask = batch.x, batch.mask
         params = state.params if self.policy.name == "float32" else self.policy.cast_to_compute(state.params)
         y_pred, _ = self._forward(params, getattr(state, "model_state", None), x, train=False, mask=mask, rng=None)
         return y_pred
 
 
-def _unpack(batch: tuple) -> tuple:
-    """`(x, y, mask, weight)` with a float32 mask (a distributed dataset's mask is boolean)."""
-    x, y, mask, weight = batch
-    return x, y, jnp.asarray(mask, jnp.float32), weight
+def _unpack(batch: Batch) -> Batch:
+    """`batch` with a float32 mask (a distributed dataset's mask is boolean)."""
+    return batch.replace(mask=jnp.asarray(batch.mask, jnp.float32))
 
 
-def scan_steps(step: Callable[[Any, dict, tuple], tuple[Any, dict]]) -> Callable:
+def scan_steps(step: Callable[[Any, dict, Batch], tuple[Any, dict]]) -> Callable:
     """k steps in one program: `lax.scan` over a `(k, batch, ...)` block, skipping empty steps."""
 
     def run(state, states, block, active):
@@ -198,7 +193,7 @@ def scan_steps(step: Callable[[Any, dict, tuple], tuple[Any, dict]]) -> Callable
     return run
 
 
-def scan_predict(step: Callable[[Any, tuple], Any]) -> Callable:
+def scan_predict(step: Callable[[Any, Batch], Any]) -> Callable:
     def run(state, block):
         return jax.lax.map(lambda batch: step(state, batch), block)
 

@@ -3,7 +3,7 @@ check every batch, and the model's output shape from `jax.eval_shape`, so a batc
 cannot take fails with an `InputError` naming the input (the generic checks are `jdist.input.checks`)."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import jax
 import numpy as np
@@ -11,8 +11,8 @@ import numpy as np
 from jdist.errors import InputError
 from jdist.input import checks as input_checks
 from jdist.input.label_checks import label_check_for
+from jdist.strategy.batch import Batch
 from jdist.strategy.leaf_checks import check_leaves, leaf_dtype as _dtype, named_leaves as _leaves
-from jdist.trainer._batching import DeviceBatch
 
 
 class TrainerChecks:
@@ -23,12 +23,15 @@ class TrainerChecks:
     which also turns a model that cannot take the input (wrong rank or feature size) into an
     error naming the input leaves instead of flax's raw shape error."""
 
-    def __init__(self, loss: Any):
+    def __init__(self, loss: Any, model: Any, state: Callable[[], Any]):
+        """`model`: the Trainer's `TrainerModel`; `state()`: its current state (shapes are read)."""
+        self._model = model
+        self._state = state
         self._label_check = label_check_for(loss)
         self._outputs: dict[tuple, Any] = {}  # batch signature -> model output (ShapeDtypeStruct) or None
         self._reference: dict[Any, tuple] = {}  # x treedef -> shapes of the first batch seen
 
-    def batches(self, trainer: Any, batches: Iterable, first_step: int | None) -> Iterator:
+    def batches(self, batches: Iterable, first_step: int | None) -> Iterator:
         """`batches` checked one by one before they are grouped and placed; `first_step`: the
         training step of the first (None outside training).
 
@@ -38,7 +41,7 @@ class TrainerChecks:
         that finds a problem, so the error names the same batch, raised at the same point."""
         block_checked = None
         for i, batch in enumerate(batches):
-            if isinstance(batch, DeviceBatch):
+            if not batch.on_host:
                 yield batch  # a distributed dataset's batch: checked where it left the host
                 continue
             where = f"batch {i} of this pass" + ("" if first_step is None else f", training step {first_step + i}")
@@ -48,20 +51,20 @@ class TrainerChecks:
                     self._check_numerics(batch, where)
                 yield batch
                 continue
-            output = self.check(trainer, batch, where)
+            output = self.check(batch, where)
             block_checked = None
             block = row_of[0] if row_of is not None and row_of[1] == 0 and len(row_of[0].mask) > 1 else None
             if block is not None and self._labels_fit(block, output):
                 block_checked = block
             yield batch
 
-    def check(self, trainer: Any, batch: Any, where: str) -> Any:
+    def check(self, batch: Any, where: str) -> Any:
         """Checks one batch; returns the model's (abstract) output for it, or None."""
         x_leaves, x_def = jax.tree.flatten(batch.x, is_leaf=lambda v: v is None)
         y_leaves, y_def = jax.tree.flatten(batch.y, is_leaf=lambda v: v is None)
         key = (x_def, input_checks.signature(x_leaves), y_def, input_checks.signature(y_leaves))
         if key not in self._outputs:
-            self._outputs[key] = self._first_of_signature(trainer, batch, x_def, x_leaves)
+            self._outputs[key] = self._first_of_signature(batch, x_def, x_leaves)
         output = self._outputs[key]
         if self._label_check is not None and output is not None and isinstance(batch.y, np.ndarray):
             self._label_check(batch.y, batch.y.shape[:1] + output.shape[1:], f"labels y ({where})")
@@ -85,42 +88,50 @@ class TrainerChecks:
         input_checks.check_finite(batch.x, "x", where)
         input_checks.check_finite(batch.y, "y", where)
 
-    def _first_of_signature(self, trainer: Any, batch: Any, x_def: Any, x_leaves: list) -> Any:
+    def build_from(self, batch: Batch, build: Callable[[Batch], None]) -> None:
+        """Makes the variables from the first batch of a pass (`build(batch)`, once, before the
+        loop), after the checks of its arrays, so a batch the model cannot take is named."""
+        self._check_arrays(batch)
+        try:
+            build(batch)
+        except (InputError, NotImplementedError):  # jdist's own verdicts on the batch or the model
+            raise
+        except Exception as error:  # flax's shape errors are not ValueErrors
+            raise InputError(f"The model could not be built from the first batch, x with shapes "
+                             f"{_describe(batch.x)}: {error} Fix: give x the shape the model expects.") from error
+
+    @staticmethod
+    def _check_arrays(batch: Batch) -> None:
         check_leaves(batch.x, "x")
         if batch.y is not None:
             check_leaves(batch.y, "y")
         if batch.weight is not None:
             check_leaves(batch.weight, "sample_weight")
+
+    def _first_of_signature(self, batch: Batch, x_def: Any, x_leaves: list) -> Any:
+        self._check_arrays(batch)
         shapes = tuple(np.shape(leaf) for leaf in x_leaves)
         reference = self._reference.setdefault(x_def, shapes)
         paths = [p for p, _ in _leaves(batch.x, "x")]
         for path, shape, ref in zip(paths, shapes, reference):
             if len(shape) != len(ref):
                 raise input_checks.rank_error(path, shape, ref, "the first batch this Trainer saw")
-        try:
-            trainer._ensure_state(batch)
-        except (InputError, NotImplementedError):  # jdist's own verdicts on the batch or the model
-            raise
-        except Exception as error:  # flax's shape errors are not ValueErrors
-            raise InputError(f"The model could not be built from the first batch, x with shapes "
-                             f"{_describe(batch.x)}: {error} Fix: give x the shape the model expects.") from error
-        return _output_of(trainer, batch, reference)
+        return _output_of(self._model, self._state(), batch, reference)
 
 
 def _describe(tree: Any) -> str:
     return str(jax.tree.map(lambda a: tuple(np.shape(a)), tree))
 
 
-def _output_of(trainer: Any, batch: Any, reference: tuple) -> Any:
+def _output_of(model: Any, state: Any, batch: Batch, reference: tuple) -> Any:
     """The model's output for `batch` (abstract), or None when it cannot be known
     here (parameters on servers, several outputs)."""
-    state = trainer._state
     if not hasattr(state, "model_state"):  # not the Trainer's own state: e.g. parameters on servers
         return None
     x = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), _dtype(a)), batch.x)
 
     def forward(params, model_state, x):
-        return trainer._model.apply(params, model_state, x, train=False, mask=None, rng=None)[0]
+        return model.apply(params, model_state, x, train=False, mask=None, rng=None)[0]
 
     try:
         # Shapes only: where the parameters live (host memory, other meshes) does not matter here.

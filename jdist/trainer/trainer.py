@@ -26,22 +26,22 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
 
 from jdist import losses as losses_lib, metrics as metrics_lib, mixed_precision, optimizers as optimizers_lib
 from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressBar
 from jdist.checkpoint import model_io as trainer_io
-from jdist.diagnostics import memory
 from jdist.input import checks as input_checks
 from jdist.interop import keras_model
-from jdist.strategy import context, dispatch, initial_values
+from jdist.strategy import context, initial_values
+from jdist.strategy.batch import Batch
 from jdist.trainer import _batching as batching
-from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, real_outputs, validates_after
-from jdist.trainer._input import PREDICT, TRAIN, TrainerInput, is_arrays
+from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, validates_after
+from jdist.trainer._input import EVAL, PREDICT, TRAIN, Pass, TrainerInput, is_arrays
 from jdist.trainer._model_fn import TrainerState, adapt_model
-from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps, schedule_remote_epoch
+from jdist.trainer._remote import RemoteEpoch, RemoteTrainSteps
+from jdist.trainer._runners import CompiledRunner, PredictRunner, Runner
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.trainer.checks import TrainerChecks
 from jdist.training.accumulation import check_accumulation_steps
@@ -107,7 +107,6 @@ class Trainer:
             metrics, weighted_metrics = self._keras.metrics, self._keras.weighted_metrics
         self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
                                        if loss is None else loss)
-        self._checks = TrainerChecks(self._loss_fn)  # label checks of built-in losses
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
@@ -127,14 +126,15 @@ class Trainer:
             self._optimizer = optimizers_lib.get(optimizer)
             if adapted.params is not None:
                 self._state = self._create_state(adapted.params, model_state=adapted.model_state)
-        self._steps = StepBuilder(self._model, self._loss_fn, self._metrics, self.strategy.mesh,
-                                  self.strategy.data_axis, self.strategy.num_replicas_in_sync,
+        self._checks = TrainerChecks(self._loss_fn, self._model, lambda: self._state)  # label checks, shapes
+        self._steps = StepBuilder(self._model, self._loss_fn, self._metrics, self.strategy.data_sharding(),
+                                  self.strategy.num_replicas_in_sync,
                                   policy=self.policy, accumulation_steps=self.accumulation_steps, seed=seed)
         self._compiled: dict[Any, Callable] = {}
         self._remote_steps: RemoteTrainSteps | None = None
         self._input = TrainerInput(self.strategy, steps_per_execution=steps_per_execution,
                                    accumulation_steps=self.accumulation_steps, seed=seed,
-                                   check=lambda batches, first_step: self._checks.batches(self, batches, first_step))
+                                   check=self._checks.batches)
         self.history: History | None = None
         self.stop_training = False
         self.epoch = 0
@@ -208,11 +208,19 @@ class Trainer:
             state.replace(opt_state=jax.eval_shape(tx.init, params)))
         return placed if placed is not None else self._place(state.replace(opt_state=tx.init(params)))
 
-    def _ensure_state(self, first: batching.HostBatch) -> None:
+    def _build_state(self, data: Pass) -> None:
+        """Makes the variables from the pass's first batch (peeked, left in the pass), once, before
+        the loop, as Keras's fit does; the pass yielding nothing is an error."""
+        first = data.peek()
+        if first is None:
+            raise ValueError("The input yielded no batches.")
         if self._state is None:
-            x1 = jax.tree.map(lambda a: a[:1], first.x)
-            params, model_state = self._model.init(jax.random.key(self.seed), x1, first.mask[:1])
-            self._state = self._create_state(params, model_state or None)
+            self._checks.build_from(first, self._init_from)
+
+    def _init_from(self, first: Batch) -> None:
+        x1 = jax.tree.map(lambda a: a[:1], first.x)
+        params, model_state = self._model.init(jax.random.key(self.seed), x1, first.mask[:1])
+        self._state = self._create_state(params, model_state or None)
 
     # -------------------------------------------------------------- compiling
     def _executor(self, kind: str, k: int) -> Callable:
@@ -220,8 +228,7 @@ class Trainer:
         if key in self._compiled:
             return self._compiled[key]
         steps = self._steps
-        mesh, axis = self.strategy.mesh, self.strategy.data_axis
-        metric_sharding = NamedSharding(mesh, P(axis))
+        metric_sharding = self.strategy.data_sharding()
         fused = self.strategy.single_program_step
         # Inside the compiled step the parameters sit on the mesh: in their layout, or replicated
         # where the strategy stores them elsewhere and hands the step a copy.
@@ -249,8 +256,8 @@ class Trainer:
         if k == 1:
             batch_sharding = metric_sharding  # metric states and the batch: both split over the data axis
         else:
-            block = NamedSharding(self.strategy.mesh, P(None, self.strategy.data_axis))
-            batch_sharding = (metric_sharding, block, self.strategy.replicated_sharding())
+            batch_sharding = (metric_sharding, self.strategy.data_sharding(stacked=True),
+                              self.strategy.replicated_sharding())
         compiled = self.strategy.compile_step(program, self.state, donate=True, batch_sharding=batch_sharding,
                                               out_sharding=metric_sharding)
         return lambda state, states, *args: compiled(state, (states, *args))
@@ -261,52 +268,50 @@ class Trainer:
         return self._compiled["read"]
 
     def _read_logs(self, states: Any) -> dict[str, float]:
-        if isinstance(states, RemoteEpoch):
-            return states.logs(self.metrics_names)
         values = jax.device_get(self._reader()(states))
         return {name: float(values[name]) for name in self.metrics_names}
 
-    # ------------------------------------------------------------------ loops
-    def _run_epoch(self, kind: str, data: Any, states: dict, callbacks: CallbackList | None,
-                   hook: str, first_index: int = 0) -> Any:
-        """Runs train or eval executions over a pass's blocks; returns the final metric states
-        (the last executions may still run: read them with `_read_logs` next).
-        `first_index`: batches of this pass already done (left out)."""
-        blocks = data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None)
+    # ------------------------------------------------------------------ the loop
+    def _runner(self, kind: str) -> Runner:
+        """What runs this pass's blocks, as the strategy runs steps: scheduled on remote workers, or
+        compiled executions on this process's mesh."""
+        per_call = self._input.steps_per_call(kind)
         if self._input.scheduled_remotely(kind):
-            return schedule_remote_epoch(self, blocks, callbacks, hook, first_index)
-        limiter = dispatch.InFlightLimiter(self._max_in_flight)
+            coordinator = self.strategy.cluster_coordinator()
+            if self._remote_steps is None:
+                self._remote_steps = RemoteTrainSteps(self._model, self._loss_fn, self._metrics, policy=self.policy,
+                                                      seed=self.seed, accumulation_steps=self.accumulation_steps)
+            # The coordinator knows how many workers run the steps (not every strategy has `num_workers`).
+            return RemoteEpoch(coordinator, self._remote_steps, self._steps, self.metrics_names,
+                               max_pending=self._max_in_flight * coordinator.num_workers)
+        if kind == PREDICT:
+            return PredictRunner(self._executor(kind, per_call), self.strategy, stacked=per_call > 1,
+                                 max_in_flight=self._max_in_flight)
+        return CompiledRunner(self._executor(kind, per_call), self._fresh_states(), self._read_logs, self.strategy,
+                              train=kind == TRAIN, max_in_flight=self._max_in_flight)
+
+    def _run_pass(self, kind: str, data: Pass, callbacks: CallbackList | None, hook: str,
+                  first_index: int = 0) -> Runner:
+        """Runs a pass's blocks (train, eval or predict); returns its runner, whose `logs()` are
+        read next (the last executions may still run). `first_index`: batches of this pass already
+        done (left out)."""
+        self._build_state(data)
+        runner = self._runner(kind)
         logging_to, begin_to, k = batch_hooks(callbacks, hook, self._input.steps_per_call(kind))
         index = first_index - 1
-        view = None
-        for block in blocks:
+        for block in data.blocks(skip=first_index, first_step=self.step if kind == TRAIN else None):
             if begin_to is not None:
                 begin_to.call(begin_hook(hook), index + 1, {})
-            self._ensure_state(block.first)
-            execute = self._executor(kind, self._input.steps_per_call(kind))
-            if kind != TRAIN and view is None:
-                view = self.strategy.compute_view(self._state)
-            for args, steps in block.executions:
-                try:
-                    if kind == TRAIN:
-                        self._state, states = execute(self._state, states, *args)
-                        self.step += steps
-                    else:
-                        states = execute(view, states, *args)
-                except RuntimeError as error:
-                    if memory.is_out_of_memory(error):  # name the large buffers and the remedies
-                        raise memory.out_of_memory_error(error, self._state, args[0], self.strategy) from error
-                    raise
-                limiter.push(dispatch.dispatched(states))
+            self._state, read = runner.run(self._state, block)
+            if kind == TRAIN:
+                self.step += len(block.batches)
             if logging_to is not None:  # Keras numbers an execution's end as its first step + k - 1
-                logging_to.call(hook, index + k, LazyLogs(lambda s=states: self._read_logs(s)))
+                logging_to.call(hook, index + k, LazyLogs(read))
             index += len(block.batches)
-        # No drain: every caller reads the logs next (`_read_logs`), whose program queues behind the
-        # last execution and whose fetch waits for all of them: one wait per pass instead of two.
-        # At most `max_in_flight` executions and that read are in flight meanwhile.
+        runner.finish()
         if index < 0:
             raise ValueError("The input yielded no batches.")
-        return states
+        return runner
 
     def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
             callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
@@ -346,8 +351,8 @@ class Trainer:
         with self.strategy.scope():
             if self._state is None and is_arrays(x):
                 # Make the variables before on_train_begin, so a callback can restore into them.
-                self._ensure_state(self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=1,
-                                                         sample_weight=sample_weight).first_batch())
+                self._build_state(self._input.pass_over(x, y, kind=TRAIN, batch_size=batch_size, steps=1,
+                                                        sample_weight=sample_weight))
             cbs.call("on_train_begin", {})
             for epoch in range(self.epoch, epochs):
                 self.epoch = epoch
@@ -359,9 +364,7 @@ class Trainer:
                 cbs.call("on_epoch_begin", epoch, {})
                 # Steps of this epoch done before an interruption (set by BackupAndRestore) are skipped.
                 skip, self.resume_step = self.resume_step, 0
-                states = self._run_epoch(TRAIN, data, self._fresh_states(), cbs, "on_train_batch_end",
-                                         first_index=skip)
-                logs = self._read_logs(states)
+                logs = self._run_pass(TRAIN, data, cbs, "on_train_batch_end", first_index=skip).logs()
                 if validation_data is not None and validates_after(epoch, validation_freq):
                     val = self._evaluate(validation_data, validation_batch_size or batch_size, validation_steps,
                                          cbs)
@@ -388,10 +391,10 @@ class Trainer:
             x, y, weight = batching.split_item(data)
         else:  # an iterable of (x, y) batches or a distributed dataset: its own batch size
             x, y, batch_size = data, None, None
-        data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps, sample_weight=weight)
+        data = self._input.pass_over(x, y, kind=EVAL, batch_size=batch_size, steps=steps, sample_weight=weight)
         if cbs is not None:  # fit's validation: the test hooks fire, as in Keras
             cbs.call("on_test_begin", {})
-        logs = self._read_logs(self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end"))
+        logs = self._run_pass(EVAL, data, cbs, "on_test_batch_end").logs()
         if cbs is not None:
             cbs.call("on_test_end", dict(logs))
         return logs
@@ -407,13 +410,12 @@ class Trainer:
         input_checks.check_call("evaluate", x, y, sample_weight, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None})
         with self.strategy.scope():
-            data = self._input.pass_over(x, y, kind="eval", batch_size=batch_size, steps=steps,
+            data = self._input.pass_over(x, y, kind=EVAL, batch_size=batch_size, steps=steps,
                                          sample_weight=sample_weight)
             for cb in cbs.callbacks:
                 cb.params["steps"] = data.steps
             cbs.call("on_test_begin", {})
-            states = self._run_epoch("eval", data, self._fresh_states(), cbs, "on_test_batch_end")
-            logs = self._read_logs(states)
+            logs = self._run_pass(EVAL, data, cbs, "on_test_batch_end").logs()
             cbs.call("on_test_end", logs)
         if return_dict:
             return logs
@@ -425,40 +427,14 @@ class Trainer:
         """Model outputs for every example of `x`, concatenated in example order, padding removed."""
         input_checks.check_call("predict", x, None, None, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None})
-        outputs: list = []
-        k = self.steps_per_execution
         with self.strategy.scope():
             data = self._input.pass_over(x, kind=PREDICT, batch_size=batch_size, steps=steps)
             for cb in cbs.callbacks:
                 cb.params["steps"] = data.steps
             cbs.call("on_predict_begin", {})
-            logging_to, begin_to, _ = batch_hooks(cbs, "on_predict_batch_end", k)
-            limiter = dispatch.InFlightLimiter(self._max_in_flight)
-            pending: list = []
-            index = -1
-            view = None
-            for block in data.blocks():
-                if begin_to is not None:
-                    begin_to.call("on_predict_batch_begin", index + 1, {})
-                self._ensure_state(block.first)
-                if view is None:
-                    view = self.strategy.compute_view(self._state)
-                ((args, _),) = block.executions  # predict runs a block in one call
-                out = self._executor(PREDICT, k)(view, *args)
-                pending.append((out, [b.mask for b in block.batches], k > 1))
-                limiter.push(dispatch.dispatched(out))
-                if logging_to is not None:  # Keras's logs: {"outputs": this execution's outputs}
-                    logging_to.call("on_predict_batch_end", index + k, LazyLogs(
-                        lambda p=pending[-1]: {"outputs": jax.tree.map(
-                            lambda *a: np.concatenate(a), *real_outputs(*p))}))
-                index += len(block.batches)
-            limiter.drain()
-            for item in pending:
-                outputs.extend(real_outputs(*item))
+            outputs = self._run_pass(PREDICT, data, cbs, "on_predict_batch_end").logs()["outputs"]
             cbs.call("on_predict_end", {})
-        if not outputs:
-            raise ValueError("The input yielded no batches.")
-        return jax.tree.map(lambda *parts: np.concatenate(parts), *outputs)
+        return outputs
 
     def _callbacks(self, callbacks: Sequence[Callback] | None, verbose: int, params: dict,
                    history: History | None = None) -> CallbackList:

@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.strategy import context
+from jdist.strategy import batch as batch_rows, context
+from jdist.strategy.batch import leading_size
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -26,15 +27,7 @@ def check_accumulation_steps(steps: Any) -> int:
 
 
 def _batch_size(batch: Any) -> int:
-    leaves = jax.tree.leaves(batch)
-    if not leaves:
-        raise ValueError("The batch has no arrays to split into micro-batches.")
-    if any(jnp.ndim(x) == 0 for x in leaves):
-        raise ValueError("Every leaf of a batch needs a leading batch dimension to split into micro-batches.")
-    sizes = {jnp.shape(x)[0] for x in leaves}
-    if len(sizes) > 1:
-        raise ValueError(f"The leaves of a batch disagree on the batch size: {sorted(sizes)}.")
-    return sizes.pop()
+    return leading_size(batch, "the batch to split into micro-batches")
 
 
 def split_microbatches(batch: Any, steps: int, strategy: Strategy | None = None) -> Any:
@@ -182,8 +175,7 @@ def scan_accumulate(
         by_replica = NamedSharding(mesh, P(data_axis))
 
         def replica_piece(mb, j, ms):
-            shards = jax.tree.map(lambda x: jax.lax.with_sharding_constraint(
-                x.reshape((n, x.shape[0] // n) + x.shape[1:]), by_replica), mb)
+            shards = jax.tree.map(lambda x: batch_rows.per_replica(x, n, by_replica), mb)
             grads, aux, _ = jax.vmap(lambda s, i: grad_fn(params, s, j * n + i, None))(shards, jnp.arange(n))
             aux = jax.tree.map(lambda a: a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:]), aux)
             return jax.lax.with_sharding_constraint(grads, grad_shardings), aux, ms

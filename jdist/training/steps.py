@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from jdist import mixed_precision
 from jdist.diagnostics import memory
 from jdist.input import checks as input_checks
 from jdist.strategy import context, dispatch, leaf_checks, step_owner
-from jdist.strategy.distributed_batch import place_host_batches, split_batch
+from jdist.strategy.batch import as_batch
+from jdist.strategy.distributed_batch import place_host_batches
 from jdist.training import step_core
 from jdist.training.accumulation import check_accumulation_steps
 
@@ -86,7 +86,7 @@ def _sums_per_replica(strategy: Callable[[], Strategy]) -> step_core.Fold:
 
     def fold(sums, losses, aux, inputs, mask):
         s = strategy()
-        n, by_replica = s.num_replicas_in_sync, NamedSharding(s.mesh, P(s.data_axis))
+        n, by_replica = s.num_replicas_in_sync, s.data_sharding()
         per_replica = jax.tree.map(
             lambda a: jax.lax.with_sharding_constraint(a.reshape((n, -1)), by_replica), (losses, aux, mask))
         new = jax.vmap(lambda pe, a, m: _masked_sums(pe, a, m))(*per_replica)
@@ -211,7 +211,8 @@ def make_train_step(
     core = _core(loss_fn, strategy, has_aux, policy, k)
 
     def step(state, batch, update_shardings):
-        inputs, mask = split_batch(batch)
+        batch = as_batch(batch)
+        inputs, mask = batch.examples, batch.mask
         carry = None
         if k > 1:  # per-replica sums (see _sums_per_replica), added up after the loop
             n = (strategy or context.get_strategy()).num_replicas_in_sync
@@ -231,8 +232,8 @@ def make_eval_step(loss_fn: LossFn, strategy: Strategy | None = None, *, has_aux
     core = _core(loss_fn, strategy, has_aux, mixed_precision.as_policy(policy), 1)
 
     def step(state, batch, update_shardings):
-        inputs, mask = split_batch(batch)
-        return state, core.evaluate(state, inputs, mask, None)
+        batch = as_batch(batch)
+        return state, core.evaluate(state, batch.examples, batch.mask, None)
 
     compiled = _Compiled(step, strategy, donate=False)
     return lambda state, batch: compiled(state, batch)[1]
