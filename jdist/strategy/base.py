@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +39,13 @@ from jdist.strategy.run import ReplicaRun
 from jdist.strategy.values import (
     mark_split,
 )
+
+if TYPE_CHECKING:  # annotations only: higher layers, no import edge
+    from jdist.cluster.resolver import ClusterResolver
+    from jdist.diagnostics.memory import MemoryReport
+    from jdist.input.dataset import DistributedDataset
+    from jdist.input.options import InputContext, InputOptions
+    from jdist.pipeline import Pipeline
 
 
 def build_mesh(devices: Sequence[Device], mesh_shape: Mapping[str, int] | None, data_axis: str) -> Mesh:
@@ -86,7 +93,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         devices: Sequence[DeviceLike] | None = None,
         data_axis: str = "data",
         shard_optimizer_state: bool = False,
-        pipeline: Any = None,
+        pipeline: Pipeline | None = None,
     ):
         self._shard_optimizer_state = bool(shard_optimizer_state)
         self._devices = resolve_devices(devices)
@@ -116,7 +123,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return self._layout
 
     @property
-    def pipeline(self) -> Any:
+    def pipeline(self) -> Pipeline | None:
         """The `jdist.Pipeline` splitting the model's stacked blocks over stages, or None."""
         return self._pipeline
 
@@ -129,7 +136,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return tuple(self._mesh.devices.flat)
 
     @property
-    def cluster_resolver(self) -> Any:
+    def cluster_resolver(self) -> ClusterResolver | None:
         return None
 
     @property
@@ -380,7 +387,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             check_divisible(leading_size(batch, "a batch"), self.num_replicas_in_sync)
         return mark_split(place_rows(batch, self.data_sharding()))
 
-    def memory_report(self) -> Any:
+    def memory_report(self) -> MemoryReport:
         """Memory in use on each of this strategy's devices (a `jdist.diagnostics.memory.MemoryReport`; print it)."""
         return extensions.method("memory_report")(self.worker_devices)
 
@@ -403,7 +410,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return ReplicaContext(self, None)
 
     # -------------------------------------------------------------------- input
-    def experimental_distribute_dataset(self, dataset: Any, options: Any = None) -> Any:
+    def experimental_distribute_dataset(self, dataset: Any, options: InputOptions | None = None) -> DistributedDataset:
         """Splits a dataset of global batches over the replicas (see `jdist.input.dataset`).
 
         Iterating gives `jdist.DistributedBatch`es on the mesh: TF's per-replica split,
@@ -411,12 +418,14 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """
         return extensions.method("distribute_dataset")(self, dataset, options)
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable, options: Any = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                          options: InputOptions | None = None) -> DistributedDataset:
         """Calls `dataset_fn(jdist.InputContext)` once per input pipeline; its per-replica batches
         are handed to this process's replicas in turn (see `jdist.input.dataset`)."""
         return extensions.method("distribute_datasets_from_function")(self, dataset_fn, options)
 
-    def experimental_distribute_datasets_from_function(self, dataset_fn: Callable, options: Any = None) -> Any:
+    def experimental_distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+                                                       options: InputOptions | None = None) -> DistributedDataset:
         """Deprecated alias of `distribute_datasets_from_function` (as in TF)."""
         return self.distribute_datasets_from_function(dataset_fn, options)
 

@@ -69,7 +69,7 @@ class Batch:
         x, y = self._pair()
         return x, y, self.mask, self.weight
 
-    def replace(self, **changes: Any) -> Batch:
+    def replace(self, **changes: object) -> Batch:
         return dataclasses.replace(self, **changes)
 
 

@@ -28,7 +28,7 @@ class DistributedBatch(Batch):
     element (any pytree), each leaf a global array whose dim 0 is split over the data axis; `mask`:
     bool `(rows,)`, False for padding rows."""
 
-    def __init__(self, value: Any, mask: Any, host_mask: np.ndarray | None = None):
+    def __init__(self, value: Any, mask: jax.Array | np.ndarray, host_mask: np.ndarray | None = None):
         super().__init__(value, mask)
         # Its leaves stay per-replica values with this mask wherever they are passed alone.
         mark_split(value, mask)

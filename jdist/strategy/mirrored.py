@@ -1,7 +1,7 @@
 """`MirroredStrategy`: synchronous data parallelism over the local devices."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from jdist.strategy.base import Strategy
 from jdist.strategy.devices import DeviceLike
@@ -17,7 +17,7 @@ class MirroredStrategy(Strategy):
     the replicas (ZeRO-1: 1/N of its memory per device, no all-gather of it per step).
     """
 
-    def __init__(self, devices: Sequence[DeviceLike] | None = None, cross_device_ops: Any = None, *,
+    def __init__(self, devices: Sequence[DeviceLike] | None = None, cross_device_ops: object = None, *,
                  shard_optimizer_state: bool = False):
         super().__init__(devices=devices, shard_optimizer_state=shard_optimizer_state)
         self._cross_device_ops = cross_device_ops

@@ -23,15 +23,15 @@ if TYPE_CHECKING:
 class ReplicaContext:
     """The context of one replica inside `strategy.run` (TF's `tf.distribute.ReplicaContext`)."""
 
-    def __init__(self, strategy: "Strategy", axis_name: str | None, example_masks: Sequence[Any] = (),
-                 replica_id: Any = None):
+    def __init__(self, strategy: "Strategy", axis_name: str | None, example_masks: Sequence[jax.Array] = (),
+                 replica_id: int | jax.Array | None = None):
         self._strategy = strategy
         self._axis = axis_name
         self._example_masks = tuple(example_masks)
         self._replica_id = replica_id  # a replica run alone (a short batch's real rows): its id
 
     @property
-    def example_mask(self) -> Any:
+    def example_mask(self) -> jax.Array | None:
         """This replica's mask of real examples (bool, one per row) when `run` was given a
         `jdist.DistributedBatch`, else None. `compute_average_loss` applies it by default."""
         if len(self._example_masks) > 1:
@@ -56,7 +56,7 @@ class ReplicaContext:
         return self._strategy.num_replicas_in_sync
 
     @property
-    def replica_id_in_sync_group(self) -> Any:
+    def replica_id_in_sync_group(self) -> jax.Array:
         """This replica's global id, 0..N-1, as an int32 scalar (a traced value inside `run`)."""
         if self._axis is None:
             return jnp.int32(0) if self._replica_id is None else jnp.asarray(self._replica_id, jnp.int32)

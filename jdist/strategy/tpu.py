@@ -44,7 +44,7 @@ class TPUStrategy(Strategy):
       num_logical_devices_per_replica: cores per replica for model parallelism (mesh `data x model`).
     """
 
-    def __init__(self, tpu_cluster_resolver: Any = None, *, devices: Sequence[DeviceLike] | None = None,
+    def __init__(self, tpu_cluster_resolver: object = None, *, devices: Sequence[DeviceLike] | None = None,
                  num_logical_devices_per_replica: int = 1):
         topology = initialize_tpu_system(tpu_cluster_resolver, devices=devices)
         found = list(topology.devices)

@@ -103,7 +103,8 @@ def _topology(devices: Sequence[Any]) -> TPUTopology:
     )
 
 
-def initialize_tpu_system(cluster_resolver: Any = None, *, devices: Sequence[DeviceLike] | None = None) -> TPUTopology:
+def initialize_tpu_system(cluster_resolver: object = None, *,
+                          devices: Sequence[DeviceLike] | None = None) -> TPUTopology:
     """Connects the TPU hosts (once) and returns the topology; safe to call again.
 
     `cluster_resolver` is accepted for TF compatibility; JAX's own TPU detection

@@ -164,7 +164,7 @@ class PerReplica:
         return self._stacked is not None
 
     @property
-    def mask(self) -> Any:
+    def mask(self) -> jax.Array | None:
         """The flat mask of real rows (see the class docstring), or None: every row is real."""
         return self._mask
 

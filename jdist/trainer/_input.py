@@ -35,16 +35,12 @@ class Block:
     """Up to `steps_per_execution` consecutive batches and what runs them.
 
     `batches`: the padded batches (host, or already on the devices for a distributed dataset),
-    for the first-batch variable creation, predict's masks and remote scheduling.
+    for predict's masks and remote scheduling.
     `executions`: `(args, steps)` per compiled call: its device arguments and how many steps it
     runs (empty where steps are scheduled on remote workers)."""
 
-    batches: list
+    batches: list[Batch]
     executions: list[tuple[tuple, int]]
-
-    @property
-    def first(self) -> Any:
-        return self.batches[0]
 
 
 class Pass:

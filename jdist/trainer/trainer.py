@@ -401,7 +401,7 @@ class Trainer:
 
     def evaluate(self, x: Any, y: Any = None, *, batch_size: int | None = None, steps: int | None = None,
                  verbose: int = 1, callbacks: Sequence[Callback] | None = None,
-                 return_dict: bool = False, sample_weight: Any = None) -> Any:
+                 return_dict: bool = False, sample_weight: Any = None) -> float | list[float] | dict[str, float]:
         """Loss and metrics over all examples of `x` (exact: padding excluded, replicas combined),
         each example weighted by `sample_weight` if given.
 
