@@ -442,6 +442,8 @@ class ClusterCoordinator:
                 args, kwargs = closure.for_worker(worker.index)
                 token = closure.fn_token
                 fn = None if token in worker.known_functions else closure.fn
+                if fn is not None and closure.keras_plan is not None:
+                    fn = keras_state.sendable(fn, self._strategy)
                 # Started above or by _replace_worker; None only if _stop ran meanwhile (an error for this closure).
                 assert worker.actor is not None, "the worker has no process"
                 value = self._ray.get(worker.actor.run.remote(token, fn, args, kwargs, closure.keras_plan))

@@ -190,3 +190,14 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
 
     keras_run._build_optimizers(strategy, objects, keras)
     return keras_run._variables(objects)
+
+
+def sendable(fn: Callable, strategy: Any) -> Any:
+    """`fn` as a worker receives it with its first call: where the strategy splits Keras weights, the worker
+    rebuilds the Keras objects `fn` carries with the same pieces (`interop/keras_sharded.py`)."""
+    partitioner = getattr(strategy, "variable_partitioner", None)
+    if partitioner is None or strategy.keras_variable_store() is None:
+        return fn
+    from jdist.interop import keras_sharded
+
+    return keras_sharded.partitioned_copy(fn, partitioner)
