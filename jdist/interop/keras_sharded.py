@@ -181,29 +181,34 @@ def _counting_whole(original: Callable) -> Callable:
     return check
 
 
-_copy_partitioner: list = []  # set while a worker unpickles a function sent by `partitioned_copy`
+_copy_partitioner: list = []  # set while a worker unpickles a function sent by `worker_copy`
 
 
-def partitioned_copy(fn: Callable, partitioner: Any) -> Any:
-    """`fn` as sent to a worker: the Keras objects it carries are rebuilt there (Keras pickles a model as its
-    config and weights) with their weights split as `partitioner` splits them here, so the worker's copies have
-    the same pieces as the servers."""
-    return _PartitionedCopy(fn, partitioner)
+def worker_copy(fn: Callable, partitioner: Any, preludes: Sequence[Callable] = ()) -> Any:
+    """`fn` as sent to a worker. Keras pickles a model as its config and weights, so the worker rebuilds the
+    Keras objects `fn` carries: first each of `preludes` runs there (registering the Keras classes they name),
+    then the objects are rebuilt with their weights split as `partitioner` splits them here (None: whole), so
+    the worker's copies have the same pieces as the servers."""
+    return _WorkerCopy(fn, partitioner, tuple(preludes))
 
 
-class _PartitionedCopy:
-    def __init__(self, fn: Callable, partitioner: Any):
-        self._fn, self._partitioner = fn, partitioner
+class _WorkerCopy:
+    def __init__(self, fn: Callable, partitioner: Any, preludes: tuple):
+        self._fn, self._partitioner, self._preludes = fn, partitioner, preludes
 
     def __reduce__(self) -> tuple:
         from ray import cloudpickle
 
-        return _rebuild, (self._partitioner, cloudpickle.dumps(self._fn))
+        return _rebuild, (self._partitioner, self._preludes, cloudpickle.dumps(self._fn))
 
 
-def _rebuild(partitioner: Any, payload: bytes) -> Any:
+def _rebuild(partitioner: Any, preludes: tuple, payload: bytes) -> Any:
     from ray import cloudpickle
 
+    for prelude in preludes:
+        prelude()
+    if partitioner is None:
+        return cloudpickle.loads(payload)
     install()
     _copy_partitioner.append(partitioner)
     try:

@@ -26,6 +26,7 @@ function reaches a worker as a pickled copy. So:
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Sequence
@@ -193,11 +194,18 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
 
 
 def sendable(fn: Callable, strategy: Any) -> Any:
-    """`fn` as a worker receives it with its first call: where the strategy splits Keras weights, the worker
-    rebuilds the Keras objects `fn` carries with the same pieces (`interop/keras_sharded.py`)."""
+    """`fn` as a worker receives it: Keras objects it carries are rebuilt there with the coordinator's jdist Keras
+    classes registered (`tf.keras.layers.StringLookup` of `jdist.tf_compat`) and, where the strategy splits Keras
+    weights, with the same pieces (`interop/keras_sharded.py`)."""
+    if "keras" not in sys.modules:
+        return fn
     partitioner = getattr(strategy, "variable_partitioner", None)
-    if partitioner is None or strategy.keras_variable_store() is None:
+    if strategy.keras_variable_store() is None:
+        partitioner = None
+    extras = sys.modules.get("jdist.tf_compat.keras_extras")
+    preludes = [extras.register_serializable] if extras is not None else []
+    if partitioner is None and not preludes:
         return fn
     from jdist.interop import keras_sharded
 
-    return keras_sharded.partitioned_copy(fn, partitioner)
+    return keras_sharded.worker_copy(fn, partitioner, preludes)

@@ -76,6 +76,7 @@ def tensorboard_class() -> type:
 def string_lookup_class() -> type:
     import keras
 
+    @keras.saving.register_keras_serializable(package="jdist")
     class StringLookup(keras.layers.Layer):
         """`tf.keras.layers.StringLookup` on the host: strings (bytes or str, numpy or lists) to int64 indices."""
 
@@ -151,6 +152,12 @@ def string_lookup_class() -> type:
             return (*shape, depth) if self.output_mode == "one_hot" else (*shape[:-1], depth)
 
     return StringLookup
+
+
+def register_serializable() -> None:
+    """Registers jdist's Keras layers with Keras, so a process that unpickles a model holding one (a
+    parameter-server worker given a preprocessing model) can rebuild it."""
+    string_lookup_class()
 
 
 def _strings(data: Any) -> np.ndarray:
