@@ -211,20 +211,30 @@ TF_PS_FINAL_LOSS = (0.006898, 0.028068)
 TF_PS_EVAL_ACCURACY = 1.0
 
 
-def test_parameter_server_tutorial_fits_through_the_workers_then_stops_at_the_sharded_embedding():
+def test_parameter_server_tutorial_runs_to_its_end():
     """The cluster cells run; `model.fit` (cell 28) trains through the 3 workers: five epoch losses, falling,
     in TF's range (the data is unseeded, so the numbers vary from run to run, in TF as here); the string
-    preprocessing models and the embedding model are built (cells 32-38). It stops at cell 40's `assert
-    len(emb_layer.weights) == 2`: jdist keeps each Keras variable whole on one server, where TF's
-    `variable_partitioner` splits the (8, 16384) embedding in two (docs/porting.md, section 3)."""
+    preprocessing models and the embedding model are built (cells 32-38); cell 40's asserts hold (the
+    `variable_partitioner` splits the (8, 16384) embedding into two (4, 16384) pieces), the pieces' two servers
+    are printed, and the custom loop, its final loss and both evaluations (inline and scheduled) run to the end.
+    Their numbers are NOT yet TF's: TF's custom-loop accuracy reaches 1.0 by the fourth epoch with a final loss
+    of 0.028 / 0.0069, here the accuracy stays between 0.3 and 0.9 and the final loss is several units (observed
+    with 3 workers, with 1 worker too): checked only to be printed and finite (docs/porting.md, section 3)."""
     out = _run("parameter_server_training.py")
-    assert out.returncode == 1
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     losses = [float(v) for v in re.findall(r"^20/20 - .* loss: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
     assert len(losses) == 5, out.stdout[-2000:] + out.stderr[-3000:]
     assert all(a > b for a, b in zip(losses, losses[1:])), losses
     assert 0.2 < losses[0] < 1.5 and 0.1 < losses[-1] < 0.75 * losses[0], losses  # TF: 0.46 -> 0.21, 0.91 -> 0.38
-    assert 'parameter_server_training.py", line 166' in out.stderr, out.stderr[-3000:]
-    assert out.stderr.rstrip().endswith("AssertionError")  # assert len(emb_layer.weights) == 2
+    devices = re.findall(r"^/job:ps/replica:0/task:(\d)/device:CPU:0$", out.stdout, re.MULTILINE)
+    assert sorted(devices) == ["0", "1"], out.stdout[-2000:]  # TF: the two pieces on the two servers
+    accuracies = [float(v) for v in re.findall(r"^Finished epoch \d, accuracy is (\d+\.\d+)\.$", out.stdout,
+                                                re.MULTILINE)]
+    assert len(accuracies) == 4 and all(0.0 < a <= 1.0 for a in accuracies), out.stdout[-2000:]
+    (final,) = re.findall(r"^Final loss is (\d+\.\d+)$", out.stdout, re.MULTILINE)
+    assert np.isfinite(float(final))
+    evaluations = [float(v) for v in re.findall(r"^Evaluation accuracy: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
+    assert len(evaluations) == 2 and all(0.0 <= a <= 1.0 for a in evaluations), out.stdout[-2000:]
     assert "nan" not in out.stdout.lower()
 
 
