@@ -194,16 +194,16 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
 
 
 def sendable(fn: Callable, strategy: Any) -> Any:
-    """`fn` as a worker receives it: Keras objects it carries are rebuilt there with the coordinator's jdist Keras
-    classes registered (`tf.keras.layers.StringLookup` of `jdist.tf_compat`) and, where the strategy splits Keras
-    weights, with the same pieces (`interop/keras_sharded.py`)."""
+    """`fn` as a worker receives it: Keras objects it carries are rebuilt there with `jdist.tf_compat`'s Keras
+    prepared as on the coordinator (its `StringLookup` registered, its patches installed) and, where the strategy
+    splits Keras weights, with the same pieces (`interop/keras_sharded.py`)."""
     if "keras" not in sys.modules:
         return fn
     partitioner = getattr(strategy, "variable_partitioner", None)
     if strategy.keras_variable_store() is None:
         partitioner = None
     extras = sys.modules.get("jdist.tf_compat.keras_extras")
-    preludes = [extras.register_serializable] if extras is not None else []
+    preludes = [extras.prepare_worker] if extras is not None else []
     if partitioner is None and not preludes:
         return fn
     from jdist.interop import keras_sharded

@@ -154,10 +154,14 @@ def string_lookup_class() -> type:
     return StringLookup
 
 
-def register_serializable() -> None:
-    """Registers jdist's Keras layers with Keras, so a process that unpickles a model holding one (a
-    parameter-server worker given a preprocessing model) can rebuild it."""
+def prepare_worker() -> None:
+    """A process that rebuilds `tf.keras` models made elsewhere (a parameter-server worker given a step or a
+    preprocessing model): jdist's Keras layers registered with Keras, Keras patched as `tf.keras` patches it."""
+    from jdist.tf_compat import sigmoid_logits
+
     string_lookup_class()
+    add_reset_states()
+    sigmoid_logits.install()
 
 
 def _strings(data: Any) -> np.ndarray:
