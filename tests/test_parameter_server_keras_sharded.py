@@ -147,3 +147,24 @@ def test_min_size_partitioner_splits_only_what_is_large_enough(cluster):
         assert _task(large.weights[0]) != _task(large.weights[1])
     finally:
         strategy.shutdown()
+
+
+def test_a_scheduled_tf_function_loads_and_pushes_its_keras_objects(cluster):
+    """The tutorial decorates its step with `@tf.function`: the Keras objects are found through the wrapper."""
+    import jdist.tf_compat as tf
+
+    strategy, coordinator = cluster
+    with strategy.scope():
+        objects = _objects()
+    reference = _objects()
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: iter(BATCHES)))
+    step = tf.function(_step_fn(*objects, strategy))
+    for _ in range(2):
+        coordinator.schedule(step, args=(iterator,))
+    coordinator.join()
+    ref_step, ref_batches = _step_fn(*reference, jdist.get_strategy()), iter(BATCHES)
+    for _ in range(2):
+        ref_step(ref_batches)
+    assert float(objects[2].result()) == float(reference[2].result()) > 0  # the workers' metric updates arrived
+    np.testing.assert_allclose(np.asarray(objects[0].layers[0].kernel), np.asarray(reference[0].layers[0].kernel),
+                               rtol=1e-5, atol=1e-6)
