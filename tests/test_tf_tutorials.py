@@ -217,9 +217,14 @@ def test_parameter_server_tutorial_runs_to_its_end():
     preprocessing models and the embedding model are built (cells 32-38); cell 40's asserts hold (the
     `variable_partitioner` splits the (8, 16384) embedding into two (4, 16384) pieces), the pieces' two servers
     are printed, and the custom loop, its final loss and both evaluations (inline and scheduled) run to the end.
-    Their numbers are NOT yet TF's: TF's custom-loop accuracy reaches 1.0 by the fourth epoch with a final loss
-    of 0.028 / 0.0069, here the accuracy stays between 0.3 and 0.9 and the final loss is several units (observed
-    with 3 workers, with 1 worker too): checked only to be printed and finite (docs/porting.md, section 3)."""
+    Both evaluation accuracies are TF's 1.0 (three runs here; at least 14 of 16 asserted). The custom loop
+    learns more slowly than TF's with three asynchronous workers: epoch accuracies 0.65, 0.44, 0.67, 1.0 /
+    0.68, 0.53, 0.63, 0.63 / 0.69, 0.56, 0.92, 1.0 and final losses 0.38, 1.52, 0.68 in three runs, where TF
+    printed 0.44, 0.52, 0.75, 1.0 / 0.49, 0.54, 0.63, 1.0 and 0.028 / 0.0069 (with one worker instead of three:
+    0.61, 1.0, 1.0, 1.0 and 0.097 here, as TF in one process).
+    jdist's workers push RMSprop's slot changes as increments, which TF recomputes on the servers
+    (docs/parameter_server.md), so three concurrent first steps are larger than TF's; asserted: the accuracies
+    and the final loss printed, the last accuracy at least 0.6, the final loss below 3."""
     out = _run("parameter_server_training.py")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     losses = [float(v) for v in re.findall(r"^20/20 - .* loss: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
@@ -231,10 +236,11 @@ def test_parameter_server_tutorial_runs_to_its_end():
     accuracies = [float(v) for v in re.findall(r"^Finished epoch \d, accuracy is (\d+\.\d+)\.$", out.stdout,
                                                 re.MULTILINE)]
     assert len(accuracies) == 4 and all(0.0 < a <= 1.0 for a in accuracies), out.stdout[-2000:]
+    assert accuracies[-1] >= 0.6, accuracies  # TF: 1.0 (TF_PS_ACCURACIES)
     (final,) = re.findall(r"^Final loss is (\d+\.\d+)$", out.stdout, re.MULTILINE)
-    assert np.isfinite(float(final))
+    assert 0.0 < float(final) < 3.0, final  # TF: TF_PS_FINAL_LOSS
     evaluations = [float(v) for v in re.findall(r"^Evaluation accuracy: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
-    assert len(evaluations) == 2 and all(0.0 <= a <= 1.0 for a in evaluations), out.stdout[-2000:]
+    assert len(evaluations) == 2 and all(a >= TF_PS_EVAL_ACCURACY - 2 / 16 for a in evaluations), evaluations
     assert "nan" not in out.stdout.lower()
 
 

@@ -199,7 +199,7 @@ class _WorkerCopy:
     def __reduce__(self) -> tuple:
         from ray import cloudpickle
 
-        return _rebuild, (self._partitioner, self._preludes, cloudpickle.dumps(self._fn))
+        return _rebuild, (self._partitioner, self._preludes, cloudpickle.dumps(self._fn))  # pyright: ignore[reportPrivateImportUsage]
 
 
 def _rebuild(partitioner: Any, preludes: tuple, payload: bytes) -> Any:
@@ -246,7 +246,7 @@ def _layer_add_weight(original: Callable) -> Callable:
 
         return _create(partitioner, make, shape, initializer, dtype, name)
 
-    add_weight._jdist_sharded = True  # pyright: ignore[reportFunctionMemberAccess]
+    add_weight._jdist_sharded = True  # pyright: ignore[reportFunctionMemberAccess, reportAttributeAccessIssue]
     return add_weight
 
 
@@ -277,7 +277,8 @@ def _create(partitioner: Any, make: Callable, shape: Any, initializer: Any, dtyp
     shards = num_axis0_shards(partitioner, shape, dtype)
     if shards == 1:
         return make(shape, initializer, name)
-    whole = np.asarray(initializers.get(initializer)(shape, dtype=dtype))  # drawn whole: same start as unsplit
+    draw: Any = initializers.get(initializer)
+    whole = np.asarray(draw(shape, dtype=dtype))  # drawn whole: the same start as unsplit
     base = name or "variable"
     pieces, start = [], 0
     for i, rows in enumerate(div_partition(shape[0], shards)):

@@ -62,5 +62,5 @@ def _from_noted_logits(binary_crossentropy: Callable) -> Callable:
             return binary_crossentropy(target, logits, from_logits=True)
         return binary_crossentropy(target, output, from_logits=from_logits)
 
-    crossentropy._jdist_logits = True  # pyright: ignore[reportFunctionMemberAccess]
+    crossentropy._jdist_logits = True  # pyright: ignore[reportFunctionMemberAccess, reportAttributeAccessIssue]
     return crossentropy
