@@ -175,9 +175,39 @@ def test_kerass_fit_under_the_strategy_refuses_what_tf_refuses(cluster):
         model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, verbose=1)
     with pytest.raises(ValueError, match="Batch-level `Callback`s are not supported"):
         model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, callbacks=[PerBatch()])
-    with pytest.raises(NotImplementedError, match="validation_data"):
+    # TF 2.21 (tf_keras): validation_data without validation_steps is a ValueError ("... `validation_steps`, ...
+    # argument must be provided"); jdist refuses validation_split and class_weight, naming the alternatives.
+    with pytest.raises(ValueError, match="needs `validation_steps`"):
         model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, validation_data=(FIT_X, FIT_Y))
+    with pytest.raises(NotImplementedError, match=r"\['validation_split'\].*validation_steps"):
+        model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, validation_split=0.5)
+    with pytest.raises(NotImplementedError, match=r"\['class_weight'\].*sample_weight"):
+        model.fit(FIT_X, FIT_Y, batch_size=4, steps_per_epoch=1, class_weight={0: 2.0})
     assert not model.built  # nothing ran
+
+
+# TF 2.21 with tf_keras, one worker and one parameter server, the model above compiled with metrics=["mae"]:
+# fit(dataset, epochs=2, steps_per_epoch=5, validation_data=<the first 10 rows, batch(4).repeat()>,
+# validation_steps=2) printed loss [0.1412062, 0.0301981], mae [0.3500397, 0.1529924], val_loss [0.0454146,
+# 0.0587259], val_mae [0.2021238, 0.2360469] (the first 2 validation batches, with the servers' values).
+TF_FIT_VALIDATION = {"loss": [0.1412062, 0.0301981], "mae": [0.3500397, 0.1529924],
+                     "val_loss": [0.0454146, 0.0587259], "val_mae": [0.2021238, 0.2360469]}
+
+
+def test_kerass_fit_validates_on_the_servers_values_as_tf(cluster):
+    from jdist import tf_compat as tf
+
+    strategy, _ = cluster
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, kernel_initializer="ones")])
+        model.compile(keras.optimizers.SGD(0.1), loss="mse", steps_per_execution=2, metrics=["mae"])
+    dataset = tf.data.Dataset.from_tensor_slices((FIT_X, FIT_Y)).batch(4).repeat()
+    validation = tf.data.Dataset.from_tensor_slices((FIT_X[:10], FIT_Y[:10])).batch(4).repeat()
+    history = model.fit(dataset, epochs=2, steps_per_epoch=5, validation_data=validation, validation_steps=2,
+                        verbose=0)
+    assert sorted(history.history) == sorted(TF_FIT_VALIDATION)
+    for name, want in TF_FIT_VALIDATION.items():
+        np.testing.assert_allclose(history.history[name], want, rtol=1e-5, err_msg=name)
 
 
 def test_inline_evaluation_scheduled_or_here_reads_the_servers_values(cluster):

@@ -179,3 +179,33 @@ def test_reductions_on_a_functional_models_symbolic_tensor_become_part_of_the_mo
     want = embedded.get_weights()[0][x].mean(axis=1)
     np.testing.assert_allclose(np.asarray(model(x)), want, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(tf.reduce_mean(want, axis=1)), want.mean(axis=1), rtol=1e-6)
+
+
+# TF 2.21, tf_keras (TF_USE_LEGACY_KERAS=1) and its Keras 3 alike: Dense(1, activation="sigmoid", kernel "ones",
+# bias "zeros") on x = [[30], [-2]], y = [[0], [1]]: BinaryCrossentropy() gave 16.06346321105957 (from the logits:
+# softplus(30) and softplus(2), averaged) and gradients kernel 15.880797386169434, bias 0.05960145592689514 (a
+# saturated prediction keeps its gradient); of tf.identity(p), which drops the logits, 8.73 (tf_keras), 9.03 (Keras 3).
+TF_SIGMOID_BCE = 16.06346321105957
+TF_SIGMOID_BCE_GRADS = [15.880797386169434, 0.05960145592689514]
+
+
+def test_binary_crossentropy_of_a_sigmoid_output_uses_its_logits_as_tfs_keras():
+    layer = tf.keras.layers.Dense(1, activation="sigmoid", kernel_initializer="ones", bias_initializer="zeros")
+    layer.build((None, 1))
+    x = np.array([[30.0], [-2.0]], np.float32)
+    y = np.array([[0.0], [1.0]], np.float32)
+    bce = tf.keras.losses.BinaryCrossentropy()
+
+    def loss_of(weights):
+        p, _ = layer.stateless_call(weights, [], x)
+        return bce(y, p)
+
+    weights = [v.value for v in layer.trainable_variables]
+    value, grads = jax.jit(jax.value_and_grad(loss_of))(weights)  # traced, as inside a step
+    np.testing.assert_allclose(float(value), TF_SIGMOID_BCE, rtol=1e-6)
+    np.testing.assert_allclose([float(np.ravel(g)[0]) for g in grads], TF_SIGMOID_BCE_GRADS, rtol=1e-6)
+    # A probability that did not come out of a sigmoid is clipped as Keras clips it.
+    p = np.asarray(layer(x)) * 1.0
+    clipped = np.clip(p, 1e-7, 1 - 1e-7)
+    expected = -np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped))
+    np.testing.assert_allclose(float(bce(y, p)), expected, rtol=1e-5)

@@ -211,20 +211,36 @@ TF_PS_FINAL_LOSS = (0.006898, 0.028068)
 TF_PS_EVAL_ACCURACY = 1.0
 
 
-def test_parameter_server_tutorial_fits_through_the_workers_then_stops_at_the_sharded_embedding():
+def test_parameter_server_tutorial_runs_to_its_end():
     """The cluster cells run; `model.fit` (cell 28) trains through the 3 workers: five epoch losses, falling,
     in TF's range (the data is unseeded, so the numbers vary from run to run, in TF as here); the string
-    preprocessing models and the embedding model are built (cells 32-38). It stops at cell 40's `assert
-    len(emb_layer.weights) == 2`: jdist keeps each Keras variable whole on one server, where TF's
-    `variable_partitioner` splits the (8, 16384) embedding in two (docs/porting.md, section 3)."""
+    preprocessing models and the embedding model are built (cells 32-38); cell 40's asserts hold (the
+    `variable_partitioner` splits the (8, 16384) embedding into two (4, 16384) pieces), the pieces' two servers
+    are printed, and the custom loop, its final loss and both evaluations (inline and scheduled) run to the end.
+    Both evaluation accuracies are TF's 1.0 (three runs here; at least 14 of 16 asserted). The custom loop
+    learns more slowly than TF's with three asynchronous workers: epoch accuracies 0.65, 0.44, 0.67, 1.0 /
+    0.68, 0.53, 0.63, 0.63 / 0.69, 0.56, 0.92, 1.0 and final losses 0.38, 1.52, 0.68 in three runs, where TF
+    printed 0.44, 0.52, 0.75, 1.0 / 0.49, 0.54, 0.63, 1.0 and 0.028 / 0.0069 (with one worker instead of three:
+    0.61, 1.0, 1.0, 1.0 and 0.097 here, as TF in one process).
+    jdist's workers push RMSprop's slot changes as increments, which TF recomputes on the servers
+    (docs/parameter_server.md), so three concurrent first steps are larger than TF's; asserted: the accuracies
+    and the final loss printed, the last accuracy at least 0.6, the final loss below 3."""
     out = _run("parameter_server_training.py")
-    assert out.returncode == 1
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     losses = [float(v) for v in re.findall(r"^20/20 - .* loss: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
     assert len(losses) == 5, out.stdout[-2000:] + out.stderr[-3000:]
     assert all(a > b for a, b in zip(losses, losses[1:])), losses
     assert 0.2 < losses[0] < 1.5 and 0.1 < losses[-1] < 0.75 * losses[0], losses  # TF: 0.46 -> 0.21, 0.91 -> 0.38
-    assert 'parameter_server_training.py", line 166' in out.stderr, out.stderr[-3000:]
-    assert out.stderr.rstrip().endswith("AssertionError")  # assert len(emb_layer.weights) == 2
+    devices = re.findall(r"^/job:ps/replica:0/task:(\d)/device:CPU:0$", out.stdout, re.MULTILINE)
+    assert sorted(devices) == ["0", "1"], out.stdout[-2000:]  # TF: the two pieces on the two servers
+    accuracies = [float(v) for v in re.findall(r"^Finished epoch \d, accuracy is (\d+\.\d+)\.$", out.stdout,
+                                                re.MULTILINE)]
+    assert len(accuracies) == 4 and all(0.0 < a <= 1.0 for a in accuracies), out.stdout[-2000:]
+    assert accuracies[-1] >= 0.6, accuracies  # TF: 1.0 (TF_PS_ACCURACIES)
+    (final,) = re.findall(r"^Final loss is (\d+\.\d+)$", out.stdout, re.MULTILINE)
+    assert 0.0 < float(final) < 3.0, final  # TF: TF_PS_FINAL_LOSS
+    evaluations = [float(v) for v in re.findall(r"^Evaluation accuracy: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
+    assert len(evaluations) == 2 and all(a >= TF_PS_EVAL_ACCURACY - 2 / 16 for a in evaluations), evaluations
     assert "nan" not in out.stdout.lower()
 
 

@@ -31,10 +31,15 @@ class TrainSteps:
 
         self.model = model
         self.tf_keras_labels = keras_labels.installed()  # the coordinator's script uses tf_compat's tf.keras
+        self.build_batch: Any = None  # one row of the batch the coordinator built the model from
 
     def keras_variables(self) -> list:
-        """The variables a worker loads and pushes: the same list, in the same order, on both sides."""
+        """The variables a worker loads and pushes: the same list, in the same order, on both sides. A worker's
+        copy (rebuilt from Keras's pickle) builds its compiled metrics first, from the coordinator's batch."""
         model = self.model
+        compiled = getattr(model, "_compile_metrics", None)
+        if compiled is not None and not compiled.built and self.build_batch is not None:
+            model._symbolic_build(data_batch=self.build_batch)
         return [*model.trainable_variables, *model.non_trainable_variables, *model.optimizer.variables,
                 *model.metrics_variables]
 
@@ -131,14 +136,18 @@ def _check_callbacks(callbacks: Any) -> None:
                          f"unsupported callbacks: {refused}. Use epoch-level hooks (on_epoch_end) instead.")
 
 
-_UNSUPPORTED = ("validation_split", "validation_data", "class_weight", "validation_steps", "validation_batch_size")
+_UNSUPPORTED = ("validation_split", "class_weight")
 
 
 def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size: int | None = None,
         epochs: int = 1, verbose: Any = "auto", callbacks: Any = None, shuffle: bool = True,
         sample_weight: Any = None, initial_epoch: int = 0, steps_per_epoch: int | None = None,
+        validation_data: Any = None, validation_steps: int | None = None, validation_batch_size: int | None = None,
         validation_freq: int = 1, **rest: Any) -> Any:
-    """Keras's `fit`, each execution of train steps scheduled on the strategy's workers; returns the History."""
+    """Keras's `fit`, each execution of train steps scheduled on the strategy's workers; returns the History.
+
+    With `validation_data` (and `validation_steps`, which TF requires here), each validated epoch ends with
+    `model.evaluate` of its first `validation_steps` batches on the servers' values: the `val_` logs."""
     import keras
 
     asked = sorted(k for k, v in rest.items() if k in _UNSUPPORTED and v not in (None, 0, 0.0))
@@ -147,8 +156,13 @@ def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size
         raise TypeError(f"fit() got unexpected keyword arguments {unknown}")
     if asked:
         raise NotImplementedError(
-            f"fit under ParameterServerStrategy does not take {asked} yet: evaluate after fit with "
-            "model.evaluate (it reads the servers' values), or schedule an eval step with the coordinator.")
+            f"fit under ParameterServerStrategy does not take {asked} yet: pass validation_data with "
+            "validation_steps (or evaluate after fit with model.evaluate, which reads the servers' values); "
+            "weight examples with sample_weight.")
+    if validation_data is not None and (validation_steps is None or int(validation_steps) <= 0):
+        raise ValueError(
+            "fit under ParameterServerStrategy needs `validation_steps` (a positive int) with `validation_data`, "
+            f"as TF's does: each validation reads that many batches. Got validation_steps={validation_steps}.")
     if steps_per_epoch is None or int(steps_per_epoch) <= 0:
         raise ValueError(
             "fit under ParameterServerStrategy needs `steps_per_epoch` (a positive int): the workers read "
@@ -161,8 +175,9 @@ def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size
     steps_per_epoch = int(steps_per_epoch)
     coordinator = strategy.cluster_coordinator()
     source = _per_worker_source(x, y, sample_weight, batch_size, shuffle)
+    train_steps = _train_steps(model)
     with strategy.scope():
-        _build(model, x, y, sample_weight)
+        train_steps.build_batch = _build(model, x, y, sample_weight)
     per_worker = coordinator.create_per_worker_dataset(source)
     iterator = iter(per_worker)
 
@@ -170,7 +185,6 @@ def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size
         callbacks = keras.callbacks.CallbackList(callbacks, add_history=True, add_progbar=verbose != 0,
                                                  verbose=verbose, epochs=epochs, steps=steps_per_epoch, model=model)
     per_execution = max(1, int(model.steps_per_execution))
-    train_steps = _train_steps(model)
     model.stop_training = False
     callbacks.on_train_begin()
     epoch_logs: dict = {}
@@ -190,11 +204,28 @@ def fit(model: Any, strategy: Strategy, x: Any = None, y: Any = None, batch_size
         coordinator.join()
         logs = last.fetch() if last is not None else {}
         epoch_logs = dict(model._get_metrics_result_or_logs(logs))  # the servers' values, as TF reads them
+        if validation_data is not None and model._should_eval(epoch, validation_freq):
+            epoch_logs.update(_validate(model, validation_data, int(validation_steps or 0),
+                                        validation_batch_size or batch_size))
         callbacks.on_epoch_end(epoch, epoch_logs)
         if model.stop_training:
             break
     callbacks.on_train_end(logs=epoch_logs)
     return model.history
+
+
+def _validate(model: Any, data: Any, steps: int, batch_size: int | None) -> dict:
+    """`val_` logs: Keras's `evaluate` here, on the servers' values, of the first `steps` batches of `data`."""
+    from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
+
+    if _is_array_tree(data) or isinstance(data, (tuple, list)):
+        x, y, weights = unpack_x_y_sample_weight(tuple(data))
+    else:
+        x, y, weights = data, None, None
+    logs = model.evaluate(x, y, sample_weight=weights, batch_size=batch_size, steps=steps, verbose=0,
+                          return_dict=True)
+    # Evaluate resets the compiled metrics; the training logs were read before it.
+    return {"val_" + name: value for name, value in logs.items()}
 
 
 def _train_steps(model: Any) -> TrainSteps:
@@ -205,17 +236,18 @@ def _train_steps(model: Any) -> TrainSteps:
     return steps
 
 
-def _build(model: Any, x: Any, y: Any, sample_weight: Any) -> None:
+def _build(model: Any, x: Any, y: Any, sample_weight: Any) -> Any:
     """The model, its optimizer and its compiled metrics get their variables here, in the strategy's scope, so
-    they are made on the servers (TF builds them on first use, there): from one batch of the data, read here."""
-    if model.built and model.optimizer.built and all(getattr(m, "built", True) for m in model.metrics):
-        return
+    they are made on the servers (TF builds them on first use, there): from one batch of the data, read here.
+    Returns one row of that batch (workers build their copies' compiled metrics from it)."""
     if _is_array_tree(x):
-        take = functools.partial(_take, rows=slice(0, 2))
+        take = functools.partial(_take, rows=slice(0, 1))
         batch = tuple(None if v is None else take(v) for v in (x, y, sample_weight))
     else:
-        batch = _unpacked(next(iter(x)))
-    model._symbolic_build(data_batch=batch)
+        batch = _take(_unpacked(next(iter(x))), slice(0, 1))
+    if not (model.built and model.optimizer.built and all(getattr(m, "built", True) for m in model.metrics)):
+        model._symbolic_build(data_batch=batch)
+    return batch
 
 
 def _unpacked(batch: Any) -> Any:

@@ -134,6 +134,8 @@ def keras_objects(fn: Callable) -> list:
         elif isinstance(value, functools.partial):
             for item in (value.func, *value.args, *value.keywords.values()):
                 visit(item, depth + 1)
+        elif not inspect.isfunction(value) and inspect.isfunction(wrapped := getattr(value, "__wrapped__", None)):
+            visit(wrapped, depth + 1)  # a decorated function (`tf.function`): what it wraps
         elif inspect.isfunction(value) or inspect.ismethod(value):
             if inspect.ismethod(value):  # a method: its instance, and what the instance holds (`self.model`)
                 owner = value.__self__

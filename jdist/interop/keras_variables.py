@@ -18,14 +18,16 @@ replicated value that differs per process, and the workers would drift apart.
 
 For a strategy that keeps Keras variables in other processes (`Strategy.keras_variable_store()`:
 the parameter servers), `install_remote_hooks` registers each variable made in its scope with
-that store, writes this process's assignments through to it and refreshes reads from it, and
-turns Keras's `fit` of such a model into one that schedules its steps on the workers (`keras_ps_fit`).
+that store, writes this process's assignments through to it and refreshes reads from it, splits
+layer weights as the strategy's `variable_partitioner` says (`keras_sharded`), and turns Keras's `fit`
+of such a model into one that schedules its steps on the workers (`keras_ps_fit`).
 """
 from __future__ import annotations
 
 import functools
 from typing import Any, Callable
 
+from jdist.interop import keras_sharded
 from jdist.strategy.initial_values import from_first_replica, spans_processes
 
 
@@ -129,6 +131,7 @@ def install_remote_hooks() -> None:
 
     JaxVariable.value = property(value)  # pyright: ignore[reportAttributeAccessIssue]
     JaxVariable.device = property(_device)  # pyright: ignore[reportAttributeAccessIssue]
+    keras_sharded.install()  # a `variable_partitioner` splits layer weights into pieces, as TF's does
     _fit_through_the_workers()
 
 

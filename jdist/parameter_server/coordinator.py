@@ -372,6 +372,7 @@ class ClusterCoordinator:
         from ray.exceptions import RayActorError, RayTaskError
 
         rid = next(self._resource_ids)
+        fn = keras_state.sendable(fn, self._strategy)  # Keras models it uses (preprocessing) rebuilt as here
         with self._lock:
             self._resources.append((rid, fn, args))
             refs = [w.actor.create_resource.remote(rid, fn, args) for w in self._workers if w.actor is not None]
@@ -442,6 +443,8 @@ class ClusterCoordinator:
                 args, kwargs = closure.for_worker(worker.index)
                 token = closure.fn_token
                 fn = None if token in worker.known_functions else closure.fn
+                if fn is not None:
+                    fn = keras_state.sendable(fn, self._strategy)
                 # Started above or by _replace_worker; None only if _stop ran meanwhile (an error for this closure).
                 assert worker.actor is not None, "the worker has no process"
                 value = self._ray.get(worker.actor.run.remote(token, fn, args, kwargs, closure.keras_plan))

@@ -26,6 +26,7 @@ function reaches a worker as a pickled copy. So:
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Sequence
@@ -190,3 +191,21 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
 
     keras_run._build_optimizers(strategy, objects, keras)
     return keras_run._variables(objects)
+
+
+def sendable(fn: Callable, strategy: Any) -> Any:
+    """`fn` as a worker receives it: Keras objects it carries are rebuilt there with `jdist.tf_compat`'s Keras
+    prepared as on the coordinator (its `StringLookup` registered, its patches installed) and, where the strategy
+    splits Keras weights, with the same pieces (`interop/keras_sharded.py`)."""
+    if "keras" not in sys.modules:
+        return fn
+    partitioner = getattr(strategy, "variable_partitioner", None)
+    if strategy.keras_variable_store() is None:
+        partitioner = None
+    extras = sys.modules.get("jdist.tf_compat.keras_extras")
+    preludes = [extras.prepare_worker] if extras is not None else []
+    if partitioner is None and not preludes:
+        return fn
+    from jdist.interop import keras_sharded
+
+    return keras_sharded.worker_copy(fn, partitioner, preludes)

@@ -142,9 +142,10 @@ class ReplicaRun(StrategyFields):
         return counts if padded else None
 
     def _can_run_each_replica(self, facts: padded_run.PaddingFacts) -> bool:
-        """Whether the replicas can run apart, each on its own rows: no collectives, one
-        process, one device per replica, parameters not laid out over the mesh."""
-        return (not facts.collectives and jax.process_count() == 1 and self._layout is None
+        """Whether the replicas can run apart, each on its own rows: no collectives (a single replica's are
+        the identity), one process, one device per replica, parameters not laid out over the mesh."""
+        return ((not facts.collectives or self.num_replicas_in_sync == 1) and jax.process_count() == 1
+                and self._layout is None
                 and self._mesh.devices.size == self.num_replicas_in_sync)
 
     def _run_each_replica(self, fn: Callable, key: tuple, treedef: Any, kinds: tuple, leaves: list,

@@ -76,6 +76,7 @@ def tensorboard_class() -> type:
 def string_lookup_class() -> type:
     import keras
 
+    @keras.saving.register_keras_serializable(package="jdist")
     class StringLookup(keras.layers.Layer):
         """`tf.keras.layers.StringLookup` on the host: strings (bytes or str, numpy or lists) to int64 indices."""
 
@@ -151,6 +152,16 @@ def string_lookup_class() -> type:
             return (*shape, depth) if self.output_mode == "one_hot" else (*shape[:-1], depth)
 
     return StringLookup
+
+
+def prepare_worker() -> None:
+    """A process that rebuilds `tf.keras` models made elsewhere (a parameter-server worker given a step or a
+    preprocessing model): jdist's Keras layers registered with Keras, Keras patched as `tf.keras` patches it."""
+    from jdist.tf_compat import sigmoid_logits
+
+    string_lookup_class()
+    add_reset_states()
+    sigmoid_logits.install()
 
 
 def _strings(data: Any) -> np.ndarray:

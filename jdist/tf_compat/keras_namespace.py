@@ -36,9 +36,10 @@ def tf_keras() -> Any:
     from keras._tf_keras import keras as namespace
 
     from jdist.interop import keras_labels
-    from jdist.tf_compat import keras_extras, keras_strings
+    from jdist.tf_compat import keras_extras, keras_strings, sigmoid_logits
 
     keras_extras.add_reset_states()
+    sigmoid_logits.install()  # binary crossentropy of a sigmoid's output from its logits, as TF's Keras
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
     return _Overlay(namespace, {
