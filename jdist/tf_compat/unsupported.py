@@ -11,9 +11,9 @@ def not_provided(path: str) -> AttributeError:
     return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
 
 _SAVED_MODEL = (
-    "jdist does not provide `{name}`: a SavedModel is a TensorFlow graph, and jdist runs JAX programs. "
-    "To save a Keras model and load it back, use model.save('model.keras') and keras.models.load_model(...); "
-    "to serve it, model.export(path, format='tf_saved_model') (needs TensorFlow installed for the export only); "
+    "jdist does not provide `{name}`: its tf.saved_model saves and loads Keras models (save, load, SaveOptions, "
+    "LoadOptions, contains_saved_model: the model's call as a JAX program), not TensorFlow graphs. "
+    "Save a Keras model with tf.saved_model.save(model, path) or model.save('model.keras'); "
     "for training state (weights, optimizer, step) use jdist.train.Checkpoint or the orbax-based "
     "jdist.checkpoint.CheckpointManager (docs/checkpointing.md). " + f"See {DOCS}."
 )
