@@ -398,3 +398,47 @@ def test_save_and_load_tutorial(tmp_path):
     weights = loaded.trainable_variables
     np.testing.assert_allclose(np.asarray(f(inputs=x)["output_0"]), x @ weights[0] + weights[1], rtol=1e-5)
     assert "config.json" in zipfile.ZipFile("/tmp/keras_save.keras").namelist()  # cell 14's Keras archive
+
+
+# TF 2.21 with tf_keras (TF_USE_LEGACY_KERAS=1), guide/checkpoint.ipynb run here as written. With its Keras 3 the
+# guide stops at `net.save_weights('easy_checkpoint')` ("The filename must end in `.weights.h5`"), and with that
+# line removed its `net/l1/kernel` key does not exist (Keras 3 names it `net/l1/_kernel`). tf_keras printed the
+# losses below, then these lines and keys (its optimizer's slots are `optimizer/_variables/1..4`; jdist's Keras 3
+# Adam also holds its learning rate among its variables, so its slots are `_variables/2..5`).
+TF_GUIDE_LOSSES = [29.05, 22.46, 15.92, 9.52, 4.23, 1.36, 1.24, 0.62, 0.49, 0.22]
+TF_GUIDE_KEYS = ["_CHECKPOINTABLE_OBJECT_GRAPH", "iterator/.ATTRIBUTES/ITERATOR_STATE",
+                 "net/l1/bias/.ATTRIBUTES/VARIABLE_VALUE", "net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+                 "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+                 "optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE",
+                 "save_counter/.ATTRIBUTES/VARIABLE_VALUE", "step/.ATTRIBUTES/VARIABLE_VALUE"]
+
+
+def test_checkpoint_guide(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, str(TUTORIALS / "checkpoint_guide.py")], capture_output=True, text=True,
+                         timeout=600, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    saves = [line for line in lines if line.startswith(("Saved", "Restored", "Initializing"))]
+    assert saves == (["Initializing from scratch."]
+                     + [f"Saved checkpoint for step {10 * i}: ./tf_ckpts/ckpt-{i}" for i in range(1, 6)]
+                     + ["Restored from ./tf_ckpts/ckpt-5"]  # the step, optimizer, net and iterator resume
+                     + [f"Saved checkpoint for step {10 * i}: ./tf_ckpts/ckpt-{i}" for i in range(6, 11)])
+    losses = [float(line.split()[1]) for line in lines if line.startswith("loss ")]
+    assert abs(losses[0] - TF_GUIDE_LOSSES[0]) < 1.5 and losses[-1] < 1.0 and len(losses) == 10
+    assert "['./tf_ckpts/ckpt-8', './tf_ckpts/ckpt-9', './tf_ckpts/ckpt-10']" in lines  # TF's line
+    assert "['checkpoint', 'ckpt-10.npz', 'ckpt-8.npz', 'ckpt-9.npz']" in lines  # TF: .index and .data files
+    at = lines.index("[0. 0. 0. 0. 0.]")
+    assert lines[at + 1] != lines[at]  # the bias restored through the fake Checkpoint objects
+    assert lines[at + 2] == "[[0. 0. 0. 0. 0.]]" and lines[at + 3].startswith("[[")
+    keys = eval(lines[at + 4])  # noqa: S307 - the printed sorted key list
+    assert [k for k in keys if not k.startswith("optimizer/_variables/")] == TF_GUIDE_KEYS
+    assert [k for k in keys if k.startswith("optimizer/_variables/")] == [
+        f"optimizer/_variables/{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in range(2, 6)]
+    assert lines[at + 5: at + 7] == ["Shape: [1, 5]", "Dtype: float32"]
+    # the kernel restored late (delayed restoration) is the value the reader gives for its key, as in TF
+    tensor = " ".join(lines[at + 7:-1])
+    assert " ".join(lines[at + 3].split()) == " ".join(tensor.split())
+    assert lines[-1] == "ListWrapper([])"  # and the list-cell asserts held
+    assert (tmp_path / "easy_checkpoint.npz").exists() and (tmp_path / "tf_list_example-1.npz").exists()

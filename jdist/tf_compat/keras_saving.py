@@ -6,6 +6,9 @@ read; TF's default Keras 3 refuses such a path ("Invalid filepath extension for 
 takes tf_keras's form and writes jdist's SavedModel (`jdist.saved_model`: the serving program plus
 `model.keras`). A model that has never seen an input is refused with tf_keras's ValueError, and
 `model.save_spec()` is tf_keras's (None until the model is built or called, then `([TensorSpec], {})`).
+`model.save_weights(prefix)` / `load_weights(prefix)` without `.weights.h5` (the checkpoint guide's
+'easy_checkpoint'; Keras 3 refuses it: "The filename must end in `.weights.h5`", TF 2.21 observed) write and
+read tf_keras's object checkpoint rooted at the model (`jdist.train`, keys `l1/kernel/...`).
 Paths ending in `.keras` or `.h5` stay Keras 3's.
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ def save_spec(self: Any, dynamic_batch: bool = True) -> Any:
 
 
 def install() -> None:
-    """Adds the extension-less `Model.save`, `Model.save_spec` (once)."""
+    """Adds the extension-less `Model.save`, `save_weights`, `load_weights` and `Model.save_spec` (once)."""
     import keras
 
     if getattr(keras.Model.save, "_jdist_saved_model", False):
@@ -63,6 +66,28 @@ def install() -> None:
 
     save._jdist_saved_model = True  # pyright: ignore[reportAttributeAccessIssue]
     keras.Model.save = save
+    keras_save_weights, keras_load_weights = keras.Model.save_weights, keras.Model.load_weights
+
+    @functools.wraps(keras_save_weights)
+    def save_weights(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
+        path = os.fspath(filepath)
+        if path.endswith(".h5"):
+            return keras_save_weights(self, filepath, *args, **kwargs)
+        from jdist.train.checkpoint import write_object
+
+        write_object(self, path)  # tf_keras's TF-format weights: a checkpoint rooted at the model
+
+    @functools.wraps(keras_load_weights)
+    def load_weights(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
+        path = os.fspath(filepath)
+        if path.endswith((".h5", ".keras")):
+            return keras_load_weights(self, filepath, *args, **kwargs)
+        from jdist.train.checkpoint import restore_object
+
+        return restore_object(self, path)
+
+    keras.Model.save_weights = save_weights
+    keras.Model.load_weights = load_weights
     if not hasattr(keras.Model, "save_spec"):
         keras.Model.save_spec = save_spec  # pyright: ignore[reportAttributeAccessIssue]
 
