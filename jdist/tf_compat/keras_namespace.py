@@ -42,8 +42,11 @@ def tf_keras() -> Any:
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
     keras_saving.install()
+    from jdist.tf_compat.unsupported import Unsupported
+
     return _Overlay(namespace, {
         "Input": keras_strings.keras_input(namespace.Input),
+        "dtensor": Unsupported("tf.keras.dtensor"),  # tf_keras's DTensor optimizers; jdist's layouts instead
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
         "models": _Overlay(namespace.models, {"load_model": keras_saving.load_model}),

@@ -18,6 +18,16 @@ _SAVED_MODEL = (
     "jdist.checkpoint.CheckpointManager (docs/checkpointing.md). " + f"See {DOCS}."
 )
 
+_DTENSOR = (
+    "jdist does not provide `{name}`: DTensor's meshes and layouts are jdist's strategies. "
+    "dtensor.create_mesh([('batch', 2), ('model', 4)]) is jdist.Strategy(mesh_shape={{'batch': 2, 'model': 4}}, "
+    "data_axis='batch') (a jax.sharding.Mesh; the batch is split over data_axis); "
+    "dtensor.Layout(['batch', dtensor.UNSHARDED], mesh) is jax.sharding.PartitionSpec('batch', None); a variable's layout is a rule of jdist.Layout([(regex over "
+    "parameter paths, PartitionSpec), ...]) passed as layout= (a Keras LayoutMap is accepted too), and "
+    "dtensor.DVariable is a parameter the strategy places by it; dtensor.pack / relayout are "
+    "strategy.distribute_batch / jax.device_put with a NamedSharding. See docs/layouts.md and " + f"{DOCS}."
+)
+
 _MESSAGES = {
     "tf.saved_model": _SAVED_MODEL,
     "tf.estimator": (
@@ -44,9 +54,11 @@ _MESSAGES = {
     "tf.image": (
         "jdist does not provide `{name}`: resize and augment images in the input pipeline with numpy / "
         f"keras.layers preprocessing, or jax.image.resize inside a step. See {DOCS}."),
-    "tf.experimental.dtensor": (
-        "jdist does not provide `{name}`: jdist.Strategy(mesh_shape=..., layout=jdist.Layout(...)) lays "
-        f"variables out on a device mesh (docs/layouts.md). See {DOCS}."),
+    "tf.experimental.dtensor": _DTENSOR,
+    "tf.keras.dtensor": _DTENSOR,
+    "tf.experimental": (
+        "jdist does not provide `{name}`: of tf.experimental it has no part; DTensor's meshes and layouts are "
+        f"jdist strategies (docs/layouts.md). See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist does not provide `{name}`: multi-process JAX connects through jax.distributed.initialize "
         f"(jdist.launch does it). See {DOCS}."),
