@@ -329,7 +329,8 @@ def test_multi_worker_ctl_tutorial_restarts_from_its_checkpoint(tmp_path):
     assert codes[0] not in (0, None), logs[0][-3000:]  # the survivor stopped by itself, in bounded time
     assert re.findall(_EPOCH_LINE, logs[0])[0][0] == "0"
     with np.load(temp / "ckpt" / "ckpt-1.npz") as saved:  # what the chief saved after epoch 0
-        assert (int(saved["epoch/0"]), int(saved["step_in_epoch/0"]), int(saved["__save_counter__"])) == (0, 70, 1)
+        assert [int(saved[f"{name}/.ATTRIBUTES/VARIABLE_VALUE"]) for name in ("epoch", "step_in_epoch", "save_counter")
+                    ] == [0, 70, 1]
 
     codes = _finish(_start_workers(work, cluster, args, "restarted"), timeout=300)
     for text in _logs(work, "restarted"):
