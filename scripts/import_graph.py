@@ -47,7 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("strategy",),  # the runtime: meshes, scope, run, reduce, distributed batches, gradient capture, TPU setup
     ("checkpoint", "diagnostics", "input", "layers", "losses", "mixed_precision"),
     ("callbacks", "interop", "metrics", "pipeline", "tfdata", "training"),
-    ("data", "tpu", "train"),  # faces: TF's names over the layers below
+    ("data", "saved_model", "tpu", "train"),  # faces: TF's names over the layers below
     ("launch", "parameter_server", "tf_compat", "trainer"),
     ("jdist",),  # the package's own face
 )

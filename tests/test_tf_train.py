@@ -189,3 +189,58 @@ def test_metric_reset_states_is_tf_kerass_reset_state():
     assert float(accuracy.result()) == 0.5
     accuracy.reset_states()  # tf_keras's name (TF 2.21 with its Keras 3 raises AttributeError here)
     assert float(accuracy.result()) == 0.0
+
+
+def test_checkpoint_status_checks_what_was_used_and_restores_late(tmp_path):
+    """TF's object-graph rules (observed in TF 2.21 with tf_keras, guide/checkpoint.ipynb): values are found by
+    attribute path, an object attached after `restore` takes its saved value, `assert_consumed` fails while a saved
+    value is unused, `assert_existing_objects_matched` while an attached object had no saved value."""
+    a, b = tf.Variable([1.0, 2.0]), tf.Variable(3.0)
+    inner = tf.train.Checkpoint(b=b)
+    prefix = tf.train.Checkpoint(a=a, inner=inner, listed=[a, b]).save(str(tmp_path / "c"))
+    assert [k for k, _ in tf.train.list_variables(str(tmp_path))] == [
+        "_CHECKPOINTABLE_OBJECT_GRAPH", "a/.ATTRIBUTES/VARIABLE_VALUE", "inner/b/.ATTRIBUTES/VARIABLE_VALUE",
+        "save_counter/.ATTRIBUTES/VARIABLE_VALUE"]  # the list's items are named once, by their first path
+    a2, b2 = tf.Variable([0.0, 0.0]), tf.Variable(0.0)
+    later = tf.train.Checkpoint()
+    status = tf.train.Checkpoint(a=a2, inner=later).restore(prefix)
+    np.testing.assert_array_equal(a2.numpy(), [1.0, 2.0])
+    status.assert_existing_objects_matched()
+    with pytest.raises(AssertionError, match=r"Unrestored values.*inner/b/\.ATTRIBUTES"):
+        status.assert_consumed()
+    later.b = b2  # delayed restoration
+    assert float(b2.numpy()) == 3.0
+    status.assert_consumed()
+    c = tf.Variable(0.0)
+    extra = tf.train.Checkpoint(a=tf.Variable([0.0, 0.0]), c=c).restore(prefix)
+    with pytest.raises(AssertionError, match=r"no value in the checkpoint.*'c/\.ATTRIBUTES/VARIABLE_VALUE'"):
+        extra.assert_existing_objects_matched()
+    assert extra.expect_partial() is extra
+    aliased = tf.Variable(0.0)
+    tf.train.Checkpoint(listed=[tf.Variable([0.0, 0.0]), aliased]).restore(prefix)
+    assert float(aliased.numpy()) == 3.0  # 'listed/1' is the object saved as 'inner/b'
+    reader = tf.train.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map()["a/.ATTRIBUTES/VARIABLE_VALUE"] == [2]
+    assert reader.get_variable_to_dtype_map()["a/.ATTRIBUTES/VARIABLE_VALUE"].name == "float32"
+    with pytest.raises(TypeError, match="a checkpoint cannot hold.*tf.Variables"):
+        tf.train.Checkpoint(x="text")
+
+
+def test_extensionless_save_weights_is_a_checkpoint_rooted_at_the_model(tmp_path):
+    class Net(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.l1 = tf.keras.layers.Dense(5)
+
+        def call(self, x):
+            return self.l1(x)
+
+    net = Net()
+    x = np.ones((2, 3), "float32")
+    net(x)
+    net.save_weights(str(tmp_path / "w"))
+    assert [k for k, _ in tf.train.list_variables(str(tmp_path / "w"))][1:3] == [
+        "l1/bias/.ATTRIBUTES/VARIABLE_VALUE", "l1/kernel/.ATTRIBUTES/VARIABLE_VALUE"]  # tf_keras's keys
+    fresh = Net()
+    fresh.load_weights(str(tmp_path / "w"))  # unbuilt: restored when built
+    np.testing.assert_allclose(np.asarray(fresh(x)), np.asarray(net(x)), rtol=1e-6)

@@ -35,7 +35,7 @@ class TensorSpec:
         dtype = np.dtype(self.dtype)
         kind = "string" if dtype.kind in "OS" else dtype.name
         shape = "<unknown>" if self.shape is None else self.shape
-        return f"TensorSpec(shape={shape}, dtype=tf.{kind}, name={self.name})"
+        return f"TensorSpec(shape={shape}, dtype=tf.{kind}, name={self.name!r})"
 
     def is_compatible_with(self, value: Any) -> bool:
         """Whether `value` (an array) has this spec's dtype and a shape this spec allows."""

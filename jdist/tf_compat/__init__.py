@@ -12,14 +12,15 @@ compiled code, with TF's dtype rules; `jdist.tf_compat.ops`), `tf.nn`, `tf.math`
 `tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io.gfile`, and `tf.keras`
 (TF 2.21's `tf.keras` namespace of Keras 3, on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
 A name outside it raises AttributeError naming it, and for the parts of TensorFlow jdist leaves out
-on purpose (`tf.saved_model`, `tf.estimator`, `tf.io` beyond `gfile`, ...) the error names what to use instead.
+on purpose (TF graphs in `tf.saved_model`, `tf.estimator`, `tf.io` beyond `gfile`, ...) the error names
+what to use instead.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import jdist
-from jdist import data, train
+from jdist import data, saved_model as _saved_model, train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
@@ -160,6 +161,12 @@ io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
 compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
+# Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model).
+saved_model = Namespace(
+    "tf.saved_model", save=_saved_model.save, load=_saved_model.load, SaveOptions=_saved_model.SaveOptions,
+    LoadOptions=_saved_model.LoadOptions, contains_saved_model=_saved_model.contains_saved_model,
+    DEFAULT_SERVING_SIGNATURE_DEF_KEY=_saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY,
+)
 nest = Namespace(
     "tf.nest",
     map_structure=_nest.map_structure, flatten=_nest.flatten, pack_sequence_as=_nest.pack_sequence_as,
@@ -199,7 +206,7 @@ __all__ = [
     "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
     "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
     "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "reshape", "round", "shape", "sign", "size", "split", "sqrt", "square",
+    "reduce_prod", "reduce_sum", "reshape", "round", "saved_model", "shape", "sign", "size", "split", "sqrt", "square",
     "squeeze", "stack", "stop_gradient", "string", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
     "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
 ]

@@ -36,16 +36,21 @@ def tf_keras() -> Any:
     from keras._tf_keras import keras as namespace
 
     from jdist.interop import keras_labels
-    from jdist.tf_compat import keras_extras, keras_strings, sigmoid_logits
+    from jdist.tf_compat import keras_extras, keras_saving, keras_strings, sigmoid_logits
 
     keras_extras.add_reset_states()
     sigmoid_logits.install()  # binary crossentropy of a sigmoid's output from its logits, as TF's Keras
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
+    keras_saving.install()
+    from jdist.tf_compat.unsupported import Unsupported
+
     return _Overlay(namespace, {
         "Input": keras_strings.keras_input(namespace.Input),
+        "dtensor": Unsupported("tf.keras.dtensor"),  # tf_keras's DTensor optimizers; jdist's layouts instead
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
+        "models": _Overlay(namespace.models, {"load_model": keras_saving.load_model}),
         "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),

@@ -11,11 +11,21 @@ def not_provided(path: str) -> AttributeError:
     return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
 
 _SAVED_MODEL = (
-    "jdist does not provide `{name}`: a SavedModel is a TensorFlow graph, and jdist runs JAX programs. "
-    "To save a Keras model and load it back, use model.save('model.keras') and keras.models.load_model(...); "
-    "to serve it, model.export(path, format='tf_saved_model') (needs TensorFlow installed for the export only); "
+    "jdist does not provide `{name}`: its tf.saved_model saves and loads Keras models (save, load, SaveOptions, "
+    "LoadOptions, contains_saved_model: the model's call as a JAX program), not TensorFlow graphs. "
+    "Save a Keras model with tf.saved_model.save(model, path) or model.save('model.keras'); "
     "for training state (weights, optimizer, step) use jdist.train.Checkpoint or the orbax-based "
     "jdist.checkpoint.CheckpointManager (docs/checkpointing.md). " + f"See {DOCS}."
+)
+
+_DTENSOR = (
+    "jdist does not provide `{name}`: DTensor's meshes and layouts are jdist's strategies. "
+    "dtensor.create_mesh([('batch', 2), ('model', 4)]) is jdist.Strategy(mesh_shape={{'batch': 2, 'model': 4}}, "
+    "data_axis='batch') (a jax.sharding.Mesh; the batch is split over data_axis); "
+    "dtensor.Layout(['batch', dtensor.UNSHARDED], mesh) is jax.sharding.PartitionSpec('batch', None); a variable's layout is a rule of jdist.Layout([(regex over "
+    "parameter paths, PartitionSpec), ...]) passed as layout= (a Keras LayoutMap is accepted too), and "
+    "dtensor.DVariable is a parameter the strategy places by it; dtensor.pack / relayout are "
+    "strategy.distribute_batch / jax.device_put with a NamedSharding. See docs/layouts.md and " + f"{DOCS}."
 )
 
 _MESSAGES = {
@@ -44,9 +54,11 @@ _MESSAGES = {
     "tf.image": (
         "jdist does not provide `{name}`: resize and augment images in the input pipeline with numpy / "
         f"keras.layers preprocessing, or jax.image.resize inside a step. See {DOCS}."),
-    "tf.experimental.dtensor": (
-        "jdist does not provide `{name}`: jdist.Strategy(mesh_shape=..., layout=jdist.Layout(...)) lays "
-        f"variables out on a device mesh (docs/layouts.md). See {DOCS}."),
+    "tf.experimental.dtensor": _DTENSOR,
+    "tf.keras.dtensor": _DTENSOR,
+    "tf.experimental": (
+        "jdist does not provide `{name}`: of tf.experimental it has no part; DTensor's meshes and layouts are "
+        f"jdist strategies (docs/layouts.md). See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist does not provide `{name}`: multi-process JAX connects through jax.distributed.initialize "
         f"(jdist.launch does it). See {DOCS}."),

@@ -8,5 +8,7 @@
 from jdist.cluster.spec import ClusterSpec
 from jdist.train.checkpoint import Checkpoint, CheckpointLoadStatus, latest_checkpoint
 from jdist.train.manager import CheckpointManager
+from jdist.train.reader import CheckpointReader, list_variables, load_checkpoint
 
-__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "ClusterSpec", "latest_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "CheckpointReader", "ClusterSpec",
+           "latest_checkpoint", "list_variables", "load_checkpoint"]

@@ -5,14 +5,18 @@
     new_checkpoint = jdist.train.Checkpoint(optimizer=new_optimizer, model=new_model, epoch=new_epoch)
     new_checkpoint.restore(jdist.train.latest_checkpoint(checkpoint_dir))
 
-Each object's variables are saved in their order (TF matches a checkpoint to objects by
-their structure, not by names, which Keras numbers per instance: `sequential_1/...`), so
-a checkpoint written under a strategy restores into a freshly created model built with
-or without one; shapes are checked. As in TF, restoring into an optimizer that has no variables yet is deferred until
-it is built, the save counter is saved and restored (a restarted job numbers its next save on), and
-`restore(None)` (no checkpoint yet) restores nothing. The directory's `checkpoint` file is TF's text format,
-so `latest_checkpoint` and `CheckpointManager` read it as TF's do. Sharded, asynchronous checkpoints of whole
-training states are `jdist.checkpoint.CheckpointManager`.
+Values are named by TF's object paths (`net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE`, `object_graph.py`),
+built from attribute names, never from Keras's instance-numbered names (`sequential_1/...`), so a checkpoint
+written under a strategy restores into a freshly created model built with or without one; shapes are checked.
+As in TF: `Checkpoint`s nest (`tf.train.Checkpoint(net=tf.train.Checkpoint(l1=...))`), attributes set later
+are dependencies too, lists and dicts hold variables by index and key, tf.data iterators save their position;
+an object attached after `restore` takes its saved value then (delayed restoration), and a Keras object not
+yet built (an optimizer before its first step) when it is built; `restore` returns a status whose
+`assert_consumed` checks that every saved value was used; the save counter is saved and restored (a restarted
+job numbers its next save on), and `restore(None)` (no checkpoint yet) restores nothing. The directory's
+`checkpoint` file is TF's text format, so `latest_checkpoint` and `CheckpointManager` read it as TF's do; the
+values are one `.npz` per checkpoint (TF writes `.index` and `.data` files). Sharded, asynchronous
+checkpoints of whole training states are `jdist.checkpoint.CheckpointManager`.
 """
 from __future__ import annotations
 
@@ -25,35 +29,53 @@ from typing import Any
 
 import numpy as np
 
+from jdist.train import object_graph
+
 INDEX = "checkpoint"
 _SUFFIX = ".npz"
-_COUNTER = "__save_counter__"
-
-
-def _variables(obj: Any) -> list:
-    variables = getattr(obj, "variables", None)
-    if variables is None:
-        raise TypeError(f"Checkpoint: {type(obj).__name__} has no `variables`; pass Keras models, layers, "
-                        "optimizers, metrics or tf.Variables.")
-    return list(variables)
 
 
 class CheckpointLoadStatus:
-    """What `restore` returns: TF's status methods, for scripts that call them (the restore already happened)."""
+    """What `restore` returns: TF's checks of how the checkpoint and the objects matched.
 
-    def __init__(self, path: str | None):
+    `assert_consumed` fails unless every saved value was restored and every object's value was in the checkpoint
+    (values restored later, by delayed restoration, count once they are); `assert_existing_objects_matched`
+    only needs every object now present to have been restored; `expect_partial` silences nothing (jdist warns
+    about no unrestored value) and returns the status."""
+
+    def __init__(self, path: str | None, saved_keys: set[str] | None = None, canonical: dict | None = None):
         self.save_path = path
+        self._saved = set(saved_keys or ()) - {object_graph.GRAPH}
+        self._canonical = canonical or {}
+        self._consumed: set[str] = set()
+        self._unmatched: dict[str, Any] = {}  # key -> object with no saved value
+
+    def _restored(self, key: str) -> None:
+        self._consumed.add(self._canonical.get(key, key))
+        self._unmatched.pop(key, None)
 
     def assert_consumed(self) -> "CheckpointLoadStatus":
         if self.save_path is None:
             raise AssertionError("No checkpoint was restored (restore(None)).")
-        return self
+        unused = sorted(self._saved - self._consumed)
+        if unused:
+            raise AssertionError(f"Unrestored values in the checkpoint {self.save_path}: {unused}; the objects they "
+                                 "belong to are not (yet) attached to the restoring Checkpoint. Attach them, or use "
+                                 "assert_existing_objects_matched() / expect_partial() for a partial restore.")
+        return self.assert_existing_objects_matched()
 
     def assert_existing_objects_matched(self) -> "CheckpointLoadStatus":
-        return self.assert_consumed()
+        if self.save_path is None:
+            raise AssertionError("No checkpoint was restored (restore(None)).")
+        if self._unmatched:
+            raise AssertionError(f"Objects with no value in the checkpoint {self.save_path}: {sorted(self._unmatched)}"
+                                 "; is the checkpoint from a different model, or were these attributes renamed?")
+        return self
 
     def assert_nontrivial_match(self) -> "CheckpointLoadStatus":
-        return self.assert_consumed()
+        if self.save_path is None or not self._consumed:
+            raise AssertionError(f"Nothing was restored from {self.save_path}: no object matched the checkpoint.")
+        return self
 
     def expect_partial(self) -> "CheckpointLoadStatus":
         return self
@@ -65,25 +87,97 @@ class CheckpointLoadStatus:
         """Nothing to run: the values were assigned when `restore` was called."""
 
 
-class Checkpoint:
-    """Saves and restores the variables of the named Keras objects and `tf.Variable`s."""
+class ListWrapper(list):
+    """A list attached to a `Checkpoint` (TF's `ListWrapper`): an item appended after `restore` gets its value."""
 
-    def __init__(self, **objects: Any):
-        if _COUNTER in objects:
-            raise ValueError(f"Checkpoint: {_COUNTER!r} is reserved for the save counter; name the object otherwise.")
-        for obj in objects.values():
-            _variables(obj)
-        self._objects = objects
-        self.save_counter = 0
+    def __init__(self, items: Any = (), owner: Any = None, path: str = ""):
+        super().__init__(items)
+        self._owner, self._path = owner, path
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        if self._owner is not None:
+            self._owner._restore_late(object_graph.join(self._path, str(len(self) - 1)), item)
+
+    def __repr__(self) -> str:
+        return f"ListWrapper({list(self)!r})"
+
+
+class DictWrapper(dict):
+    """A dict attached to a `Checkpoint`: a value set after `restore` gets its value (TF's `_DictWrapper`)."""
+
+    def __init__(self, items: Any = (), owner: Any = None, path: str = ""):
+        super().__init__(items)
+        self._owner, self._path = owner, path
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if self._owner is not None:
+            self._owner._restore_late(object_graph.join(self._path, str(key)), value)
+
+
+class Checkpoint:
+    """Saves and restores the variables (and iterator positions) of the objects it is given, by TF's paths."""
+
+    _deps: dict[str, Any]
+    _pending: dict[str, Any]  # saved values not yet assigned, for objects attached later (keys relative here)
+    _status: "CheckpointLoadStatus | None"
+    _base: str  # this object's path from the restoring root
+    save_counter: int
+
+    def __init__(self, root: Any = None, **objects: Any):
+        object.__setattr__(self, "_deps", {})
+        object.__setattr__(self, "_pending", {})
+        object.__setattr__(self, "_status", None)
+        object.__setattr__(self, "_base", "")
+        object.__setattr__(self, "save_counter", 0)
+        if root is not None:
+            objects = {"root": root, **objects}
+        for name, obj in objects.items():
+            setattr(self, name, obj)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") or name == "save_counter":
+            object.__setattr__(self, name, value)
+            return
+        object_graph.check_trackable(value, name)
+        if isinstance(value, list) and not isinstance(value, ListWrapper):
+            value = ListWrapper(value, self, name)
+        elif isinstance(value, dict) and not isinstance(value, DictWrapper):
+            value = DictWrapper(value, self, name)
+        self._deps[name] = value
+        object.__setattr__(self, name, value)
+        self._restore_late(name, value)
+
+    def _dependencies(self) -> dict[str, Any]:
+        return dict(self._deps)
+
+    def _restore_late(self, path: str, value: Any) -> None:
+        """Delayed restoration: an object attached after `restore` takes the value saved at its path."""
+        if self._pending:
+            sub = object_graph.subtree(self._pending, path)
+            if sub:
+                _apply(value, sub, self._status, object_graph.join(self._base, path))
+
+    def _arrays(self) -> dict[str, Any]:
+        arrays: dict[str, Any] = {}
+        aliases: dict[str, str] = {}
+        for path, obj in object_graph.walk(self, aliases):
+            if object_graph.is_iterator(obj):
+                arrays[object_graph.leaf_key(path, obj)] = np.asarray(json.dumps(obj.get_state()))
+            elif object_graph.is_variable(obj):
+                arrays[object_graph.leaf_key(path, obj)] = np.asarray(obj.value)
+        arrays[object_graph.join("save_counter", object_graph.VARIABLE)] = np.asarray(self.save_counter, np.int64)
+        arrays[object_graph.GRAPH] = np.asarray(json.dumps({"keys": sorted(arrays), "aliases": aliases}))
+        return arrays
 
     def write(self, file_prefix: str) -> str:
         """Writes the checkpoint at exactly `file_prefix` (no number, no `checkpoint` file): TF's `write`."""
-        arrays = {f"{name}/{i}": np.asarray(v.value)
-                  for name, obj in self._objects.items() for i, v in enumerate(_variables(obj))}
-        arrays[_COUNTER] = np.asarray(self.save_counter, np.int64)
+        arrays = self._arrays()
+        file_prefix = os.fspath(file_prefix)
         os.makedirs(os.path.dirname(file_prefix) or ".", exist_ok=True)
         partial = f"{file_prefix}.partial-{os.getpid()}{_SUFFIX}"
-        # numpy's stub matches **arrays against `allow_pickle`; the keys here are "name/i" paths.
+        # numpy's stub matches **arrays against `allow_pickle`; the keys are TF's paths.
         np.savez(partial, **arrays)  # pyright: ignore[reportArgumentType]
         os.replace(partial, file_prefix + _SUFFIX)  # a process killed mid-save leaves no half checkpoint
         return file_prefix
@@ -91,7 +185,7 @@ class Checkpoint:
     def save(self, file_prefix: str) -> str:
         """Writes `{file_prefix}-{n}` for the n-th save and names it in the directory's `checkpoint` file."""
         self.save_counter += 1
-        path = self.write(f"{file_prefix}-{self.save_counter}")
+        path = self.write(f"{os.fspath(file_prefix)}-{self.save_counter}")
         write_index(os.path.dirname(path) or ".", path, [path], [time.time()])
         return path
 
@@ -101,42 +195,76 @@ class Checkpoint:
         if save_path is None:
             return CheckpointLoadStatus(None)
         save_path = os.fspath(save_path)
-        if not os.path.exists(save_path + _SUFFIX):
-            raise FileNotFoundError(f"Checkpoint.restore: no checkpoint at {save_path!r} (expected the file "
-                                    f"{save_path + _SUFFIX}); pass a prefix that save() or latest_checkpoint() gave.")
-        with np.load(save_path + _SUFFIX) as data:
-            saved = {key: data[key] for key in data.files}
-        for name, obj in self._objects.items():
-            values = [saved[f"{name}/{i}"] for i in range(len(saved)) if f"{name}/{i}" in saved]
-            if getattr(obj, "built", True) or not hasattr(obj, "build"):
-                _assign(obj, values, name)
-            else:
-                _defer(obj, values, name)
-        if _COUNTER in saved:
-            self.save_counter = int(saved[_COUNTER])
-        return CheckpointLoadStatus(save_path)
+        saved = read_arrays(save_path)
+        keys = set(saved)
+        canonical = object_graph.expand_aliases(saved, json.loads(str(saved[object_graph.GRAPH]))["aliases"])
+        status = CheckpointLoadStatus(save_path, keys, canonical)
+        counter = saved.get(object_graph.join("save_counter", object_graph.VARIABLE))
+        if counter is not None:
+            self.save_counter = int(counter)
+            status._restored(object_graph.join("save_counter", object_graph.VARIABLE))
+        _apply(self, saved, status, "")
+        return status
 
     read = restore
 
 
-def _assign(obj: Any, values: list, name: str) -> None:
-    variables = _variables(obj)
-    shapes = [tuple(v.shape) for v in variables]
-    if shapes != [np.shape(x) for x in values]:
-        raise ValueError(f"Checkpoint.restore: {name} has variables of shapes {shapes}, the checkpoint "
-                         f"{[np.shape(x) for x in values]}; is it from a different model?")
-    for v, x in zip(variables, values):
-        v.assign(x)
+def read_arrays(save_path: str) -> dict[str, np.ndarray]:
+    if not os.path.exists(save_path + _SUFFIX):
+        raise FileNotFoundError(f"Checkpoint.restore: no checkpoint at {save_path!r} (expected the file "
+                                f"{save_path + _SUFFIX}); pass a prefix that save() or latest_checkpoint() gave.")
+    with np.load(save_path + _SUFFIX) as data:
+        saved = {key: data[key] for key in data.files}
+    if object_graph.GRAPH not in saved:
+        raise ValueError(f"{save_path + _SUFFIX} is a checkpoint from an older jdist (values by position, not by "
+                         "TF's object paths); save it again with this version.")
+    return saved
 
 
-def _defer(obj: Any, values: list, name: str) -> None:
+def _apply(root: Any, saved: dict[str, Any], status: CheckpointLoadStatus | None, base: str) -> None:
+    """Assigns `saved` (keys relative to `root`) to what `root` reaches; records pending values on Checkpoints and
+    defers unbuilt Keras objects until they are built."""
+    for path, obj in object_graph.walk(root):
+        full = object_graph.join(base, path)
+        if isinstance(obj, Checkpoint):
+            object.__setattr__(obj, "_pending", object_graph.subtree(saved, path) if path else dict(saved))
+            object.__setattr__(obj, "_status", status)
+            object.__setattr__(obj, "_base", full)
+            continue
+        if not getattr(obj, "built", True) and hasattr(obj, "build") and not (
+                object_graph.is_variable(obj) or object_graph.is_iterator(obj)):
+            sub = object_graph.subtree(saved, path) if path else dict(saved)
+            if sub:
+                _defer(obj, sub, status, full)
+            continue
+        if not (object_graph.is_variable(obj) or object_graph.is_iterator(obj)):
+            continue
+        key = object_graph.leaf_key(path, obj)
+        full_key = object_graph.leaf_key(full, obj)
+        if key not in saved:
+            if status is not None:
+                status._unmatched[full_key] = obj
+            continue
+        value = saved[key]
+        if object_graph.is_iterator(obj):
+            obj.set_state(json.loads(str(value)))
+        else:
+            if tuple(obj.shape) != np.shape(value):
+                raise ValueError(f"Checkpoint.restore: {full_key} has shape {tuple(obj.shape)}, the checkpoint "
+                                 f"{np.shape(value)}; is it from a different model?")
+            obj.assign(value)
+        if status is not None:
+            status._restored(full_key)
+
+
+def _defer(obj: Any, saved: dict[str, Any], status: CheckpointLoadStatus | None, base: str) -> None:
     build = obj.build
 
     @functools.wraps(build)  # Keras passes the input shape by the signature it reads from build
     def build_then_restore(*args: Any, **kwargs: Any) -> Any:
         del obj.build
         out = build(*args, **kwargs)
-        _assign(obj, values, name)
+        _apply(obj, saved, status, base)
         return out
 
     obj.build = build_then_restore
@@ -201,3 +329,32 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     if state is None or not exists(state["latest"]):
         return None
     return state["latest"]
+
+
+class _ObjectRoot(Checkpoint):
+    """A checkpoint whose root is one object (tf_keras's `model.save_weights(prefix)`: keys `l1/kernel/...`)."""
+
+    _object: Any
+
+    def __init__(self, obj: Any):
+        super().__init__()
+        object.__setattr__(self, "_object", obj)
+
+    def _dependencies(self) -> dict[str, Any]:
+        return dict(object_graph.children(self._object))
+
+
+def write_object(obj: Any, file_prefix: str) -> str:
+    """Writes `obj`'s variables at `file_prefix` with `obj` as the root of the paths."""
+    return _ObjectRoot(obj).write(file_prefix)
+
+
+def restore_object(obj: Any, file_prefix: str) -> CheckpointLoadStatus:
+    """Restores what `write_object` wrote into `obj` (deferred until built, if it is not)."""
+    root = _ObjectRoot(obj)
+    if not getattr(obj, "built", True) and hasattr(obj, "build"):
+        saved = read_arrays(os.fspath(file_prefix))
+        status = CheckpointLoadStatus(os.fspath(file_prefix), set(saved))
+        _defer(obj, saved, status, "")
+        return status
+    return root.restore(file_prefix)

@@ -1,0 +1,132 @@
+"""TF's object graph of a checkpoint: which path names each saved value (`net/l1/kernel/.ATTRIBUTES/...`).
+
+TF names a value by the attribute path from the root `Checkpoint` to it, each object named once, by the
+first path a breadth-first walk finds (observed, TF 2.21 with tf_keras: the guide's keys
+`net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE`, `optimizer/_iterations/...`, `optimizer/_variables/1/...`,
+`iterator/.ATTRIBUTES/ITERATOR_STATE`, `save_counter/...`, `_CHECKPOINTABLE_OBJECT_GRAPH`). jdist walks:
+a `Checkpoint`'s attributes in the order they were set; lists and dicts by index and key; a Keras layer's own
+variables by their names, then its sublayers by attribute name, then the layers of a Sequential or functional
+model as `layer_with_weights-<j>` (tf_keras's names), then any variable still unnamed as `_variables/<i>`;
+an optimizer's `_iterations`, `_learning_rate`, then `_variables/<i>`; other objects with `variables` as
+`_variables/<i>`. Keras's instance-numbered names (`sequential_1/...`) never enter a key, so a checkpoint
+restores into a freshly made model.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterator
+
+VARIABLE = ".ATTRIBUTES/VARIABLE_VALUE"
+ITERATOR = ".ATTRIBUTES/ITERATOR_STATE"
+GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def is_variable(obj: Any) -> bool:
+    return hasattr(obj, "assign") and hasattr(obj, "value") and hasattr(obj, "shape")
+
+
+def is_iterator(obj: Any) -> bool:
+    return hasattr(obj, "get_state") and hasattr(obj, "set_state") and hasattr(obj, "__next__")
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path and name else path or name
+
+
+def leaf_key(path: str, obj: Any) -> str:
+    return join(path, ITERATOR if is_iterator(obj) else VARIABLE)
+
+
+def _keras_children(obj: Any) -> list[tuple[str, Any]]:
+    import keras
+
+    children: list[tuple[str, Any]] = []
+    own: list = []
+    if isinstance(obj, keras.layers.Layer):  # an optimizer's `_trainable_variables` are the model's, not its own
+        own = list(getattr(obj, "_trainable_variables", [])) + list(getattr(obj, "_non_trainable_variables", []))
+    names = collections.Counter(v.name for v in own)
+    seen: dict[str, int] = collections.Counter()
+    for v in own:
+        name = v.name if names[v.name] == 1 else f"{v.name}_{seen[v.name]}"
+        seen[v.name] += 1
+        children.append((name, v))
+    for attr, value in vars(obj).items():
+        if not attr.startswith("_") and isinstance(value, keras.layers.Layer) and value is not obj:
+            children.append((attr, value))
+    weighted = [layer for layer in getattr(obj, "_layers", []) if layer.weights]
+    children += [(f"layer_with_weights-{j}", layer) for j, layer in enumerate(weighted)]
+    if isinstance(obj, keras.optimizers.Optimizer):
+        if getattr(obj, "_iterations", None) is not None:
+            children.insert(0, ("_iterations", obj._iterations))
+        if is_variable(getattr(obj, "_learning_rate", None)):
+            children.insert(1, ("_learning_rate", obj._learning_rate))
+    children.append(("_variables", list(getattr(obj, "variables", []))))
+    return children
+
+
+def children(obj: Any) -> list[tuple[str, Any]]:
+    """The named dependencies of `obj`, in TF's walk order."""
+    from jdist.train.checkpoint import Checkpoint
+
+    if isinstance(obj, Checkpoint):
+        return list(obj._dependencies().items())
+    if isinstance(obj, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        return [(str(k), v) for k, v in obj.items()]
+    if is_variable(obj) or is_iterator(obj):
+        return []
+    import keras
+
+    if isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric)):
+        return _keras_children(obj)
+    if hasattr(obj, "variables"):
+        return [("_variables", list(obj.variables))]
+    return []
+
+
+def check_trackable(obj: Any, name: str) -> None:
+    """Refuses, naming the fix, what a checkpoint cannot hold."""
+    from jdist.train.checkpoint import Checkpoint
+
+    if isinstance(obj, (Checkpoint, list, tuple, dict)) or is_variable(obj) or is_iterator(obj) \
+            or hasattr(obj, "variables"):
+        return
+    raise TypeError(f"Checkpoint: {name} is a {type(obj).__name__}, which a checkpoint cannot hold; pass Keras "
+                    "models, layers, optimizers, metrics, tf.Variables, tf.data iterators, tf.train.Checkpoint "
+                    "objects, or lists / dicts of them.")
+
+
+def walk(root: Any, aliases: dict[str, str] | None = None) -> Iterator[tuple[str, Any]]:
+    """(path, object) for every object reachable from `root`, each once, breadth first (TF's naming). Other
+    paths to an object already named go to `aliases` (path -> its name), as TF's object graph keeps every edge."""
+    named = {id(root): ""}
+    queue = collections.deque([("", root)])
+    while queue:
+        path, obj = queue.popleft()
+        yield path, obj
+        for name, child in children(obj):
+            if child is None or isinstance(child, (str, int, float, bool)):
+                continue
+            if id(child) in named:
+                if aliases is not None and named[id(child)] != join(path, name):
+                    aliases[join(path, name)] = named[id(child)]
+                continue
+            named[id(child)] = join(path, name)
+            queue.append((join(path, name), child))
+
+
+def expand_aliases(saved: dict[str, Any], aliases: dict[str, str]) -> dict[str, str]:
+    """Adds to `saved` the keys under each alias path; returns alias key -> the key it stands for."""
+    canonical: dict[str, str] = {}
+    for alias, target in aliases.items():
+        for key in [k for k in saved if k.startswith(target + "/")]:
+            canonical[alias + key[len(target):]] = canonical.get(key, key)
+            saved[alias + key[len(target):]] = saved[key]
+    return canonical
+
+
+def subtree(saved: dict[str, Any], path: str) -> dict[str, Any]:
+    """The saved values under `path`, with keys relative to it."""
+    prefix = path + "/"
+    return {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
