@@ -215,9 +215,11 @@ def main(argv=None) -> int:
     loads = [load for _, load in sampler.samples]
     lines = table(results, sampler)
     lines += ["", f"`python scripts/benchmark_report.py {' '.join(sys.argv[1:] if argv is None else argv)}`: "
-              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))}-{time.strftime('%H:%M UTC', time.gmtime())}, "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime(started))}-"
+              f"{time.strftime('%H:%M UTC', time.gmtime())}, "
               f"{time.time() - started:.0f} s on {os.cpu_count()} cores; load average (1-min, sampled every "
-              f"{args.load_every:g} s) min {min(loads):.1f}, median {statistics.median(loads):.1f}, max {max(loads):.1f}"]
+              f"{args.load_every:g} s) min {min(loads):.1f}, median {statistics.median(loads):.1f}, "
+              f"max {max(loads):.1f}"]
     print("\n" + "\n".join(lines))
     (out / "report.json").write_text(json.dumps({"parts": results, "load_samples": sampler.samples}, indent=1))
     if args.markdown:
