@@ -81,6 +81,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "1 MiB, the same leaves whose update Mirrored splits, so zero1 adds no collective; "
                              "32768 also splits the Transformer's 32-256 KiB leaves, at the cost of an all-gather "
                              "Mirrored does not have)")
+    parser.add_argument("--control", action="store_true",
+                        help="also time a second, identical Mirrored step (A/A): its paired ratio to the first is "
+                             "the noise floor of the model's ratios in this run")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=1.0,
@@ -456,6 +459,11 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
             continue  # paired with the Mirrored row's hand-written step (the same program)
         variants[f"{name}/{strategy_name}/baseline"] = baseline_variant(
             list(strategy.worker_devices), program, batches, args)
+    if args.control and "mirrored" in strategies:
+        # A/A control: a second, identical Mirrored step built after the others; its ratio to the first is
+        # what the same program measures against itself here (order, memory, load), the floor under any
+        # paired ratio of this model.
+        variants[f"{name}/mirrored/control"] = jdist_variant(make_strategy("mirrored"), program, batches, args)[0]
     if not args.no_keras and name != "transformer":  # no Keras twin of the Transformer here
         try:
             variants[f"{name}/mirrored/keras"] = keras_variant(program, batches, args.max_steps_per_window,
@@ -504,6 +512,8 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
         }
         if strategy_name == "zero1":
             rows[row]["optimizer_state_stored_per_device"] = variants[f"{row}/jdist"].stored_fraction()
+        if jd and strategy_name == "mirrored" and f"{row}/control" in rates:
+            rows[row]["control"] = paired_ratio(rates[f"{row}/control"], jd)
         if jd and strategy_name == "zero1" and f"{name}/mirrored/jdist" in rates:
             rows[row]["paired"]["mirrored"] = paired_ratio(jd, rates[f"{name}/mirrored/jdist"])
     return {"rows": rows, "rates": rates}
@@ -663,6 +673,10 @@ def main(argv=None) -> int:
              f"(--zero1-min-bytes {args.zero1_min_bytes or 'default'})"
              for row, info in rows.items() if "mirrored" in info["paired"]]
     lines += [""] + zero1 if zero1 else []
+    control = [f"{row}: the same Mirrored step built twice (A/A control), paired: {info['control']['median']:.3f} "
+               f"({info['control']['min']:.3f}-{info['control']['max']:.3f})" for row, info in rows.items()
+               if "control" in info]
+    lines += [""] + control if control else []
     lines += ["", f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
               f"{', '.join(f'{x:.2f}' for x in report['load_average_after'])}; wall {report['wall_seconds']:.0f} s"]
     for row, info in rows.items():

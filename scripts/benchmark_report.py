@@ -10,8 +10,9 @@ once: they would share the cores) with the sizes of `--size`, writing its JSON i
   worker processes (`jdist / TF`), and the share of a jdist step its gradient all-reduce takes;
 - input: `benchmark_tfdata.py`, the tutorials' pipeline through `jdist.tf_compat.data` alone against real
   `tf.data` alone, and `Trainer.fit` fed by it against `fit` on arrays;
-- ZeRO-1: `benchmark.py --strategies mirrored,zero1`, `MirroredStrategy(shard_optimizer_state=True)` against
-  plain Mirrored on the MLP, the CNN and the Transformer;
+- ZeRO-1: `benchmark.py --strategies mirrored,zero1 --control`, `MirroredStrategy(shard_optimizer_state=True)`
+  against plain Mirrored on the MLP, the CNN and the Transformer, beside an A/A control (the same Mirrored step
+  built twice) that shows how far a ratio of identical programs strays in the same windows;
 - fit: `benchmark_fit.py --ks 1`, `Trainer.fit` at steps_per_execution=1 against Keras 3's `fit` (JAX), against
   the Trainer's own compiled program in a hand-written loop, and against a hand-written `jax.jit` step.
 
@@ -112,9 +113,9 @@ def part_command(part: str, args: argparse.Namespace, out: Path) -> list[str]:
                 *tf]
     if part == "zero1":
         return [sys.executable, str(SCRIPTS / "benchmark.py"), *sized, "--strategies", "mirrored,zero1",
-                "--out", str(out / part)]
+                "--control", "--out", str(out / part)]
     return [sys.executable, str(SCRIPTS / "benchmark_fit.py"), *sized, "--ks", "1", "--json",
-            str(result_path(part, out)), *tf]
+            str(result_path(part, out)), *(["--tf", *tf] if tf else [])]
 
 
 def result_path(part: str, out: Path) -> Path:
@@ -173,6 +174,10 @@ def figures(part: str, result: dict) -> list[tuple[str, dict | None, str]]:
                 stored = info.get("optimizer_state_stored_per_device")
                 note = f"steps/s; each device stores {100 * stored:.0f}% of the Adam state" if stored else "steps/s"
                 rows.append((f"ZeRO-1 / Mirrored, {model}", info["paired"].get("mirrored"), note))
+                control = result["rows"].get(f"{model}/mirrored", {}).get("control")
+                if control:
+                    rows.append((f"Mirrored / the same Mirrored step built again, {model}", control,
+                                 "A/A control: the noise floor of this model's ratios"))
     elif part == "fit":
         paired = result["paired"]
         for other, what in (("keras", "Keras 3 (JAX) fit"), ("program", "its compiled program, hand loop"),

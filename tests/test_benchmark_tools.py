@@ -278,8 +278,9 @@ def test_benchmark_report_runs_a_part_and_reads_every_part(tmp_path):
                                     "2 process(es): gradient all-reduce / jdist step"]
     tfdata = {"paired": {"fit_pipeline / fit_arrays": ratio, "jdist_data / fit_pipeline": ratio}}
     assert [r[1] for r in benchmark_report.figures("tfdata", tfdata)] == [None, ratio, ratio]
-    zero1 = {"rows": {"cnn/mirrored": {"paired": {}}, "cnn/zero1": {"paired": {"mirrored": ratio},
-                                                                    "optimizer_state_stored_per_device": 0.16}}}
-    assert benchmark_report.figures("zero1", zero1) == [("ZeRO-1 / Mirrored, cnn", ratio,
-                                                         "steps/s; each device stores 16% of the Adam state")]
+    zero1 = {"rows": {"cnn/mirrored": {"paired": {}, "control": ratio},
+                      "cnn/zero1": {"paired": {"mirrored": ratio}, "optimizer_state_stored_per_device": 0.16}}}
+    assert benchmark_report.figures("zero1", zero1) == [
+        ("ZeRO-1 / Mirrored, cnn", ratio, "steps/s; each device stores 16% of the Adam state"),
+        ("Mirrored / the same Mirrored step built again, cnn", ratio, "A/A control: the noise floor of this model's ratios")]
     assert benchmark_report.ratio_cell(ratio) == "1.50 (1.00-2.00)" and benchmark_report.ratio_cell(None) == "-"
