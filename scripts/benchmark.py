@@ -14,8 +14,8 @@ host-to-device transfer of every batch) runs as:
   Keras `fit`, under `tf.distribute.MirroredStrategy` over as many logical CPUs (MLP and CNN only). Each runs
   in its own long-lived process (`scripts/tf_bench_worker.py`, in the Python given by `--tf-python`, or
   `$JDIST_TF_PYTHON`; `pip install -e ".[bench-tf]"` puts TensorFlow in this environment instead).
-Strategies: mirrored, one_device, and zero1 (Mirrored with the optimizer state stored split, built with
-`--zero1-min-bytes`), which is paired with the Mirrored row's hand-written step.
+Strategies: mirrored, one_device, and zero1 (Mirrored with the optimizer state stored split, at the library's
+threshold or `--zero1-min-bytes`), which is paired with the Mirrored row's hand-written step.
 All variants of one model run in interleaved windows (A, B, C, then C, B, A, ...), each window sized to take
 about `--window-seconds`; the variants timed by the step all get the same steps per window (the median of
 their sizes), so paired windows do the same work. Throughput is examples/s, the median of the windows (min and max reported); a ratio
@@ -75,11 +75,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--models", default="mlp,cnn,transformer", help="comma list; empty for none")
     parser.add_argument("--strategies", default="mirrored,one_device,zero1",
                         help="comma list of mirrored, one_device, zero1 (Mirrored + sharded optimizer state)")
-    parser.add_argument("--zero1-min-bytes", type=int, default=32 << 10,
+    parser.add_argument("--zero1-min-bytes", type=int, default=None,
                         help="jdist.layout.WEIGHT_UPDATE_MIN_BYTES while the zero1 variant is built and compiled: "
-                             "the smallest leaf whose optimizer state it stores split (default 32 KiB; the "
-                             "Transformer's leaves are 32-256 KiB, under the library's 1 MiB, which would "
-                             "leave ZeRO-1 nothing to split)")
+                             "the smallest leaf whose optimizer state it stores split (default: the library's, "
+                             "1 MiB, the same leaves whose update Mirrored splits, so zero1 adds no collective; "
+                             "32768 also splits the Transformer's 32-256 KiB leaves, at the cost of an all-gather "
+                             "Mirrored does not have)")
+    parser.add_argument("--control", action="store_true",
+                        help="also time a second, identical Mirrored step (A/A): its paired ratio to the first is "
+                             "the noise floor of the model's ratios in this run")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--window-seconds", type=float, default=1.0,
@@ -455,6 +459,11 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
             continue  # paired with the Mirrored row's hand-written step (the same program)
         variants[f"{name}/{strategy_name}/baseline"] = baseline_variant(
             list(strategy.worker_devices), program, batches, args)
+    if args.control and "mirrored" in strategies:
+        # A/A control: a second, identical Mirrored step built after the others; its ratio to the first is
+        # what the same program measures against itself here (order, memory, load), the floor under any
+        # paired ratio of this model.
+        variants[f"{name}/mirrored/control"] = jdist_variant(make_strategy("mirrored"), program, batches, args)[0]
     if not args.no_keras and name != "transformer":  # no Keras twin of the Transformer here
         try:
             variants[f"{name}/mirrored/keras"] = keras_variant(program, batches, args.max_steps_per_window,
@@ -503,6 +512,8 @@ def run_model(name: str, args, counter: CompileCounter) -> dict:
         }
         if strategy_name == "zero1":
             rows[row]["optimizer_state_stored_per_device"] = variants[f"{row}/jdist"].stored_fraction()
+        if jd and strategy_name == "mirrored" and f"{row}/control" in rates:
+            rows[row]["control"] = paired_ratio(rates[f"{row}/control"], jd)
         if jd and strategy_name == "zero1" and f"{name}/mirrored/jdist" in rates:
             rows[row]["paired"]["mirrored"] = paired_ratio(jd, rates[f"{name}/mirrored/jdist"])
     return {"rows": rows, "rates": rates}
@@ -659,9 +670,13 @@ def main(argv=None) -> int:
         write_growth_chart(entries, out / "growth.png")
     zero1 = [f"{row}: zero1 / mirrored jdist, paired: {info['paired']['mirrored']['median']:.3f}; each device "
              f"stores {100 * info['optimizer_state_stored_per_device']:.1f}% of the optimizer state "
-             f"(--zero1-min-bytes {args.zero1_min_bytes})"
+             f"(--zero1-min-bytes {args.zero1_min_bytes or 'default'})"
              for row, info in rows.items() if "mirrored" in info["paired"]]
     lines += [""] + zero1 if zero1 else []
+    control = [f"{row}: the same Mirrored step built twice (A/A control), paired: {info['control']['median']:.3f} "
+               f"({info['control']['min']:.3f}-{info['control']['max']:.3f})" for row, info in rows.items()
+               if "control" in info]
+    lines += [""] + control if control else []
     lines += ["", f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
               f"{', '.join(f'{x:.2f}' for x in report['load_average_after'])}; wall {report['wall_seconds']:.0f} s"]
     for row, info in rows.items():

@@ -9,6 +9,9 @@ timed is each framework's cost per step and per `fit` call:
 - keras: Keras 3 on JAX, `keras.distribution.DataParallel`, `compile(steps_per_execution=k)`, `fit`;
 - tf_fit (`--tf`): TF Keras `fit` under `tf.distribute.MirroredStrategy` in its own process
   (`scripts/tf_bench_worker.py --variant fit`), same k;
+- program: the Trainer's own compiled train program (`steps_per_execution=k`) called in a hand-written loop,
+  each batch placed with one `jax.device_put` (the mask placed once), at most `MAX_IN_FLIGHT` executions ahead
+  and the epoch logs read at the end: what `fit` costs above its program is `jdist / program`;
 - scan: a hand-written `jax.jit` of `lax.scan` over k steps (k batches in one transfer, donated state, at most
   `MAX_IN_FLIGHT` executions ahead of the host, as the Trainer): the floor a fit loop with steps_per_execution=k
   can reach. It computes no metrics and reads no loss; `fit` also keeps a per-replica loss metric, masks
@@ -19,6 +22,7 @@ the ratios are paired (see `scripts/benchmark.py`).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -52,6 +56,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tf-python", default=None)
     parser.add_argument("--no-keras", action="store_true")
     parser.add_argument("--markdown", default=None)
+    parser.add_argument("--json", default=None, help="also write rates and paired ratios here")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="first print cProfile's top entries of one jdist fit call of STEPS steps (k = the first "
+                             "of --ks), then time as usual")
     args = parser.parse_args(argv)
     if args.tf:
         args.tf_python = args.tf_python or benchmark.default_tf_python()
@@ -79,6 +87,64 @@ def jdist_fit(program, x, y, k: int) -> benchmark.Variant:
     trainer = jdist.Trainer(model, optax.adam(1e-3), params=params, strategy=jdist.MirroredStrategy(),
                             steps_per_execution=k)
     return _fit_variant(trainer.fit, program.global_batch, x, y, k)
+
+
+def program_loop(program, x, y, k: int) -> benchmark.Variant:
+    """The Trainer's compiled train program in a plain loop: the same program `fit` runs, without `fit`'s
+    batching, checks, callbacks and bookkeeping (reaches into the Trainer's private executor)."""
+    import jax
+    import numpy as np
+    import optax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    import jdist
+
+    model = benchmark.flax_model(program)
+    trainer = jdist.Trainer(model, optax.adam(1e-3), params=model.init(jax.random.key(0), x[:1]),
+                            strategy=jdist.MirroredStrategy(), steps_per_execution=k)
+    gb = program.global_batch
+    trainer.fit(x[:k * gb], y[:k * gb], batch_size=gb, epochs=1, shuffle=False, verbose=0)  # state, compile
+    execute = trainer._executor("train", k)
+    mesh, axis = trainer.strategy.mesh, trainer.strategy.data_axis
+    split = NamedSharding(mesh, P(axis) if k == 1 else P(None, axis))
+    mask = jax.device_put(np.ones((gb,) if k == 1 else (k, gb), np.float32), split)
+    active = jax.device_put(np.ones(k, bool), NamedSharding(mesh, P()))
+
+    def execution(i: int, states):
+        rows = slice(i * k * gb, (i + 1) * k * gb)
+        xs, ys = (x[rows], y[rows]) if k == 1 else (x[rows].reshape((k, gb) + x.shape[1:]), y[rows].reshape(k, gb))
+        placed = (*jax.device_put((xs, ys), split), mask, None)
+        args = (placed,) if k == 1 else (placed, active)
+        trainer._state, states = execute(trainer._state, states, *args)
+        return states
+
+    def run(steps: int) -> float:
+        start = time.perf_counter()
+        states, pending = trainer._fresh_states(), []
+        for i in range(steps // k):
+            states = execution(i, states)
+            pending.append(states)
+            if len(pending) > MAX_IN_FLIGHT:
+                jax.block_until_ready(pending.pop(0))
+        trainer._read_logs(states)  # as fit: one read of the epoch's metrics, which waits for every step
+        return time.perf_counter() - start
+
+    return benchmark.Variant(run, gb, step_multiple=k, max_steps=len(x) // gb)
+
+
+def profile_fit(program, x, y, k: int, steps: int, top: int = 25) -> None:
+    """cProfile's top entries (own time) of one jdist `fit` call of `steps` steps, after a warm-up call."""
+    import cProfile
+    import pstats
+
+    variant = jdist_fit(program, x, y, k)
+    variant.run(k)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    variant.run(steps)
+    profiler.disable()
+    print(f"cProfile of one jdist fit call of {steps} steps (k={k}), by own time:")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
 def _fit_variant(fit, gb: int, x, y, k: int) -> benchmark.Variant:
@@ -157,7 +223,9 @@ def main(argv=None) -> int:
     bad = [k for k in args.ks if args.steps % k]
     if bad:
         raise SystemExit(f"--steps {args.steps} is not a multiple of k={bad}")
-    x, y = data(program, args.steps)
+    x, y = data(program, max(args.steps, args.profile))
+    if args.profile:
+        profile_fit(program, x, y, args.ks[0], args.profile)
     starting = {}
     if args.tf:
         for k in args.ks:
@@ -169,6 +237,7 @@ def main(argv=None) -> int:
         variants[f"jdist/k={k}"] = jdist_fit(program, x, y, k)
         if not args.no_keras:
             variants[f"keras/k={k}"] = keras_fit(program, x, y, k)
+        variants[f"program/k={k}"] = program_loop(program, x, y, k)
         variants[f"scan/k={k}"] = scan_loop(program, x, y, k)
     for key, ready in starting.items():
         try:
@@ -186,8 +255,9 @@ def main(argv=None) -> int:
     errors.update(timing["errors"])
     rates = timing["rates"]
     lines = ["| steps_per_execution | jdist Trainer.fit ex/s (min-max) | Keras 3 (JAX) fit | TF Keras fit "
-             "| hand-written scan | jdist / Keras 3 | jdist / TF fit | jdist / scan |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| its program, hand loop | hand-written scan | jdist / Keras 3 | jdist / TF fit | jdist / program "
+             "| jdist / scan |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k in args.ks:
         def cell(name, k=k):
             key = f"{name}/k={k}"
@@ -204,8 +274,8 @@ def main(argv=None) -> int:
         jd = summarize(rates[f"jdist/k={k}"]) if f"jdist/k={k}" in rates else None
         jd_text = f"{benchmark.fmt(jd['median'])} ({benchmark.fmt(jd['min'])}-{benchmark.fmt(jd['max'])})" if jd \
             else "failed"
-        lines.append(f"| {k} | {jd_text} | {cell('keras')} | {cell('tf_fit')} | {cell('scan')} "
-                     f"| {ratio('keras')} | {ratio('tf_fit')} | {ratio('scan')} |")
+        lines.append(f"| {k} | {jd_text} | {cell('keras')} | {cell('tf_fit')} | {cell('program')} | {cell('scan')} "
+                     f"| {ratio('keras')} | {ratio('tf_fit')} | {ratio('program')} | {ratio('scan')} |")
     lines += ["", f"steps per window: {timing['steps']}",
               f"load average (1, 5, 15 min) before: {', '.join(f'{v:.2f}' for v in load_before)}; after: "
               f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}"]
@@ -213,6 +283,14 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     if args.markdown:
         Path(args.markdown).write_text("\n".join(lines) + "\n")
+    if args.json:
+        paired = {f"jdist/{key.split('/')[0]}/k={key.split('=')[1]}":
+                  paired_ratio(rates[f"jdist/k={key.split('=')[1]}"], rates[key])
+                  for key in rates if not key.startswith("jdist/") and f"jdist/k={key.split('=')[1]}" in rates}
+        Path(args.json).write_text(json.dumps({
+            "examples_per_s": {key: summarize(r) for key, r in rates.items()}, "paired": paired,
+            "steps_per_window": args.steps, "windows": args.windows, "load_average_before": load_before,
+            "load_average_after": os.getloadavg(), "errors": errors}, indent=1))
     return 0
 
 

@@ -253,3 +253,34 @@ def test_multiworker_benchmark_runs_at_tiny_size(tmp_path):
     assert count["info"]["jdist"]["replicas"] == 2
     assert "| 2 | " in run.stdout and "jdist/jdist-before (paired)" in run.stdout and "load average" in run.stdout
     assert (out / "multiworker_growth.png").stat().st_size > 0
+
+
+def test_benchmark_report_runs_a_part_and_reads_every_part(tmp_path):
+    """scripts/benchmark_report.py: one part (fit, at toy size, in its own process) run and tabulated with the load
+    during it; the rows of the other parts' JSON, as their scripts write it, read into the same table."""
+    import benchmark_report
+
+    markdown = tmp_path / "report.md"
+    assert benchmark_report.main(["--size", "tiny", "--no-tf", "--parts", "fit", "--out", str(tmp_path / "out"),
+                                  "--markdown", str(markdown), "--load-every", "0.5"]) == 0
+    text = markdown.read_text()
+    for other in ("its compiled program, hand loop", "hand-written jax.jit step"):
+        row = next(line for line in text.splitlines() if f"jdist Trainer.fit / {other}" in line)
+        assert row.split(" | ")[1][0].isdigit(), row  # a measured ratio
+    assert "load average" in text and "--parts fit" in text
+
+    ratio = {"median": 1.5, "min": 1.0, "max": 2.0}
+    multiworker = {"counts": {"2": {"ratio": {"jdist/tf": ratio}, "allreduce_fraction": {"jdist": ratio}},
+                              "1": {"ratio": {"jdist/tf": ratio}, "allreduce_fraction": {}}}}
+    rows = benchmark_report.figures("multiworker", multiworker)
+    assert [r[0] for r in rows] == ["1 process(es): jdist / TF MultiWorkerMirrored",
+                                    "2 process(es): jdist / TF MultiWorkerMirrored",
+                                    "2 process(es): gradient all-reduce / jdist step"]
+    tfdata = {"paired": {"fit_pipeline / fit_arrays": ratio, "jdist_data / fit_pipeline": ratio}}
+    assert [r[1] for r in benchmark_report.figures("tfdata", tfdata)] == [None, ratio, ratio]
+    zero1 = {"rows": {"cnn/mirrored": {"paired": {}, "control": ratio},
+                      "cnn/zero1": {"paired": {"mirrored": ratio}, "optimizer_state_stored_per_device": 0.16}}}
+    assert benchmark_report.figures("zero1", zero1) == [
+        ("ZeRO-1 / Mirrored, cnn", ratio, "steps/s; each device stores 16% of the Adam state"),
+        ("Mirrored / the same Mirrored step built again, cnn", ratio, "A/A control: the noise floor of this model's ratios")]
+    assert benchmark_report.ratio_cell(ratio) == "1.50 (1.00-2.00)" and benchmark_report.ratio_cell(None) == "-"

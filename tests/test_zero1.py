@@ -275,3 +275,36 @@ def test_gather_split_packs_every_split_leaf_into_one_all_gather():
         assert out[key].sharding.spec == stored[key]
     gathers = [c for c in hlo.collectives(fn.lower(tree).compile().as_text(), 8) if c.kind == "all-gather"]
     assert len(gathers) == 2, gathers  # float32 (a and b packed) and int32 (n)
+
+
+def collective_bytes(hlo_text: str) -> dict:
+    """`{kind: (instructions, result bytes)}` of a compiled program's collectives."""
+    totals: dict = {}
+    for c in hlo.collectives(hlo_text, 8):
+        count, nbytes = totals.get(c.kind, (0, 0))
+        totals[c.kind] = (count + c.count, nbytes + c.count * c.result_bytes)
+    return totals
+
+
+@pytest.mark.parametrize("threshold", [256, 4096])
+def test_zero1_adds_no_collective_to_the_mirrored_step(monkeypatch, threshold):
+    """ZeRO-1 stores split the optimizer state of the leaves whose update Mirrored already splits (the same
+    `WEIGHT_UPDATE_MIN_BYTES`), so its step is Mirrored's less the moments' all-gathers: the same all-reduce,
+    no all-gather Mirrored lacks. At 4096 bytes no leaf here reaches the threshold and the two compile to the
+    same program; at 256 the kernels split and Mirrored gathers three times ZeRO-1's bytes
+    (docs/benchmarks.md: a lower threshold for ZeRO-1 alone adds an all-gather Mirrored does not have)."""
+    monkeypatch.setattr(jdist.layout, "WEIGHT_UPDATE_MIN_BYTES", threshold)
+    x, y = data(BATCH)
+    programs = {}
+    for name, strategy in (("mirrored", jdist.MirroredStrategy()), ("zero1", zero1())):
+        with strategy.scope():
+            state = jdist.TrainState.create(apply_fn=apply_fn, params=init_params(), tx=optax.adam(LR))
+        step = jdist.make_train_step(step_loss, strategy)
+        text = step.lower(state, strategy.distribute_batch({"x": x, "y": y})).compile().as_text()
+        programs[name] = re.sub(r"metadata=\{[^}]*\}", "", text)
+    mirrored, zero = collective_bytes(programs["mirrored"]), collective_bytes(programs["zero1"])
+    assert zero["all-reduce"] == mirrored["all-reduce"]
+    if threshold > IN * HIDDEN * 4:  # nothing split: the very same program
+        assert programs["zero1"] == programs["mirrored"] and "all-gather" not in zero
+    else:
+        assert zero["all-gather"][0] == 1 and mirrored["all-gather"][1] == 3 * zero["all-gather"][1], (mirrored, zero)
