@@ -12,6 +12,19 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 
+if not jax.config.jax_compilation_cache_dir:
+    # Many tests compile the same program afresh (the same model under the same strategy, from a new `jit`);
+    # one XLA compilation cache for the session turns the repeats into loads. In this process only (set through
+    # jax.config, not the environment): the worker processes some tests start never share a half-written entry.
+    import atexit
+    import shutil
+    import tempfile
+
+    _xla_cache = tempfile.mkdtemp(prefix="jdist-tests-xla-cache-")
+    atexit.register(shutil.rmtree, _xla_cache, True)
+    jax.config.update("jax_compilation_cache_dir", _xla_cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
 if jax.default_backend() == "cpu" and jax.device_count() != 8:
     # Every multi-replica test assumes 8 devices; without them they would test less, silently.
     raise RuntimeError(
