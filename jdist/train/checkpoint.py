@@ -116,7 +116,7 @@ class DictWrapper(dict):
             self._owner._restore_late(object_graph.join(self._path, str(key)), value)
 
 
-class Checkpoint:
+class Checkpoint(object_graph.Trackable):
     """Saves and restores the variables (and iterator positions) of the objects it is given, by TF's paths."""
 
     _deps: dict[str, Any]

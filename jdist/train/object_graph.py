@@ -29,6 +29,13 @@ def is_iterator(obj: Any) -> bool:
     return hasattr(obj, "get_state") and hasattr(obj, "set_state") and hasattr(obj, "__next__")
 
 
+class Trackable:
+    """An object whose named dependencies are its own attributes (`tf.train.Checkpoint`), walked by name."""
+
+    def _dependencies(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
 def join(path: str, name: str) -> str:
     return f"{path}/{name}" if path and name else path or name
 
@@ -66,9 +73,7 @@ def _keras_children(obj: Any) -> list[tuple[str, Any]]:
 
 def children(obj: Any) -> list[tuple[str, Any]]:
     """The named dependencies of `obj`, in TF's walk order."""
-    from jdist.train.checkpoint import Checkpoint
-
-    if isinstance(obj, Checkpoint):
+    if isinstance(obj, Trackable):
         return list(obj._dependencies().items())
     if isinstance(obj, (list, tuple)):
         return [(str(i), v) for i, v in enumerate(obj)]
@@ -87,9 +92,7 @@ def children(obj: Any) -> list[tuple[str, Any]]:
 
 def check_trackable(obj: Any, name: str) -> None:
     """Refuses, naming the fix, what a checkpoint cannot hold."""
-    from jdist.train.checkpoint import Checkpoint
-
-    if isinstance(obj, (Checkpoint, list, tuple, dict)) or is_variable(obj) or is_iterator(obj) \
+    if isinstance(obj, (Trackable, list, tuple, dict)) or is_variable(obj) or is_iterator(obj) \
             or hasattr(obj, "variables"):
         return
     raise TypeError(f"Checkpoint: {name} is a {type(obj).__name__}, which a checkpoint cannot hold; pass Keras "
