@@ -63,3 +63,18 @@ def test_saved_under_mirrored_loads_anywhere_with_its_numbers(saved):
         assert loss == pytest.approx(plain_loss, rel=1e-5), strategy
         for a, b in zip(model.get_weights(), plain.get_weights()):
             np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+def test_loads_compiled_after_parameter_server_hooks_are_installed(tmp_path):
+    """Once a process has used ParameterServerStrategy, Keras's `compile` is wrapped (a fit of a model compiled
+    in its scope trains through the workers); Keras's loading still sees the model's own `compile` and loads a
+    saved compiled model compiled, with its optimizer."""
+    from jdist.interop import keras_variables
+
+    keras_variables.install_remote_hooks()
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3)])
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.compiled and isinstance(loaded.optimizer, keras.optimizers.Adam)

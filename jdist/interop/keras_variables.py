@@ -140,8 +140,11 @@ def _fit_through_the_workers() -> None:
     live elsewhere (the parameter servers) that would train on the coordinator alone: such a fit schedules its
     steps on the workers instead (`keras_ps_fit`), as TF's does."""
     from keras.src.backend.jax.trainer import JAXTrainer
+    from keras.src.trainers.trainer import Trainer
 
-    compile_, fit = JAXTrainer.compile, JAXTrainer.fit
+    # `compile` is wrapped on Keras's base Trainer, where it is defined: Keras's loading compares a model's
+    # `compile` with `Trainer.compile` and, if they differ, loads the model uncompiled as a custom one.
+    compile_, fit = Trainer.compile, JAXTrainer.fit
 
     @functools.wraps(compile_)
     def compile(model: Any, *args: Any, **kwargs: Any) -> Any:
@@ -169,7 +172,7 @@ def _fit_through_the_workers() -> None:
 
         return keras_ps_fit.fit(model, strategy, *args, **kwargs)
 
-    JAXTrainer.compile, JAXTrainer.fit = compile, fit_through_workers  # pyright: ignore[reportAttributeAccessIssue]
+    Trainer.compile, JAXTrainer.fit = compile, fit_through_workers  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _device(variable: Any) -> str:
