@@ -98,6 +98,7 @@ def program_loop(program, x, y, k: int) -> benchmark.Variant:
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     import jdist
+    from jdist.strategy.batch import Batch
 
     model = benchmark.flax_model(program)
     trainer = jdist.Trainer(model, optax.adam(1e-3), params=model.init(jax.random.key(0), x[:1]),
@@ -113,7 +114,7 @@ def program_loop(program, x, y, k: int) -> benchmark.Variant:
     def execution(i: int, states):
         rows = slice(i * k * gb, (i + 1) * k * gb)
         xs, ys = (x[rows], y[rows]) if k == 1 else (x[rows].reshape((k, gb) + x.shape[1:]), y[rows].reshape(k, gb))
-        placed = (*jax.device_put((xs, ys), split), mask, None)
+        placed = Batch(jax.device_put((xs, ys), split), mask)
         args = (placed,) if k == 1 else (placed, active)
         trainer._state, states = execute(trainer._state, states, *args)
         return states
