@@ -62,7 +62,7 @@ def test_layer_weights_are_tfs_pieces_on_alternating_servers(cluster):
     assert [(w.name, tuple(w.shape)) for w in dense.weights] == [
         ("kernel/part_0", (2, 5)), ("kernel/part_1", (1, 5)), ("kernel/part_2", (1, 5)),
         ("bias/part_0", (2,)), ("bias/part_1", (2,)), ("bias/part_2", (1,))]
-    assert dense.weights[0].path == "sequential/d1/kernel/part_0"
+    assert dense.weights[0].path == f"{model.name}/d1/kernel/part_0"  # TF: sequential/d1/kernel/part_0
     tasks = [_task(w) for w in dense.weights]
     assert all(b == (a + 1) % 2 for a, b in zip(tasks, tasks[1:])), tasks
     assert isinstance(dense.kernel, ShardedVariable) and dense.kernel.shape == (4, 5)

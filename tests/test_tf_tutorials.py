@@ -425,7 +425,7 @@ def test_save_and_load_tutorial(tmp_path):
 # line removed its `net/l1/kernel` key does not exist (Keras 3 names it `net/l1/_kernel`). tf_keras printed the
 # losses below, then these lines and keys (its optimizer's slots are `optimizer/_variables/1..4`; jdist's Keras 3
 # Adam also holds its learning rate among its variables, so its slots are `_variables/2..5`).
-TF_GUIDE_LOSSES = [29.05, 22.46, 15.92, 9.52, 4.23, 1.36, 1.24, 0.62, 0.49, 0.22]
+TF_CHECKPOINT_GUIDE_LOSSES = [29.05, 22.46, 15.92, 9.52, 4.23, 1.36, 1.24, 0.62, 0.49, 0.22]
 TF_GUIDE_KEYS = ["_CHECKPOINTABLE_OBJECT_GRAPH", "iterator/.ATTRIBUTES/ITERATOR_STATE",
                  "net/l1/bias/.ATTRIBUTES/VARIABLE_VALUE", "net/l1/kernel/.ATTRIBUTES/VARIABLE_VALUE",
                  "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
@@ -446,7 +446,7 @@ def test_checkpoint_guide(tmp_path):
                      + ["Restored from ./tf_ckpts/ckpt-5"]  # the step, optimizer, net and iterator resume
                      + [f"Saved checkpoint for step {10 * i}: ./tf_ckpts/ckpt-{i}" for i in range(6, 11)])
     losses = [float(line.split()[1]) for line in lines if line.startswith("loss ")]
-    assert abs(losses[0] - TF_GUIDE_LOSSES[0]) < 1.5 and losses[-1] < 1.0 and len(losses) == 10
+    assert abs(losses[0] - TF_CHECKPOINT_GUIDE_LOSSES[0]) < 1.5 and losses[-1] < 1.0 and len(losses) == 10
     assert "['./tf_ckpts/ckpt-8', './tf_ckpts/ckpt-9', './tf_ckpts/ckpt-10']" in lines  # TF's line
     assert "['checkpoint', 'ckpt-10.npz', 'ckpt-8.npz', 'ckpt-9.npz']" in lines  # TF: .index and .data files
     at = lines.index("[0. 0. 0. 0. 0.]")
