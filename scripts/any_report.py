@@ -1,0 +1,96 @@
+"""Count public functions of jdist whose annotations mention ``Any``.
+
+A function counts when it is public: its name has no leading underscore, it sits at module level or
+in a public class (nested functions are not API), and its module is public (no path part starts with
+an underscore, ``__init__.py`` aside). It mentions ``Any`` when a parameter or return annotation
+names ``Any`` (``typing.Any`` or a string annotation that contains the word).
+
+    python scripts/any_report.py            # the percentage and the count per module
+    python scripts/any_report.py --list     # every counted function that still mentions Any
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "jdist"
+_ANY_WORD = re.compile(r"\bAny\b")
+
+
+def _public_module(path: Path) -> bool:
+    parts = path.relative_to(ROOT).parts
+    return not any(p.startswith("_") and p != "__init__.py" for p in parts)
+
+
+def _mentions_any(node: ast.expr | None) -> bool:
+    if node is None:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id == "Any":
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "Any":
+            return True
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and _ANY_WORD.search(sub.value):
+            return True
+    return False
+
+
+def _annotations(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr | None]:
+    a = fn.args
+    args = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+    if a.vararg:
+        args.append(a.vararg)
+    if a.kwarg:
+        args.append(a.kwarg)
+    return [arg.annotation for arg in args] + [fn.returns]
+
+
+def public_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Module-level functions and methods of public classes (any depth of public classes)."""
+    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                out.append((prefix + node.name, node))
+            elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.If):  # functions defined under `if TYPE_CHECKING:` / version checks
+                visit(node.body, prefix)
+                visit(node.orelse, prefix)
+
+    visit(tree.body, "")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list every public function that mentions Any")
+    opts = parser.parse_args()
+    total = with_any = 0
+    per_module: Counter[str] = Counter()
+    listed: list[str] = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if not _public_module(path):
+            continue
+        module = str(path.relative_to(ROOT.parent))
+        for name, fn in public_functions(ast.parse(path.read_text(), filename=str(path))):
+            total += 1
+            if any(_mentions_any(a) for a in _annotations(fn)):
+                with_any += 1
+                per_module[module] += 1
+                listed.append(f"{module}:{fn.lineno}: {name}")
+    if opts.list:
+        print("\n".join(listed))
+    else:
+        for module, n in per_module.most_common():
+            print(f"{n:4d}  {module}")
+    print(f"{with_any}/{total} public functions mention Any ({100.0 * with_any / max(total, 1):.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
