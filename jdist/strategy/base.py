@@ -39,8 +39,11 @@ from jdist.strategy.run import ReplicaRun
 from jdist.strategy.values import (
     mark_split,
 )
+from jdist.typing import ArrayLike, PyTree
 
 if TYPE_CHECKING:  # annotations only: higher layers, no import edge
+    import optax
+
     from jdist.cluster.resolver import ClusterResolver
     from jdist.diagnostics.memory import MemoryReport
     from jdist.input.dataset import DistributedDataset
@@ -165,7 +168,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             cache[stacked] = NamedSharding(self._mesh, P(None, self._data_axis) if stacked else P(self._data_axis))
         return cache[stacked]
 
-    def parameter_shardings(self, tree: Any) -> Any:
+    def parameter_shardings(self, tree: PyTree) -> PyTree:
         """The sharding of each leaf of a parameter pytree, optimizer state or `TrainState`,
         as the layout says (replicated without one). A TrainState's optimizer state
         follows its parameters (see `jdist.layout`). Computed once per tree structure,
@@ -190,7 +193,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """Whether a train state's optimizer state is stored split over the data axis (ZeRO-1)."""
         return self._shard_optimizer_state
 
-    def summary(self, tree: Any = None, opt_state: Any = None) -> str:
+    def summary(self, tree: PyTree = None, opt_state: PyTree = None) -> str:
         """A table of every parameter of `tree` (params or a `TrainState`): shape, spec,
         bytes per device, the optimizer state that follows it, and the total memory per
         device, plus the mesh. Leaves may be abstract (`jax.eval_shape` output).
@@ -211,15 +214,16 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return text
 
     # ---------------------------------------------------------- logical devices
-    def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int] | P) -> Any:
+    def experimental_split_to_logical_devices(self, tensor: ArrayLike,
+                                              partition_dimensions: Sequence[int] | P) -> jax.Array:
         """TF's name for `jdist.split(tensor, partition_dimensions)` on this strategy."""
         return split_on(self, tensor, partition_dimensions)
 
-    def experimental_replicate_to_logical_devices(self, tensor: Any) -> Any:
+    def experimental_replicate_to_logical_devices(self, tensor: ArrayLike) -> jax.Array:
         """TF's name for `jdist.replicate(tensor)` on this strategy."""
         return replicate_on(self, tensor)
 
-    def experimental_assign_to_logical_device(self, tensor: Any, logical_device_id: int) -> Any:
+    def experimental_assign_to_logical_device(self, tensor: ArrayLike, logical_device_id: int) -> jax.Array:
         """TF pins `tensor` to one logical device of the replica. Under SPMD partitioning
         (which jdist always uses; TF raises in that mode) a value cannot live on one device
         only, so after checking `logical_device_id` the value is kept whole on every logical
@@ -232,7 +236,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             )
         return replicate_on(self, tensor)
 
-    def place(self, tree: Any) -> Any:
+    def place(self, tree: PyTree) -> PyTree:
         """Puts a parameter / optimizer-state pytree where this strategy keeps it.
 
         The result has its own buffers, so donating it to a train step never frees
@@ -246,7 +250,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             return initial_values.from_first_replica(tree, shardings)
         return jax.jit(_copy_tree, out_shardings=shardings)(jax.device_put(tree, shardings))
 
-    def init_in_place(self, state: Any) -> Any:
+    def init_in_place(self, state: PyTree) -> PyTree:
         """`state` placed where this strategy keeps it, its optimizer state made there by a
         compiled `state.tx.init` (never whole on the host first): `state.opt_state` may be
         abstract (`jax.eval_shape(tx.init, params)`). None where this strategy keeps state
@@ -257,7 +261,8 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         placed = self.place(state.replace(opt_state=None))
         return placed.replace(opt_state=jax.jit(state.tx.init, out_shardings=shardings)(placed.params))
 
-    def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any, **kwargs: Any) -> Any:
+    def create_train_state(self, state_cls: type, *, apply_fn: Callable[..., Any], params: PyTree,
+                           tx: optax.GradientTransformation, **kwargs: Any) -> PyTree:
         """Builds `state_cls` (e.g. `jdist.TrainState`) with parameters and optimizer state placed here.
 
         The hook behind `TrainState.create`; strategies that keep parameters
@@ -283,20 +288,20 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         the parameters live apart from the compute devices and a step is several programs."""
         return True
 
-    def compute_view(self, tree: Any) -> Any:
+    def compute_view(self, tree: PyTree) -> PyTree:
         """`tree` (parameters, a train state) where the compute devices can read it: itself here;
         a copy on the compute devices where the parameters are stored elsewhere."""
         return tree
 
-    def update_shardings(self, state: Any) -> Any:
+    def update_shardings(self, state: PyTree) -> PyTree:
         """Where each replica's share of the optimizer update runs (weight-update sharding): every
         large replicated leaf split over the data axis, so each replica updates 1/N of it and the
         new values are all-gathered. None: every replica updates every leaf, as TF's strategies do."""
         return self._placements().get(
             "update", state, lambda t: split_shardings_over_data(t, self.parameter_shardings(t), self._data_axis))
 
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
-                     out_sharding: Any = None) -> Callable:
+    def compile_step(self, step_fn: Callable[..., Any], state: PyTree, *, donate: bool,
+                     batch_sharding: PyTree = None, out_sharding: PyTree = None) -> Callable[..., Any]:
         """Compiles a global-view `step_fn(state, batch, update_shardings) -> (state, out)`.
 
         The hook behind `make_train_step` and `Trainer.fit`: one `jax.jit` with the
@@ -326,28 +331,28 @@ class Strategy(ReplicaRun, CrossReplicaOps):
     # The Trainer, its checkpoint I/O and `jdist.checkpoint.CheckpointManager` go through these
     # hooks and never ask which strategy they hold. The defaults keep a state on this process's
     # mesh; the parameter-server strategy overrides them to keep it on its servers.
-    def place_state(self, state: Any, into: Any = None) -> Any:
+    def place_state(self, state: PyTree, into: PyTree = None) -> PyTree:
         """Puts a whole train state (host or device values) where this strategy keeps it, in
         buffers of its own (the hook behind `Trainer.state = ...`). `into`: the state it
         replaces, for strategies that restore into storage they already hold."""
         return self.place(state)
 
-    def keeps_remotely(self, value: Any) -> bool:
+    def keeps_remotely(self, value: Any) -> bool:  # any value: True only for a remote handle
         """Whether `value` is a handle to values this strategy keeps outside this process (a
         Trainer then trains such a train state where it is)."""
         return False
 
-    def host_copy(self, tree: Any) -> Any:
+    def host_copy(self, tree: PyTree) -> PyTree:
         """A numpy copy of `tree` (a train state, parameters), whole on every process; with
         several processes every process must call it. `place_state(copy)` puts it back."""
         return to_host(tree)
 
-    def checkpoint_view(self, tree: Any) -> Any:
+    def checkpoint_view(self, tree: PyTree) -> PyTree:
         """What a checkpoint of `tree` holds: `tree` itself here (each process writes its own
         shards); a host copy where the values live outside this process."""
         return tree
 
-    def restore_into(self, target: Any, restored: Any) -> Any:
+    def restore_into(self, target: PyTree, restored: PyTree) -> PyTree:
         """`target` holding `restored` (values read from a checkpoint in the structure of
         `checkpoint_view(target)`, already laid out by this strategy): `restored` itself here;
         strategies that keep values elsewhere push them there and return `target`."""
@@ -359,12 +364,12 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         `_should_use_with_coordinator`) rather than run from this process."""
         return False
 
-    def keras_variable_store(self) -> Any:
+    def keras_variable_store(self) -> Any:  # the store's type lives in the strategy that has one
         """Where Keras variables created in this scope keep their values outside this process (an object
         with `register(variable)`), or None: they stay Keras's own (on this strategy's mesh)."""
         return None
 
-    def cluster_coordinator(self) -> Any:
+    def cluster_coordinator(self) -> Any:  # the coordinator's type lives in the strategy that has one
         """The coordinator that schedules this strategy's steps on its workers (made on first
         use); only for strategies with `should_use_with_coordinator`."""
         raise NotImplementedError(f"{self!r} runs its steps from this process: it has no cluster coordinator.")
@@ -376,7 +381,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """
         return process_batch_slice(self.data_sharding(), global_batch_size)
 
-    def distribute_batch(self, batch: Any) -> Any:
+    def distribute_batch(self, batch: PyTree) -> PyTree:
         """Places a global batch (a pytree of arrays) split over the replicas along dim 0.
 
         The arrays are per-replica values (`run` splits them, see `jdist.strategy.values`) and

@@ -26,12 +26,14 @@ replicated).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+import jax
 from jax.sharding import PartitionSpec as P
 
 from jdist.strategy import context
 from jdist.strategy.logical_devices import replicate_on, spec_from_partition_dimensions, split_on
+from jdist.typing import ArrayLike
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -43,7 +45,7 @@ def _strategy(strategy: Strategy | None) -> Strategy:
     return strategy if strategy is not None else context.get_strategy()
 
 
-def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Strategy | None = None) -> Any:
+def split(x: ArrayLike, partition_dimensions: Sequence[int] | P, *, strategy: Strategy | None = None) -> jax.Array:
     """Splits `x` over the logical devices of each replica (TF's
     `experimental_split_to_logical_devices`); see the module docs for the mapping.
 
@@ -53,7 +55,7 @@ def split(x: Any, partition_dimensions: Sequence[int] | P, *, strategy: Strategy
     return split_on(_strategy(strategy), x, partition_dimensions)
 
 
-def replicate(x: Any, *, strategy: Strategy | None = None) -> Any:
+def replicate(x: ArrayLike, *, strategy: Strategy | None = None) -> jax.Array:
     """Gives every logical device of a replica the whole of `x` (TF's
     `experimental_replicate_to_logical_devices`). In a global-view step or
     eagerly, `x` becomes fully replicated."""

@@ -27,6 +27,7 @@ from jdist.strategy.values import (
     split_mark,
     stack_on_devices,
 )
+from jdist.typing import PyTree
 
 
 class ValueContext:
@@ -91,7 +92,7 @@ class CrossReplicaOps(StrategyFields):
         """A `DistributedBatch` stands for its element (TF's nest of per-replica values)."""
         return jax.tree.map(lambda v: v.value if is_distributed_batch(v) else v, value, is_leaf=is_distributed_batch)
 
-    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | Sequence[int] | None = None) -> Any:
+    def reduce(self, reduce_op: ReduceOp | str, value: PyTree, axis: int | Sequence[int] | None = None) -> PyTree:
         """Combines per-replica values into one (TF's `Strategy.reduce`).
 
         `axis=None` reduces across replicas only; with `axis`, each replica's value is
@@ -133,7 +134,7 @@ class CrossReplicaOps(StrategyFields):
             count = jnp.sum(mask) * _count(stacked.shape[1:], tuple(a for a in axes if a != 0))
         return total if op is ReduceOp.SUM else total / count
 
-    def gather(self, value: Any, axis: int) -> Any:
+    def gather(self, value: PyTree, axis: int) -> PyTree:
         """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`);
         only real rows of a short batch (and of per-example results) are gathered."""
         self._require_cross_replica("gather", "get_replica_context().all_gather()")
@@ -175,7 +176,7 @@ class CrossReplicaOps(StrategyFields):
         shape = stacked.shape[1:]
         return moved.reshape(shape[:ax] + (shape[ax] * stacked.shape[0],) + shape[ax + 1:])
 
-    def experimental_local_results(self, value: Any) -> tuple:
+    def experimental_local_results(self, value: PyTree) -> tuple:
         """This process's per-replica components, as a tuple in replica order.
 
         Per-replica values give their components (only the real rows of a short batch
@@ -220,7 +221,7 @@ class CrossReplicaOps(StrategyFields):
             return (value,) * len(local)
         return tuple(on_device[d] for d in local)
 
-    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> Any:
+    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], PyTree]) -> PyTree:
         """Calls `value_fn` once per local replica and returns the results as `PerReplica`."""
         n = self.num_replicas_in_sync
         local = [

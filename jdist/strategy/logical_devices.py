@@ -13,6 +13,8 @@ import jax
 import jax.core
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jdist.typing import ArrayLike
+
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
@@ -73,7 +75,7 @@ def _in_replica(strategy: Strategy) -> bool:
             and set(mesh.axis_names) == set(strategy.mesh.axis_names))
 
 
-def _constrain(x: Any, spec: P, strategy: Strategy) -> Any:
+def _constrain(x: ArrayLike, spec: P, strategy: Strategy) -> jax.Array:
     if isinstance(x, jax.core.Tracer):
         if _in_replica(strategy):
             # Inside strategy.run the data axis is manual; the spec covers the other axes.
@@ -83,7 +85,7 @@ def _constrain(x: Any, spec: P, strategy: Strategy) -> Any:
     return jax.device_put(x, NamedSharding(strategy.mesh, eager))
 
 
-def split_on(strategy: Strategy, x: Any, partition_dimensions: Sequence[int] | P) -> Any:
+def split_on(strategy: Strategy, x: ArrayLike, partition_dimensions: Sequence[int] | P) -> jax.Array:
     """`x` split over the logical devices of each replica of `strategy` (see `jdist.strategy.constraints`)."""
     if isinstance(partition_dimensions, P):
         spec = partition_dimensions
@@ -95,6 +97,6 @@ def split_on(strategy: Strategy, x: Any, partition_dimensions: Sequence[int] | P
     return _constrain(x, spec, strategy)
 
 
-def replicate_on(strategy: Strategy, x: Any) -> Any:
+def replicate_on(strategy: Strategy, x: ArrayLike) -> jax.Array:
     """`x` whole on every logical device of each replica of `strategy`."""
     return _constrain(x, P(), strategy)

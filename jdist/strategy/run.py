@@ -20,6 +20,7 @@ from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
 from jdist.strategy.values import PerReplica, is_mirrored, mark_mirrored, split_mark
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -49,7 +50,8 @@ class ReplicaRun(StrategyFields):
     if TYPE_CHECKING:  # provided by `Strategy`
         _run_cache: dict
 
-    def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
+    def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
+            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
         """Runs `fn` once per replica, compiled; returns per-replica results.
 
         Arguments: per-replica values (`PerReplica`, `DistributedBatch`, what
