@@ -20,7 +20,7 @@ passes, and `on_predict_batch_end` gets `{"outputs": ...}` (that execution's rea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:
     from jdist.trainer.trainer import Trainer
@@ -33,7 +33,7 @@ class Callback:
 
     def __init__(self) -> None:
         self.trainer: "Trainer | None" = None
-        self.params: dict[str, Any] = {}
+        self.params: dict[str, int | None] = {}
 
     def set_trainer(self, trainer: "Trainer") -> None:
         self.trainer = trainer
@@ -45,7 +45,7 @@ class Callback:
                 f"{type(self).__name__} is a jdist.Trainer callback: pass it to Trainer.fit(callbacks=...).")
         return self.trainer
 
-    def set_params(self, params: dict[str, Any]) -> None:
+    def set_params(self, params: dict[str, int | None]) -> None:
         """`epochs`, `steps` (per epoch, or None when unknown) and `verbose` of the current call."""
         self.params = params
 
@@ -93,7 +93,7 @@ class LazyLogs(Mapping):
 class CallbackList:
     """Calls a hook on every callback in order; skips hooks no callback overrides."""
 
-    def __init__(self, callbacks: Iterable[Callback], trainer: "Trainer", params: dict[str, Any]):
+    def __init__(self, callbacks: Iterable[Callback], trainer: "Trainer", params: dict[str, int | None]):
         self.callbacks = list(callbacks)
         for cb in self.callbacks:
             if not isinstance(cb, Callback):
@@ -105,6 +105,6 @@ class CallbackList:
         """Whether any callback overrides `hook` (so the trainer need not build its logs)."""
         return any(getattr(type(cb), hook) is not getattr(Callback, hook) for cb in self.callbacks)
 
-    def call(self, hook: str, *args: Any) -> None:
+    def call(self, hook: str, *args: int | Logs | None) -> None:
         for cb in self.callbacks:
             getattr(cb, hook)(*args)

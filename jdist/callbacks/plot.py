@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence, cast
 
 from jdist.callbacks.base import Callback, Logs
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def plot_history(history: Any, path: str | os.PathLike | None = None, title: str | None = None, *,
-                 epochs: Mapping[str, Sequence[int]] | None = None) -> Any:
+    from jdist.callbacks.history import History
+
+
+def plot_history(history: History | Mapping[str, Sequence[float]], path: str | os.PathLike | None = None,
+                 title: str | None = None, *, epochs: Mapping[str, Sequence[int]] | None = None) -> Figure:
     """One panel per metric (loss, accuracy, ...), training and validation curves together.
 
     `history` is a `History` (what `fit` returns) or its `.history` dict of per-epoch lists.
@@ -26,18 +31,20 @@ def plot_history(history: Any, path: str | os.PathLike | None = None, title: str
     epochs = dict(epochs or {})
     if hasattr(history, "history"):  # a History callback: its per-key epochs come with it
         epochs = {**getattr(history, "epochs_of", {}), **epochs}
-        history = history.history
-    names = [k for k in history if not k.startswith("val_")]
+        curves: Mapping[str, Sequence[float]] = cast("History", history).history
+    else:
+        curves = cast("Mapping[str, Sequence[float]]", history)
+    names = [k for k in curves if not k.startswith("val_")]
     if not names:
         raise ValueError("Nothing to plot: the history has no metrics.")
     fig = Figure(figsize=(4.5 * len(names), 3.5))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(names), squeeze=False)
-    train_epochs = max(len(history[name]) for name in names)
+    train_epochs = max(len(curves[name]) for name in names)
     for ax, name in zip(axes[0], names):
         for key, label in ((name, "train"), (f"val_{name}", "validation")):
-            if key in history:
-                ax.plot([e + 1 for e in _epochs_of(key, history[key], epochs, train_epochs)], history[key],
+            if key in curves:
+                ax.plot([e + 1 for e in _epochs_of(key, curves[key], epochs, train_epochs)], curves[key],
                         marker="o", label=label)
         ax.set_xlabel("epoch")
         ax.set_title(name)

@@ -12,12 +12,15 @@ The event files are written by `jdist.callbacks.event_file` (no TensorFlow neede
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from jdist.callbacks.base import Callback, Logs
 from jdist.callbacks.event_file import EventFileWriter
+
+if TYPE_CHECKING:
+    from jdist.trainer.trainer import Trainer
 
 
 class ScalarLog:
@@ -101,7 +104,7 @@ class TensorBoard(Callback):
         self._log.close()
 
 
-def current_learning_rate(trainer: Any) -> float | None:
+def current_learning_rate(trainer: Trainer | None) -> float | None:
     """The learning rate the optimizer uses now, where it can be read: a Keras optimizer's
     `learning_rate`, or the `learning_rate` hyperparameter of an `optax.inject_hyperparams`
     optimizer's state. A plain `optax.adam(1e-3)` keeps its rate in a closure: None."""

@@ -22,7 +22,7 @@ on the workers, see `jdist.trainer._remote`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -45,9 +45,21 @@ from jdist.trainer._runners import CompiledRunner, PredictRunner, Runner
 from jdist.trainer._steps import StepBuilder, scan_predict, scan_steps
 from jdist.trainer.checks import TrainerChecks
 from jdist.training.accumulation import check_accumulation_steps
+from jdist.typing import ArrayLike, PyTree
 
 if TYPE_CHECKING:
+    import flax.linen as nn
+    import keras
+
     from jdist.strategy.base import Strategy
+    from jdist.training.train_state import TrainState
+
+# A metric as `metrics=` takes it: a `jdist.metrics.Metric`, a Keras name ("accuracy"), a Keras metric
+# object or a per-example function.
+MetricLike: TypeAlias = "metrics_lib.Metric | str | Callable[..., Any]"
+# What fit / evaluate / predict read: arrays or a pytree of arrays, an iterable of `(x, y[, sample_weight])`
+# batches, or a distributed dataset of the strategy.
+TrainerData: TypeAlias = "PyTree | Iterable[PyTree]"
 
 
 class Trainer:
@@ -82,10 +94,11 @@ class Trainer:
       seed: parameter initialisation, shuffling and dropout keys.
     """
 
-    def __init__(self, model: Any, optimizer: optax.GradientTransformation | str | None = None,
-                 loss: str | Callable[[Any, Any], Any] | None = None,
-                 metrics: Sequence[Any] | None = None, *, weighted_metrics: Sequence[Any] | None = None,
-                 params: Any = None, strategy: Strategy | None = None,
+    def __init__(self, model: nn.Module | TrainState | Callable[..., PyTree] | keras.Model,
+                 optimizer: optax.GradientTransformation | str | keras.optimizers.Optimizer | None = None,
+                 loss: str | Callable[[jax.Array, jax.Array], jax.Array] | None = None,
+                 metrics: Sequence[MetricLike] | None = None, *, weighted_metrics: Sequence[MetricLike] | None = None,
+                 params: PyTree = None, strategy: Strategy | None = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
         if isinstance(steps_per_execution, bool) or not isinstance(steps_per_execution, int) or steps_per_execution < 1:
@@ -103,14 +116,14 @@ class Trainer:
             if params is not None:
                 raise ValueError("A Keras model holds its own weights: set them with model.set_weights(...) "
                                  "and leave params= out.")
-            model, optimizer, loss = self._keras.adapter, self._keras.optimizer, self._keras.loss
+            optimizer, loss = self._keras.optimizer, self._keras.loss
             metrics, weighted_metrics = self._keras.metrics, self._keras.weighted_metrics
         self._loss_fn = losses_lib.get(losses_lib.SparseCategoricalCrossentropy(from_logits=True)
                                        if loss is None else loss)
         # (log name, metric, weighted)
         self._metrics = metrics_lib.compile_metrics(metrics or (), weighted_metrics or ())
         self._state: TrainerState | None = None
-        adapted = adapt_model(model, optimizer, params)
+        adapted = adapt_model(model if self._keras is None else self._keras.adapter, optimizer, params)
         self._model = adapted.model
         if adapted.handle is not None:  # made in the scope of a strategy that keeps it elsewhere (parameter servers)
             if not self.strategy.keeps_remotely(adapted.handle):
@@ -150,12 +163,12 @@ class Trainer:
         return self._state
 
     @state.setter
-    def state(self, new_state: Any) -> None:
+    def state(self, new_state: TrainerState) -> None:
         """Replaces the state (e.g. restored weights), placed where the strategy keeps it."""
         placed = self._state = self._place(new_state)
         self.step = int(jax.device_get(placed.step))
 
-    def state_on_host(self) -> Any:
+    def state_on_host(self) -> TrainerState:
         """A host (numpy) copy of the training state; `trainer.state = copy` puts it back. With
         several processes every process must call it (a sharded leaf is gathered)."""
         return self.strategy.host_copy(self.state)
@@ -186,7 +199,7 @@ class Trainer:
         return meta
 
     @property
-    def params(self) -> Any:
+    def params(self) -> PyTree:
         return self.state.params
 
     @property
@@ -313,10 +326,10 @@ class Trainer:
             raise ValueError("The input yielded no batches.")
         return runner
 
-    def fit(self, x: Any, y: Any = None, *, batch_size: int | None = None, epochs: int = 1, verbose: int = 1,
-            callbacks: Sequence[Callback] | None = None, validation_data: Any = None,
+    def fit(self, x: TrainerData, y: PyTree = None, *, batch_size: int | None = None, epochs: int = 1,
+            verbose: int = 1, callbacks: Sequence[Callback] | None = None, validation_data: TrainerData = None,
             shuffle: bool = True, steps_per_epoch: int | None = None, initial_epoch: int = 0,
-            sample_weight: Any = None, class_weight: Mapping[int, float] | None = None,
+            sample_weight: ArrayLike | None = None, class_weight: Mapping[int, float] | None = None,
             validation_split: float = 0.0, validation_freq: int | Sequence[int] = 1,
             validation_batch_size: int | None = None, validation_steps: int | None = None) -> History:
         """Trains for `epochs` epochs; returns a `History` (`history.history["loss"]`, one value per epoch).
@@ -399,9 +412,9 @@ class Trainer:
             cbs.call("on_test_end", dict(logs))
         return logs
 
-    def evaluate(self, x: Any, y: Any = None, *, batch_size: int | None = None, steps: int | None = None,
-                 verbose: int = 1, callbacks: Sequence[Callback] | None = None,
-                 return_dict: bool = False, sample_weight: Any = None) -> float | list[float] | dict[str, float]:
+    def evaluate(self, x: TrainerData, y: PyTree = None, *, batch_size: int | None = None, steps: int | None = None,
+                 verbose: int = 1, callbacks: Sequence[Callback] | None = None, return_dict: bool = False,
+                 sample_weight: ArrayLike | None = None) -> float | list[float] | dict[str, float]:
         """Loss and metrics over all examples of `x` (exact: padding excluded, replicas combined),
         each example weighted by `sample_weight` if given.
 
@@ -422,8 +435,8 @@ class Trainer:
         values = [logs[name] for name in self.metrics_names]
         return values[0] if len(values) == 1 else values
 
-    def predict(self, x: Any, *, batch_size: int | None = None, steps: int | None = None, verbose: int = 1,
-                callbacks: Sequence[Callback] | None = None) -> Any:
+    def predict(self, x: TrainerData, *, batch_size: int | None = None, steps: int | None = None, verbose: int = 1,
+                callbacks: Sequence[Callback] | None = None) -> PyTree:
         """Model outputs for every example of `x`, concatenated in example order, padding removed."""
         input_checks.check_call("predict", x, None, None, batch_size=batch_size, steps=steps)
         cbs = self._callbacks(callbacks, verbose, {"verbose": verbose, "steps": None})
