@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 import jax
 import numpy as np
@@ -46,6 +46,7 @@ from jdist.checkpoint.integrity import CheckpointCorruptedError, CheckpointError
 from jdist.checkpoint.restore_plan import abstract_leaf, agree_across_processes, target_shardings
 from jdist.checkpoint.tree import LeafSpec
 from jdist.strategy import context
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -62,10 +63,18 @@ def _keeper(tree: Any, strategy: Strategy | None) -> Strategy:
     return strategy or getattr(tree, "placed_by", None) or context.get_strategy()
 
 
+class IteratorWithState(Protocol):
+    """An input iterator whose position a checkpoint keeps (grain's, a distributed dataset's iterator)."""
+
+    def get_state(self) -> Any: ...  # any JSON-able value
+
+    def set_state(self, state: Any, /) -> None: ...  # what get_state returned
+
+
 class Restored(NamedTuple):
     """What `CheckpointManager.restore_with_info` returns."""
 
-    state: Any
+    state: PyTree
     step: int
     metadata: dict[str, Any]
 
@@ -160,7 +169,7 @@ class CheckpointManager:
         self._manager.wait_until_finished()
         self._manager.check_for_errors()
 
-    def metadata(self, step: int) -> dict[str, Any]:
+    def metadata(self, step: int) -> dict[str, Any]:  # the JSON-able values saved
         """The `metadata=` dict saved with `step`."""
         return dict(self._read_manifest(step).get("metadata", {}))
 
@@ -168,11 +177,11 @@ class CheckpointManager:
     def save(
         self,
         step: int,
-        state: Any,
+        state: PyTree,
         *,
-        iterator: Any = None,
-        metrics: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        iterator: IteratorWithState | None = None,
+        metrics: Mapping[str, float] | None = None,
+        metadata: Mapping[str, Any] | None = None,  # any JSON-able values
         force: bool = False,
     ) -> bool:
         """Saves `state` (any pytree of arrays, keys, numpy values) as `step`; every process calls it.
@@ -230,11 +239,11 @@ class CheckpointManager:
     def restore(
         self,
         step: int | None = None,
-        target: Any = None,
+        target: PyTree = None,
         *,
-        iterator: Any = None,
+        iterator: IteratorWithState | None = None,
         strategy: Strategy | None = None,
-    ) -> Any:
+    ) -> PyTree:
         """Restores a checkpoint into the structure of `target`, laid out by the current strategy.
 
         `target` is a state of the same model (concrete arrays or `jax.ShapeDtypeStruct`s):
@@ -254,9 +263,9 @@ class CheckpointManager:
     def restore_with_info(
         self,
         step: int | None = None,
-        target: Any = None,
+        target: PyTree = None,
         *,
-        iterator: Any = None,
+        iterator: IteratorWithState | None = None,
         strategy: Strategy | None = None,
     ) -> Restored:
         """`restore`, also returning which step was restored and its saved metadata."""
