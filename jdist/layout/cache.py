@@ -1,7 +1,7 @@
 """Shardings resolved once per tree signature, and the abstract trees (shapes with shardings) a restore asks for."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -9,9 +9,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jdist.layout import data_axis
 from jdist.layout.specs import RuleValue, _shape_dtype
 
+if TYPE_CHECKING:  # annotations only: a module of the same layer
+    from jdist.typing import PyTree
+
 
 # ------------------------------------------------------------------- caching
-def tree_signature(tree: Any) -> Any:
+def tree_signature(tree: PyTree) -> Hashable | None:
     """What a tree's placement depends on: its structure and each leaf's shape and dtype
     (None when that cannot be a dictionary key, e.g. a pytree node with unhashable static data)."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
@@ -31,7 +34,7 @@ class ShardingCache:
     def __init__(self) -> None:
         self._answers: dict[Any, tuple[Any, list]] = {}
 
-    def get(self, kind: str, tree: Any, compute: Callable[[Any], Any]) -> Any:
+    def get(self, kind: str, tree: PyTree, compute: Callable[[PyTree], PyTree]) -> PyTree:
         """`compute(tree)`, or the answer given for a tree with the same signature (fresh containers)."""
         signature = tree_signature(tree)
         if signature is None:
@@ -44,13 +47,13 @@ class ShardingCache:
         return treedef.unflatten(leaves)
 
 
-def replicated_shardings(mesh: Mesh, tree: Any) -> Any:
+def replicated_shardings(mesh: Mesh, tree: PyTree) -> PyTree:
     """Every leaf of `tree` whole on every device of `mesh`."""
     replicated = NamedSharding(mesh, P())
     return jax.tree.map(lambda _: replicated, tree)
 
 
-def abstract_tree(tree: Any, shardings: Any = None) -> Any:
+def abstract_tree(tree: PyTree, shardings: PyTree = None) -> PyTree:
     """`tree` as `jax.ShapeDtypeStruct`s, each with its sharding from `shardings` (a tree of
     shardings shaped like `tree`) when given: what a restore asks for before any array exists."""
     def leaf(x: Any, sharding: Any = None) -> jax.ShapeDtypeStruct:

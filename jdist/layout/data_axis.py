@@ -9,7 +9,10 @@ import jax
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec as P
 
 if TYPE_CHECKING:
+    from jax.typing import DTypeLike
+
     from jdist.strategy.base import Strategy
+    from jdist.typing import PyTree
 
 from jdist.layout.specs import LayoutError, Tactic, _shape_dtype, is_train_state, itemsize, spec_axis_names
 
@@ -59,7 +62,7 @@ class _FsdpTactic:
 WEIGHT_UPDATE_MIN_BYTES = 1 << 20
 
 
-def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh | AbstractMesh, axis: str = "data",
+def split_over_data(spec: P, shape: tuple, dtype: DTypeLike, mesh: Mesh | AbstractMesh, axis: str = "data",
                     min_bytes: int | None = None) -> P:
     """`spec` refined so each replica holds 1/N of the array: the data `axis` added on the first
     unsplit dimension its size N divides. A tactic on top of a leaf's layout, for the arrays only
@@ -79,7 +82,8 @@ def split_over_data(spec: P, shape: tuple, dtype: Any, mesh: Mesh | AbstractMesh
     return spec
 
 
-def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min_bytes: int | None = None) -> Any:
+def split_shardings_over_data(tree: PyTree, shardings: PyTree, axis: str = "data",
+                              min_bytes: int | None = None) -> PyTree:
     """`shardings` (of `tree`'s leaves) with each `NamedSharding` refined by `split_over_data`."""
 
     def refine(leaf: Any, sharding: Any) -> Any:
@@ -93,14 +97,14 @@ def split_shardings_over_data(tree: Any, shardings: Any, axis: str = "data", min
     return jax.tree.map(refine, tree, shardings)
 
 
-def weight_update_shardings(strategy: Strategy, tree: Any, min_bytes: int | None = None) -> Any:
+def weight_update_shardings(strategy: Strategy, tree: PyTree, min_bytes: int | None = None) -> PyTree:
     """Where each leaf's share of the optimizer update runs under `strategy`: its stored layout
     refined by `split_over_data` (leaves below `min_bytes`, default `WEIGHT_UPDATE_MIN_BYTES`,
     keep their layout)."""
     return split_shardings_over_data(tree, strategy.parameter_shardings(tree), strategy.data_axis, min_bytes)
 
 
-def shard_optimizer_state(tree: Any, shardings: Any, axis: str = "data") -> Any:
+def shard_optimizer_state(tree: PyTree, shardings: PyTree, axis: str = "data") -> PyTree:
     """`shardings` (of `tree`) with the optimizer state of every train state in `tree` (the tree
     itself, or one inside a checkpoint's dict) split over the data axis: ZeRO-1's stored layout."""
     nodes, treedef = jax.tree_util.tree_flatten(tree, is_leaf=is_train_state)

@@ -5,7 +5,7 @@ import dataclasses
 import difflib
 import re
 import warnings
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -23,6 +23,11 @@ from jdist.layout.specs import (
     spec_axis_names,
 )
 
+if TYPE_CHECKING:
+    from jax.typing import DTypeLike
+
+    from jdist.typing import PyTree
+
 LayoutLike = Union["Layout", Sequence[tuple[str, RuleValue]], Mapping[str, RuleValue]]
 
 
@@ -36,7 +41,7 @@ class Rule:
     def __str__(self) -> str:
         return f"({self.pattern!r}, {describe(self.value)})"
 
-    def spec_for(self, shape: tuple, dtype: Any, mesh: Mesh) -> P:
+    def spec_for(self, shape: tuple, dtype: DTypeLike, mesh: Mesh) -> P:
         if isinstance(self.value, P):
             return self.value
         return _as_spec(self.value(shape, dtype, mesh), f"tactic of rule {self}")
@@ -130,17 +135,17 @@ class Layout:
                 )
 
     # ---------------------------------------------------------------- resolve
-    def resolve(self, tree: Any, mesh: Mesh) -> Any:
+    def resolve(self, tree: PyTree, mesh: Mesh) -> PyTree:
         """A pytree of `Placement`s shaped like `tree` (see the module docs for the rules)."""
         if is_train_state(tree):
             return self._resolve_train_state(tree, mesh)
         return self._resolve_params(tree, mesh)
 
-    def specs(self, tree: Any, mesh: Mesh) -> Any:
+    def specs(self, tree: PyTree, mesh: Mesh) -> PyTree:
         """The `PartitionSpec` of every leaf."""
         return jax.tree.map(lambda p: p.spec, self.resolve(tree, mesh), is_leaf=is_placement)
 
-    def shardings(self, tree: Any, mesh: Mesh) -> Any:
+    def shardings(self, tree: PyTree, mesh: Mesh) -> PyTree:
         """The `NamedSharding` of every leaf."""
         cache: dict[P, NamedSharding] = {}
 
@@ -235,7 +240,7 @@ class Layout:
         params = self._resolve_params(state.params, mesh, parameters=True)
         return self.follow(state.replace(params=None), params).replace(params=params)
 
-    def follow(self, tree: Any, params: Any) -> Any:
+    def follow(self, tree: PyTree, params: PyTree) -> PyTree:
         """Placements for non-parameter arrays (optimizer state): each follows the
         parameter (from the resolved `params` placements) whose path is the longest
         trailing part of its own path and whose shape equals its own; others replicate."""
@@ -274,7 +279,7 @@ def nearest_paths(pattern: str, paths: Sequence[str], n: int = 3) -> list[str]:
     return sorted(dict.fromkeys(paths), key=likeness, reverse=True)[:n]
 
 
-def is_placement(x: Any) -> bool:
+def is_placement(x: object) -> bool:
     return isinstance(x, Placement)
 
 

@@ -3,11 +3,14 @@ and the checks that name a parameter whose spec cannot apply."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
+
+if TYPE_CHECKING:
+    from jax.typing import DTypeLike
 
 Tactic = Callable[[tuple, Any, Mesh], P]
 SpecLike = P | tuple | list | None
@@ -48,7 +51,7 @@ def _shape_dtype(leaf: Any) -> tuple[tuple, Any]:
     return tuple(int(d) for d in shape), dtype
 
 
-def itemsize(dtype: Any) -> int:
+def itemsize(dtype: DTypeLike) -> int:
     try:
         return int(np.dtype(dtype).itemsize)
     except TypeError:  # e.g. typed PRNG keys
@@ -96,7 +99,7 @@ def shard_shape(shape: tuple, spec: P, mesh: Mesh) -> tuple:
     return tuple(out)
 
 
-def shard_bytes(shape: tuple, dtype: Any, spec: P, mesh: Mesh) -> int:
+def shard_bytes(shape: tuple, dtype: DTypeLike, spec: P, mesh: Mesh) -> int:
     """Bytes one device holds for an array of `shape`/`dtype` laid out as `spec`."""
     return math.prod(shard_shape(shape, spec, mesh)) * itemsize(dtype)
 
@@ -131,5 +134,5 @@ def check_spec(spec: P, shape: tuple, mesh: Mesh, path: str, rule: str) -> None:
             )
 
 
-def is_train_state(tree: Any) -> bool:
+def is_train_state(tree: object) -> bool:
     return hasattr(tree, "params") and hasattr(tree, "opt_state") and hasattr(tree, "replace")
