@@ -5,8 +5,8 @@ The bottom layer: it imports no jdist module, so every folder may use it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeAlias
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
 
 import jax
 import numpy as np
@@ -22,4 +22,18 @@ ArrayLike: TypeAlias = np.ndarray | jax.Array
 # What Keras passes callbacks as `logs` and returns from `evaluate(return_dict=True)`: name -> value.
 Logs: TypeAlias = Mapping[str, float]
 
-__all__ = ["ArrayLike", "Logs", "PyTree"]
+
+
+class IndexedSource(Protocol):
+    """A source read by index: grain's `MapDataset`, a sequence of batches."""
+
+    def __getitem__(self, index: int, /) -> PyTree: ...
+
+    def __len__(self) -> int: ...
+
+
+# What `experimental_distribute_dataset` splits: an iterable of global batches (a tf.data or grain
+# dataset, a DataLoader, a generator, `jdist.ArrayDataset`) or a source read by index.
+DatasetLike: TypeAlias = Iterable[PyTree] | IndexedSource
+
+__all__ = ["ArrayLike", "DatasetLike", "IndexedSource", "Logs", "PyTree"]

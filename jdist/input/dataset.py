@@ -54,6 +54,7 @@ from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
 from jdist.strategy import extensions
 from jdist.strategy.batch import place_rows
 from jdist.strategy.distributed_batch import DistributedBatch
+from jdist.typing import DatasetLike, PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jdist.input.dataset")
 
 # --------------------------------------------------------------- public entry points
-def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions | None = None) -> "DistributedDataset":
+def distribute_dataset(strategy: Strategy, dataset: DatasetLike | FileSource,
+                       options: InputOptions | None = None) -> "DistributedDataset":
     """`strategy.experimental_distribute_dataset`: see the module docstring."""
     options = options or InputOptions()
     if options.experimental_replication_mode is InputReplicationMode.PER_REPLICA:
@@ -87,7 +89,7 @@ def distribute_dataset(strategy: Strategy, dataset: Any, options: InputOptions |
     return DistributedDataset(strategy, plan, options, mode, [dataset], policy=policy)
 
 
-def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[InputContext], Any],
+def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[InputContext], DatasetLike],
                                       options: InputOptions | None = None) -> "DistributedDataset":
     """`strategy.distribute_datasets_from_function`: `dataset_fn(InputContext)` is called once per
     input pipeline (one per worker process; one per local replica with `PER_REPLICA`) and returns a
@@ -116,7 +118,8 @@ def _requested_policy(options: InputOptions, dataset: Any) -> AutoShardPolicy:
     return AutoShardPolicy(getattr(distribute, "auto_shard_policy", AutoShardPolicy.AUTO))
 
 
-def choose_shard_policy(policy: AutoShardPolicy, dataset: Any, num_workers: int) -> tuple[AutoShardPolicy, str]:
+def choose_shard_policy(policy: AutoShardPolicy, dataset: DatasetLike | FileSource,
+                        num_workers: int) -> tuple[AutoShardPolicy, str]:
     """The policy actually applied, and why. `FILE` problems are errors raised here, on every
     worker alike, before any worker waits for another."""
     policy = AutoShardPolicy(policy)
@@ -224,7 +227,7 @@ class DistributedDataset:
         return self._options
 
     @property
-    def element_spec(self) -> Any:
+    def element_spec(self) -> PyTree:
         """The element's `TensorSpec`s as each replica sees them (`jdist.input.tensor_spec`)."""
         source = self._datasets[0]
         spec = getattr(source, "element_spec", None)
@@ -319,7 +322,7 @@ class DistributedIterator:
             return Optional()
 
     @property
-    def element_spec(self) -> Any:
+    def element_spec(self) -> PyTree:
         return self._dataset.element_spec
 
     def get_state(self) -> dict:

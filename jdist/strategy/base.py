@@ -39,7 +39,7 @@ from jdist.strategy.run import ReplicaRun
 from jdist.strategy.values import (
     mark_split,
 )
-from jdist.typing import ArrayLike, PyTree
+from jdist.typing import ArrayLike, DatasetLike, PyTree
 
 if TYPE_CHECKING:  # annotations only: higher layers, no import edge
     import optax
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # annotations only: higher layers, no import edge
     from jdist.diagnostics.memory import MemoryReport
     from jdist.input.dataset import DistributedDataset
     from jdist.input.options import InputContext, InputOptions
+    from jdist.input.sources import FileSource
     from jdist.pipeline import Pipeline
 
 
@@ -415,7 +416,8 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return ReplicaContext(self, None)
 
     # -------------------------------------------------------------------- input
-    def experimental_distribute_dataset(self, dataset: Any, options: InputOptions | None = None) -> DistributedDataset:
+    def experimental_distribute_dataset(self, dataset: DatasetLike | FileSource,
+                                        options: InputOptions | None = None) -> DistributedDataset:
         """Splits a dataset of global batches over the replicas (see `jdist.input.dataset`).
 
         Iterating gives `jdist.DistributedBatch`es on the mesh: TF's per-replica split,
@@ -423,13 +425,13 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         """
         return extensions.method("distribute_dataset")(self, dataset, options)
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], DatasetLike],
                                           options: InputOptions | None = None) -> DistributedDataset:
         """Calls `dataset_fn(jdist.InputContext)` once per input pipeline; its per-replica batches
         are handed to this process's replicas in turn (see `jdist.input.dataset`)."""
         return extensions.method("distribute_datasets_from_function")(self, dataset_fn, options)
 
-    def experimental_distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Any],
+    def experimental_distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], DatasetLike],
                                                        options: InputOptions | None = None) -> DistributedDataset:
         """Deprecated alias of `distribute_datasets_from_function` (as in TF)."""
         return self.distribute_datasets_from_function(dataset_fn, options)
