@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 from jdist.strategy import context
 from jdist.strategy.reduce_op import ReduceOp
+from jdist.typing import PyTree
 
 
 class VariableAggregation(enum.Enum):
@@ -78,7 +79,7 @@ def _combine(values: Any, aggregation: VariableAggregation) -> Any:
     return mark_per_replica(values)  # NONE: each replica keeps its own value
 
 
-def mark_per_replica(values: Any) -> Any:
+def mark_per_replica(values: PyTree) -> PyTree:
     """Declares a pytree per-replica inside `run`, so `run` returns it as `PerReplica` even when
     every replica happens to hold the same number (TF's SyncOnRead / unaggregated copies).
 
@@ -92,7 +93,7 @@ def mark_per_replica(values: Any) -> Any:
     return jax.tree.map(lambda v: jnp.where(index >= 0, v, v), values)
 
 
-def aggregate_update(old: Any, new: Any, aggregation: VariableAggregation | str) -> Any:
+def aggregate_update(old: PyTree, new: PyTree, aggregation: VariableAggregation | str) -> PyTree:
     """The value a mirrored pytree takes after every replica moved it from `old` to `new`.
 
     Call inside `run`. The change `new - old` made by each replica is combined as
@@ -123,14 +124,14 @@ class MirroredState:
         self.value = value
         self.aggregation = VariableAggregation.from_value(aggregation)
 
-    def assign(self, value: Any) -> "MirroredState":
+    def assign(self, value: PyTree) -> "MirroredState":
         return MirroredState(_combine(value, self.aggregation), self.aggregation)
 
-    def assign_add(self, delta: Any) -> "MirroredState":
+    def assign_add(self, delta: PyTree) -> "MirroredState":
         combined = _combine(delta, self.aggregation)
         return MirroredState(jax.tree.map(jnp.add, self.value, combined), self.aggregation)
 
-    def assign_sub(self, delta: Any) -> "MirroredState":
+    def assign_sub(self, delta: PyTree) -> "MirroredState":
         return self.assign_add(jax.tree.map(jnp.negative, delta))
 
     def tree_flatten(self):

@@ -10,7 +10,7 @@ where the optimizer update runs. Here the parameter store is host memory: the
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
 import numpy as np
@@ -19,6 +19,10 @@ from jax.sharding import AxisType, Mesh, SingleDeviceSharding
 from jdist.strategy.base import Strategy
 from jdist.strategy.devices import Device, DeviceLike, resolve_device
 from jdist.strategy.gradient_capture import captured_gradients, capturing_state, without_parameters
+from jdist.typing import PyTree
+
+if TYPE_CHECKING:  # annotations only
+    import optax
 
 HOST_MEMORY_KIND = "pinned_host"
 _TRAIN_STATE_CORE_FIELDS = frozenset({"step", "apply_fn", "params", "tx", "opt_state"})
@@ -102,18 +106,19 @@ class CentralStorageStrategy(Strategy):
                 f"parameter_device={str(self._parameter_device)!r}, memory_kind={self.parameter_memory_kind!r})")
 
     # ----------------------------------------------------------------- placement
-    def parameter_shardings(self, tree: Any) -> Any:
+    def parameter_shardings(self, tree: PyTree) -> PyTree:
         """Every leaf once, on the parameter device (in host memory when there are several compute devices)."""
         if not self._central:
             return super().parameter_shardings(tree)
         return jax.tree.map(lambda _: self._parameter_sharding, tree)
 
-    def place(self, tree: Any) -> Any:
+    def place(self, tree: PyTree) -> PyTree:
         if not self._central:
             return super().place(tree)
         return jax.tree.map(lambda x: _put(x, self._parameter_sharding), tree)
 
-    def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any, **kwargs: Any) -> Any:
+    def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: PyTree,
+                           tx: optax.GradientTransformation, **kwargs: Any) -> PyTree:
         if not self._central:
             return super().create_train_state(state_cls, apply_fn=apply_fn, params=params, tx=tx, **kwargs)
         # The optimizer state is built in the parameter device's default memory, then
@@ -126,7 +131,7 @@ class CentralStorageStrategy(Strategy):
     def single_program_step(self) -> bool:
         return not self._central
 
-    def compute_view(self, tree: Any) -> Any:
+    def compute_view(self, tree: PyTree) -> PyTree:
         """A replicated copy of `tree` on the compute devices (the per-step pull from the store)."""
         if not self._central:
             return tree
@@ -134,8 +139,8 @@ class CentralStorageStrategy(Strategy):
         return jax.tree.map(lambda x: jax.device_put(x, replicated), tree)
 
     # ---------------------------------------------------------------- train step
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
-                     out_sharding: Any = None) -> Callable:
+    def compile_step(self, step_fn: Callable, state: PyTree, *, donate: bool, batch_sharding: PyTree = None,
+                     out_sharding: PyTree = None) -> Callable:
         """Gradients on the compute devices, the optimizer update on the parameter device.
 
         The step runs unchanged on a proxy state (`jdist.strategy.gradient_capture`); XLA's

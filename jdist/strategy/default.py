@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +12,7 @@ from jdist.strategy import context, extensions
 from jdist.strategy.base import Strategy
 from jdist.strategy.distributed_batch import unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
+from jdist.typing import PyTree
 
 
 class DefaultStrategy(Strategy):
@@ -23,15 +24,16 @@ class DefaultStrategy(Strategy):
     def _mesh_context(self):
         return contextlib.nullcontext()
 
-    def place(self, tree: Any) -> Any:
+    def place(self, tree: PyTree) -> PyTree:
         """`tree` where it is, with its own buffers: a train step that donates the state must
         never free the caller's arrays."""
         return jax.tree.map(lambda x: jnp.copy(x) if isinstance(x, jax.Array) else x, tree)
 
-    def distribute_batch(self, batch: Any) -> Any:
+    def distribute_batch(self, batch: PyTree) -> PyTree:
         return batch
 
-    def run(self, fn: Callable, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Any:
+    def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
+            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
         claimed = extensions.claimed_run(fn)  # e.g. Keras objects used as TF variables (GradientTape included)

@@ -18,6 +18,7 @@ import numpy as np
 
 from jdist.strategy.batch import Batch, place_rows
 from jdist.strategy.values import PerReplica, mark_split, note_row_counts, outside_mesh, replica_shards
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -37,7 +38,7 @@ class DistributedBatch(Batch):
             _note_host_counts(mask, np.asarray(host_mask))
 
     @property
-    def value(self) -> Any:
+    def value(self) -> PyTree:
         """The dataset's element (TF's distributed value), its leaves split over the replicas."""
         return self.examples
 
@@ -85,7 +86,7 @@ def _note_host_counts(mask: Any, host_mask: np.ndarray) -> None:
         note_row_counts(mask, np.count_nonzero(host_mask.reshape(replicas, -1), axis=1))
 
 
-def is_distributed_batch(x: Any) -> bool:
+def is_distributed_batch(x: object) -> bool:
     return isinstance(x, DistributedBatch)
 
 

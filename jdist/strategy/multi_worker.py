@@ -14,7 +14,6 @@ Input: `distribute_batch` takes this worker's share of the global batch (rows
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import jax
 import numpy as np
@@ -26,6 +25,7 @@ from jdist.cluster.resolver import ClusterResolver
 from jdist.strategy.base import Strategy
 from jdist.strategy.batch import leading_size, place_rows
 from jdist.strategy.values import mark_split
+from jdist.typing import PyTree
 
 
 class MultiWorkerMirroredStrategy(Strategy):
@@ -91,7 +91,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         return self._is_chief
 
     # ------------------------------------------------------------------ update
-    def update_shardings(self, state: Any) -> Any:
+    def update_shardings(self, state: PyTree) -> PyTree:
         """None across CPU processes: every replica applies the whole update to the all-reduced
         gradients, as TF's MultiWorkerMirroredStrategy does. Splitting the update would add, per
         step, gloo all-gathers of the new parameters and of every optimizer slot over the network
@@ -103,7 +103,7 @@ class MultiWorkerMirroredStrategy(Strategy):
         return super().update_shardings(state)
 
     # ------------------------------------------------------------------- input
-    def distribute_batch(self, batch: Any) -> Any:
+    def distribute_batch(self, batch: PyTree) -> PyTree:
         """This worker's share of a global batch -> the global batch, split over every replica.
 
         With one worker the share is the whole batch, as for `MirroredStrategy`.

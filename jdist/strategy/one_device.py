@@ -1,11 +1,12 @@
 """`OneDeviceStrategy`: everything on one device, through the same code path."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from jdist.strategy.base import Strategy
 from jdist.strategy.cross_replica import ValueContext
 from jdist.strategy.devices import DeviceLike
+from jdist.typing import PyTree
 
 
 class OneDeviceStrategy(Strategy):
@@ -14,7 +15,7 @@ class OneDeviceStrategy(Strategy):
     def __init__(self, device: DeviceLike):
         super().__init__(devices=[device])
 
-    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> Any:
+    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], PyTree]) -> PyTree:
         """Returns the plain value, as TF's OneDeviceStrategy does."""
         return self.place(value_fn(ValueContext(0, 1)))
 

@@ -6,7 +6,7 @@ strategy's data axis: NCCL on GPU, ICI on TPU, gloo/in-process on CPU.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -15,9 +15,12 @@ from jdist.strategy import context
 from jdist.strategy.packing import bytes_per_pack, packed_psum, spans_cpu_processes
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.values import PerReplica
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
+
+R = TypeVar("R")  # what merge_fn returns
 
 
 class ReplicaContext:
@@ -62,7 +65,7 @@ class ReplicaContext:
             return jnp.int32(0) if self._replica_id is None else jnp.asarray(self._replica_id, jnp.int32)
         return jax.lax.axis_index(self._axis).astype(jnp.int32)
 
-    def all_reduce(self, reduce_op: ReduceOp | str, value: Any) -> Any:
+    def all_reduce(self, reduce_op: ReduceOp | str, value: PyTree) -> PyTree:
         """Sums (or averages) a pytree over all replicas; every replica gets the result."""
         op = ReduceOp.from_value(reduce_op)
         if self._axis is None:
@@ -78,7 +81,7 @@ class ReplicaContext:
             total = jax.tree.map(lambda t: t / self.num_replicas_in_sync, total)
         return total
 
-    def all_gather(self, value: Any, axis: int) -> Any:
+    def all_gather(self, value: PyTree, axis: int) -> PyTree:
         """Concatenates every replica's value along `axis` (rank >= 1), on every replica."""
         def gather_leaf(x):
             x = jnp.asarray(x)
@@ -93,7 +96,7 @@ class ReplicaContext:
 
         return jax.tree.map(gather_leaf, value)
 
-    def merge_call(self, merge_fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None) -> Any:
+    def merge_call(self, merge_fn: Callable[..., R], args: tuple = (), kwargs: dict | None = None) -> R:
         """Runs `merge_fn(strategy, *args)` once in cross-replica context and returns its result
         to every replica. Array arguments arrive there as `PerReplica` values."""
         kwargs = kwargs or {}

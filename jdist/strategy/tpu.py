@@ -18,6 +18,7 @@ from jdist.strategy import context
 from jdist.strategy.base import Strategy
 from jdist.strategy.devices import DeviceLike
 from jdist.strategy.tpu_system import TPUTopology, initialize_tpu_system
+from jdist.typing import ArrayLike
 
 MODEL_AXIS = "model"
 
@@ -90,7 +91,8 @@ class TPUStrategy(Strategy):
                 f"{self._logical} logical device(s) per replica (num_logical_devices_per_replica)."
             )
 
-    def experimental_split_to_logical_devices(self, tensor: Any, partition_dimensions: Sequence[int]) -> Any:
+    def experimental_split_to_logical_devices(self, tensor: ArrayLike,
+                                              partition_dimensions: Sequence[int]) -> jax.Array:
         """Splits `tensor` over the replica's logical devices: `partition_dimensions[i]` parts along dim i.
 
         The parts must multiply to `num_logical_devices_per_replica`; one dimension can be
@@ -119,12 +121,12 @@ class TPUStrategy(Strategy):
         spec = P(*[MODEL_AXIS if d > 1 else P.UNCONSTRAINED for d in dims])
         return jax.lax.with_sharding_constraint(tensor, spec)
 
-    def experimental_replicate_to_logical_devices(self, tensor: Any) -> Any:
+    def experimental_replicate_to_logical_devices(self, tensor: ArrayLike) -> jax.Array:
         """Keeps a whole copy of `tensor` on every logical device of the replica."""
         self._require_replica_context("experimental_replicate_to_logical_devices")
         return jax.lax.with_sharding_constraint(jax.numpy.asarray(tensor), P())
 
-    def experimental_assign_to_logical_device(self, tensor: Any, logical_device_id: int) -> Any:
+    def experimental_assign_to_logical_device(self, tensor: ArrayLike, logical_device_id: int) -> jax.Array:
         """TF places `tensor` on one logical device. Under SPMD partitioning (which jdist always
         uses; TF raises here in that mode) a value cannot live on one core only, so jdist checks
         `logical_device_id` and keeps the value whole on the replica's logical devices: the same

@@ -118,7 +118,7 @@ def mark_mirrored(x: Any) -> Any:
     return x
 
 
-def is_mirrored(x: Any) -> bool:
+def is_mirrored(x: object) -> bool:
     """Whether `x` is a result of `run` proven identical on every replica."""
     return _is_concrete(x) and bool(_MIRRORED.get(x))
 
@@ -169,7 +169,7 @@ class PerReplica:
         return self._mask
 
     @property
-    def stacked(self) -> Any:
+    def stacked(self) -> jax.Array:
         """The `(num_replicas, ...)` array (padding rows included when masked);
         `ValueError` when shapes differ per replica."""
         if self._stacked is None:
@@ -284,7 +284,7 @@ def _unflatten(aux, children):
 jax.tree_util.register_pytree_node(PerReplica, _flatten, _unflatten)
 
 
-def is_per_replica(x: Any) -> bool:
+def is_per_replica(x: object) -> bool:
     return isinstance(x, PerReplica)
 
 
