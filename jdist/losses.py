@@ -10,7 +10,7 @@ or a Keras 3 loss object give per-example losses with Keras's names, defaults an
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +18,7 @@ import optax
 
 from jdist.strategy import context
 from jdist.strategy.reduce_op import ReduceOp
+from jdist.typing import ArrayLike
 
 
 def _replica_context(caller: str):
@@ -31,11 +32,11 @@ def _replica_context(caller: str):
 
 
 def compute_average_loss(
-    per_example_loss: Any,
-    sample_weight: Any = None,
+    per_example_loss: ArrayLike,
+    sample_weight: ArrayLike | float | None = None,
     global_batch_size: int | None = None,
-    mask: Any = None,
-) -> Any:
+    mask: ArrayLike | None = None,
+) -> jax.Array:
     """sum(per_example_loss * sample_weight) / global_batch_size, as `tf.nn.compute_average_loss`.
 
     `global_batch_size=None` uses this replica's batch size times the replica
@@ -88,7 +89,7 @@ def _batch_mask_for(loss: Any) -> Any:
     return mask
 
 
-def scale_regularization_loss(regularization_loss: Any) -> Any:
+def scale_regularization_loss(regularization_loss: ArrayLike | Sequence[ArrayLike]) -> jax.Array:
     """sum(regularization_loss) / num_replicas_in_sync, as `tf.nn.scale_regularization_loss`."""
     ctx = _replica_context("scale_regularization_loss")
     return jnp.sum(jnp.asarray(regularization_loss)) / ctx.num_replicas_in_sync

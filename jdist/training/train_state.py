@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import optax
 from flax.training import train_state as flax_train_state
 
 from jdist.strategy import context
+from jdist.typing import PyTree
+
+if TYPE_CHECKING:
+    from flax import nnx
 
 
 class TrainState(flax_train_state.TrainState):
@@ -19,10 +23,10 @@ class TrainState(flax_train_state.TrainState):
     """
 
     @classmethod
-    def create(cls, *, apply_fn: Callable, params: Any, tx: optax.GradientTransformation, **kwargs) -> "TrainState":
+    def create(cls, *, apply_fn: Callable, params: PyTree, tx: optax.GradientTransformation, **kwargs) -> "TrainState":
         return context.get_strategy().create_train_state(cls, apply_fn=apply_fn, params=params, tx=tx, **kwargs)
 
-    def apply_gradients(self, *, grads: Any, **kwargs: Any) -> "TrainState":
+    def apply_gradients(self, *, grads: PyTree, **kwargs: Any) -> "TrainState":  # kwargs: any fields to replace
         """Applies `grads` (flax's `apply_gradients`). Inside `strategy.run` the gradients
         are first summed over the replicas, as TF's `optimizer.apply_gradients` does in a
         replica context, so mirrored parameters stay identical on every replica. As in TF,
@@ -33,7 +37,7 @@ class TrainState(flax_train_state.TrainState):
         return super().apply_gradients(grads=grads, **kwargs)
 
     @classmethod
-    def from_nnx(cls, model: Any, tx: optax.GradientTransformation) -> "TrainState":
+    def from_nnx(cls, model: nnx.Module, tx: optax.GradientTransformation) -> "TrainState":
         """From a flax NNX module: `apply_fn(params, *args)` merges the params back in."""
         from flax import nnx
 
