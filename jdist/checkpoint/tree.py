@@ -47,7 +47,7 @@ class LeafSpec:
         return cls(d["path"], d["kind"], tuple(int(s) for s in d["shape"]), d["dtype"], d.get("key_impl"))
 
 
-def is_prng_key(x: Any) -> bool:
+def is_prng_key(x: object) -> bool:
     dtype = getattr(x, "dtype", None)
     return dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
 

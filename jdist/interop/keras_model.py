@@ -35,7 +35,7 @@ import optax
 from jdist import losses as losses_lib
 
 
-def is_keras_model(obj: Any) -> bool:
+def is_keras_model(obj: object) -> bool:
     """Whether `obj` is a Keras 3 layer or model (without importing Keras when it is not loaded)."""
     if "keras" not in sys.modules:
         return False

@@ -44,7 +44,7 @@ def apply(layer: Any, inputs: HostTensor, output_shape: tuple, dtype: str) -> Ho
     return HostTensor(output_shape, dtype, getattr(layer, "name", None), layer, inputs)
 
 
-def is_host(tree: Any) -> bool:
+def is_host(tree: object) -> bool:
     return any(isinstance(v, HostTensor) for v in _flat(tree))
 
 

@@ -21,11 +21,11 @@ ITERATOR = ".ATTRIBUTES/ITERATOR_STATE"
 GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
-def is_variable(obj: Any) -> bool:
+def is_variable(obj: object) -> bool:
     return hasattr(obj, "assign") and hasattr(obj, "value") and hasattr(obj, "shape")
 
 
-def is_iterator(obj: Any) -> bool:
+def is_iterator(obj: object) -> bool:
     return hasattr(obj, "get_state") and hasattr(obj, "set_state") and hasattr(obj, "__next__")
 
 
