@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeAlias
 
 import jax
 import jax.numpy as jnp
@@ -31,8 +31,12 @@ from jdist.losses import snake_case
 from jdist.strategy import context, dispatch
 from jdist.strategy.aggregation import VariableAggregation, mark_per_replica
 from jdist.strategy.values import PerReplica
+from jdist.typing import ArrayLike, PyTree
 
-State = Any
+State = PyTree  # one replica's metric state
+# A metric as `compile(metrics=...)` takes it: a `Metric`, a Keras name ("accuracy"), a Keras metric
+# object or a per-example function `fn(y_true, y_pred)`.
+MetricLike: TypeAlias = "Metric | str | Callable[..., Any]"
 
 
 class Metric:
@@ -59,7 +63,7 @@ class Metric:
         """The empty state of one replica."""
         raise NotImplementedError
 
-    def update(self, state: State, *args: Any, sample_weight: Any = None) -> State:
+    def update(self, state: State, *args: ArrayLike, sample_weight: ArrayLike | None = None) -> State:
         """The state after one batch (traceable; called per replica)."""
         raise NotImplementedError
 
@@ -67,7 +71,7 @@ class Metric:
         """The metric's value from an aggregated (whole-run) state."""
         raise NotImplementedError
 
-    def aggregations(self, state: State) -> Any:
+    def aggregations(self, state: State) -> PyTree:
         """A pytree like `state` of `VariableAggregation`s (default: `self.aggregation` everywhere)."""
         return jax.tree.map(lambda _: self.aggregation, state)
 
@@ -85,7 +89,7 @@ class Metric:
         return dispatch.dispatched(self.compute(self.aggregate(state)))
 
     # ------------------------------------------------------- Keras-style eager
-    def update_state(self, *args: Any, sample_weight: Any = None) -> None:
+    def update_state(self, *args: ArrayLike, sample_weight: ArrayLike | None = None) -> None:
         """Eagerly folds one batch into this object's own state (Keras's `update_state`)."""
         state = self._state if self._state is not None else self.init()
         if getattr(self, "_jit_update", None) is None:
@@ -184,7 +188,7 @@ class Mean(Metric):
     def init(self) -> State:
         return {"total": jnp.zeros((), self.dtype or float), "count": jnp.zeros((), self.dtype or float)}
 
-    def update(self, state: State, values: Any, sample_weight: Any = None) -> State:
+    def update(self, state: State, values: ArrayLike, sample_weight: ArrayLike | None = None) -> State:
         dtype = state["total"].dtype
         values = jnp.asarray(values, dtype)
         w = _weights(sample_weight, values)
@@ -204,7 +208,8 @@ class MeanMetricWrapper(Mean):
         self.fn = fn
         self._fn_kwargs = kwargs
 
-    def update(self, state: State, y_true: Any, y_pred: Any = None, sample_weight: Any = None) -> State:
+    def update(self, state: State, y_true: ArrayLike, y_pred: ArrayLike | None = None,
+               sample_weight: ArrayLike | None = None) -> State:
         if y_pred is None:
             raise TypeError(f"{self.name}.update(state, y_true, y_pred, sample_weight=None) needs y_pred.")
         return super().update(state, self.fn(y_true, y_pred, **self._fn_kwargs), sample_weight=sample_weight)
@@ -213,29 +218,29 @@ class MeanMetricWrapper(Mean):
 # ------------------------------------------------ Keras's per-example metric functions
 # Same names, arguments and values as keras/src/metrics/accuracy_metrics.py (1.0 per hit, in
 # y_pred's float dtype); their classes below are MeanMetricWrappers, as in Keras.
-def _float_of(y_pred: Any) -> Any:
+def _float_of(y_pred: ArrayLike) -> Any:
     dtype = jnp.asarray(y_pred).dtype
     return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.float32
 
 
-def accuracy(y_true: Any, y_pred: Any) -> jax.Array:
+def accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     """1.0 where the prediction equals the label exactly (Keras's `Accuracy`)."""
     y_true, y_pred = same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
     return (y_true == y_pred.astype(y_true.dtype)).astype(_float_of(y_pred))
 
 
-def binary_accuracy(y_true: Any, y_pred: Any, threshold: float = 0.5) -> jax.Array:
+def binary_accuracy(y_true: ArrayLike, y_pred: ArrayLike, threshold: float = 0.5) -> jax.Array:
     """1.0 where `y_pred > threshold` equals the 0/1 label."""
     y_true, y_pred = same_rank(jnp.asarray(y_true), jnp.asarray(y_pred))
     return (y_true == (y_pred > threshold).astype(y_true.dtype)).astype(_float_of(y_pred))
 
 
-def categorical_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
+def categorical_accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     """1.0 where the arg-max of the scores equals the arg-max of the one-hot label."""
     return (jnp.argmax(y_true, axis=-1) == jnp.argmax(y_pred, axis=-1)).astype(_float_of(y_pred))
 
 
-def sparse_categorical_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
+def sparse_categorical_accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     """1.0 where the arg-max of the scores equals the integer label ((batch,) or (batch, 1))."""
     y_true = jnp.asarray(y_true)
     if y_true.ndim == jnp.ndim(y_pred) and y_true.shape[-1] == 1:  # labels of shape (batch, 1)
@@ -244,7 +249,7 @@ def sparse_categorical_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
     return (jnp.argmax(y_pred, axis=-1).astype(dtype) == y_true.astype(dtype)).astype(dtype)
 
 
-def _in_top_k(labels: Any, y_pred: Any, k: int) -> jax.Array:
+def _in_top_k(labels: Any, y_pred: ArrayLike, k: int) -> jax.Array:
     """Keras's `ops.in_top_k`: the label's score ranks within the k largest (ties count in its favour)."""
     y_pred = jnp.asarray(y_pred)
     y_pred = y_pred.reshape(-1, y_pred.shape[-1])
@@ -254,12 +259,12 @@ def _in_top_k(labels: Any, y_pred: Any, k: int) -> jax.Array:
     return (rank <= k).reshape(labels.shape).astype(_float_of(y_pred))
 
 
-def top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> jax.Array:
+def top_k_categorical_accuracy(y_true: ArrayLike, y_pred: ArrayLike, k: int = 5) -> jax.Array:
     """1.0 where the one-hot label's class is among the k highest scores."""
     return _in_top_k(jnp.argmax(y_true, axis=-1), y_pred, k)
 
 
-def sparse_top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> jax.Array:
+def sparse_top_k_categorical_accuracy(y_true: ArrayLike, y_pred: ArrayLike, k: int = 5) -> jax.Array:
     """1.0 where the integer label is among the k highest scores."""
     y_true = jnp.asarray(y_true)
     if y_true.ndim == jnp.ndim(y_pred) and y_true.shape[-1] == 1:
@@ -267,7 +272,7 @@ def sparse_top_k_categorical_accuracy(y_true: Any, y_pred: Any, k: int = 5) -> j
     return _in_top_k(y_true, y_pred, k)
 
 
-def keras_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
+def keras_accuracy(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     """Keras's "accuracy" / "acc" in `compile`: binary, sparse categorical or categorical accuracy,
     chosen from the label and prediction shapes (y_pred's last axis 1: binary; labels of lower rank
     or a last axis of 1: sparse; else one-hot labels)."""
@@ -279,19 +284,19 @@ def keras_accuracy(y_true: Any, y_pred: Any) -> jax.Array:
     return (sparse_categorical_accuracy if is_sparse else categorical_accuracy)(y_true, y_pred)
 
 
-def mean_squared_error(y_true: Any, y_pred: Any) -> jax.Array:
+def mean_squared_error(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     from jdist.losses import mean_squared_error as mse
 
     return mse(y_true, y_pred)
 
 
-def mean_absolute_error(y_true: Any, y_pred: Any) -> jax.Array:
+def mean_absolute_error(y_true: ArrayLike, y_pred: ArrayLike) -> jax.Array:
     from jdist.losses import mean_absolute_error as mae
 
     return mae(y_true, y_pred)
 
 
-def same_rank(y_true: Any, y_pred: Any) -> tuple:
+def same_rank(y_true: ArrayLike, y_pred: ArrayLike) -> tuple:
     from jdist.losses import same_rank as same_rank
 
     return same_rank(y_true, y_pred)
@@ -377,14 +382,15 @@ class KerasMetric(Metric):
     def init(self) -> State:
         return [jnp.asarray(v) for v in self.metric.stateless_reset_state()]
 
-    def update(self, state: State, y_true: Any, y_pred: Any = None, sample_weight: Any = None) -> State:
+    def update(self, state: State, y_true: ArrayLike, y_pred: ArrayLike | None = None,
+               sample_weight: ArrayLike | None = None) -> State:
         return [jnp.asarray(v) for v in self.metric.stateless_update_state(
             list(state), y_true, y_pred, sample_weight=sample_weight)]
 
     def compute(self, state: State) -> jax.Array:
         return jnp.asarray(self.metric.stateless_result(list(state)))
 
-    def aggregations(self, state: State) -> Any:
+    def aggregations(self, state: State) -> PyTree:
         return [_AGGREGATIONS[str(getattr(v, "aggregation", "sum")).lower()] for v in self.metric.variables]
 
 
@@ -448,8 +454,8 @@ def _is_keras_metric(obj: Any) -> bool:
     return any(c.__name__ == "Metric" and c.__module__.startswith("keras") for c in type(obj).__mro__)
 
 
-def compile_metrics(metrics: Sequence[Any] = (),
-                    weighted_metrics: Sequence[Any] = ()) -> list[tuple[str, Metric, bool]]:
+def compile_metrics(metrics: Sequence[MetricLike] = (),
+                    weighted_metrics: Sequence[MetricLike] = ()) -> list[tuple[str, Metric, bool]]:
     """`(log name, metric, weighted)` for Keras's `compile(metrics=, weighted_metrics=)`.
 
     As in Keras 3, `metrics` ignore sample and class weights (padding still never counts) and

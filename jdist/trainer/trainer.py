@@ -54,9 +54,6 @@ if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
     from jdist.training.train_state import TrainState
 
-# A metric as `metrics=` takes it: a `jdist.metrics.Metric`, a Keras name ("accuracy"), a Keras metric
-# object or a per-example function.
-MetricLike: TypeAlias = "metrics_lib.Metric | str | Callable[..., Any]"
 # What fit / evaluate / predict read: arrays or a pytree of arrays, an iterable of `(x, y[, sample_weight])`
 # batches, or a distributed dataset of the strategy.
 TrainerData: TypeAlias = "PyTree | Iterable[PyTree]"
@@ -97,7 +94,8 @@ class Trainer:
     def __init__(self, model: nn.Module | TrainState | Callable[..., PyTree] | keras.Model,
                  optimizer: optax.GradientTransformation | str | keras.optimizers.Optimizer | None = None,
                  loss: str | Callable[[jax.Array, jax.Array], jax.Array] | None = None,
-                 metrics: Sequence[MetricLike] | None = None, *, weighted_metrics: Sequence[MetricLike] | None = None,
+                 metrics: Sequence[metrics_lib.MetricLike] | None = None, *,
+                 weighted_metrics: Sequence[metrics_lib.MetricLike] | None = None,
                  params: PyTree = None, strategy: Strategy | None = None,
                  steps_per_execution: int = 1, accumulation_steps: int = 1,
                  policy: mixed_precision.Policy | str | None = None, max_in_flight: int = 4, seed: int = 0):
