@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jdist.typing import PyTree
+
 _MIXED = {"mixed_float16": "float16", "mixed_bfloat16": "bfloat16"}
 _PLAIN = ("float16", "bfloat16", "float32", "float64")
 
@@ -65,11 +67,11 @@ class Policy:
         """True for float16 compute, whose small range underflows small gradients."""
         return self._compute_dtype == "float16"
 
-    def cast_to_compute(self, tree: Any) -> Any:
+    def cast_to_compute(self, tree: PyTree) -> PyTree:
         """Casts the floating leaves of `tree` to the compute dtype; other leaves unchanged."""
         return _cast_floating(tree, self._compute_dtype)
 
-    def cast_to_variable(self, tree: Any) -> Any:
+    def cast_to_variable(self, tree: PyTree) -> PyTree:
         """Casts the floating leaves of `tree` to the variable dtype."""
         return _cast_floating(tree, self._variable_dtype)
 
@@ -166,13 +168,13 @@ def LossScaleOptimizer(  # noqa: N802 (TF's name)
     return optax.GradientTransformationExtraArgs(init, update)
 
 
-def all_finite(tree: Any) -> jax.Array:
+def all_finite(tree: PyTree) -> jax.Array:
     """True when every element of every leaf is finite."""
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
-def find_loss_scale(opt_state: Any) -> LossScaleState | None:
+def find_loss_scale(opt_state: PyTree) -> LossScaleState | None:
     """The `LossScaleState` inside an optimizer state (None if it has none)."""
     found = [
         x for x in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, LossScaleState))
@@ -183,7 +185,7 @@ def find_loss_scale(opt_state: Any) -> LossScaleState | None:
     return found[0] if found else None
 
 
-def loss_scale_of(policy: Policy, opt_state: Any, *, remedy: str) -> jax.Array:
+def loss_scale_of(policy: Policy, opt_state: PyTree, *, remedy: str) -> jax.Array:
     """The loss scale a step multiplies its loss by: 1 unless the optimizer scales losses.
 
     Raises when `policy` computes in float16 but nothing scales the loss (`remedy`
@@ -208,13 +210,13 @@ def loss_scale_of(policy: Policy, opt_state: Any, *, remedy: str) -> jax.Array:
     return jnp.float32(1.0) if state is None else state.loss_scale
 
 
-def current_loss_scale(opt_state: Any) -> jax.Array:
+def current_loss_scale(opt_state: PyTree) -> jax.Array:
     """The loss scale in use (1.0 when the optimizer does no loss scaling)."""
     found = find_loss_scale(opt_state)
     return jnp.asarray(1.0, jnp.float32) if found is None else found.loss_scale
 
 
-def scale_loss(loss: Any, opt_state: Any) -> Any:
+def scale_loss(loss: jax.Array, opt_state: PyTree) -> jax.Array:
     """`loss * current_loss_scale(opt_state)`, for custom loops (TF's `optimizer.scale_loss`)."""
     loss = jnp.asarray(loss)
     loss = loss.astype(jnp.promote_types(loss.dtype, jnp.float32))  # float16 would overflow at 2**15

@@ -42,6 +42,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.layout import Layout, LayoutError, Placement, is_placement, path_str
 from jdist.strategy import context
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -134,7 +135,7 @@ class Pipeline:
     def layout(self, base: Layout | None) -> "PipelineLayout":
         return PipelineLayout(self, base)
 
-    def summary(self, layout: Layout, mesh: Mesh, tree: Any = None) -> str:
+    def summary(self, layout: Layout, mesh: Mesh, tree: PyTree = None) -> str:
         """The lines `strategy.summary()` adds: the schedule, each stage's layers and bytes per device."""
         return stage_summary(self, layout, mesh, tree)
 
@@ -210,12 +211,12 @@ def stage_axis_of(strategy: Strategy) -> tuple[Pipeline, str, int] | None:
 
 
 # ------------------------------------------------------------------ running
-def sequential(block_fn: Callable, stacked: Any, x: Any) -> Any:
+def sequential(block_fn: Callable[[PyTree, PyTree], PyTree], stacked: PyTree, x: PyTree) -> PyTree:
     """The blocks one after another: `x = block_fn(params[i], x)` for every layer i."""
     return jax.lax.scan(lambda h, p: (block_fn(p, h), None), x, stacked)[0]
 
 
-def apply_blocks(block_fn: Callable[[Any, Any], Any], stacked: Any, x: Any) -> Any:
+def apply_blocks(block_fn: Callable[[PyTree, PyTree], PyTree], stacked: PyTree, x: PyTree) -> PyTree:
     """Applies `block_fn(layer_params, x) -> x` for each layer of the stacked `stacked`, in order.
 
     Under a strategy with a `Pipeline` (traced inside its steps, or in its scope) the
@@ -336,7 +337,7 @@ def _pipelined(block_fn, stacked, x, pipe: Pipeline, mesh: Mesh, data_axis: str,
 
 
 # ------------------------------------------------------------------ summary
-def stage_summary(pipe: Pipeline, layout: Layout, mesh: Mesh, tree: Any) -> str:
+def stage_summary(pipe: Pipeline, layout: Layout, mesh: Mesh, tree: PyTree) -> str:
     """The lines `strategy.summary()` adds for a pipeline: the schedule and, per stage, its
     layers and the bytes of stacked parameters (and their optimizer state) each of its devices holds."""
     axis = pipe.stage_axis

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import jax
 
 from jdist.checkpoint.manager import CheckpointManager, barrier
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -79,7 +80,7 @@ class Backup:
         """Steps already done in the current epoch (non-zero only right after resuming mid-epoch)."""
         return self.step - self._epoch_start_step
 
-    def restore(self, state: Any, *, strategy: Strategy | None = None) -> Any:
+    def restore(self, state: PyTree, *, strategy: Strategy | None = None) -> PyTree:
         """The newest intact backup restored into `state`'s structure, or `state` when there is none."""
         if self.manager.latest_step() is None:
             return state
@@ -95,7 +96,7 @@ class Backup:
         """Where a run without a backup starts (e.g. a Trainer's `initial_epoch`)."""
         self.epoch, self.step, self._epoch_start_step = int(epoch), int(step), int(step)
 
-    def step_end(self, state: Any, step: int | None = None) -> bool:
+    def step_end(self, state: PyTree, step: int | None = None) -> bool:
         """Records finished steps (`step` = steps done so far, default one more); backs up when due.
 
         With `save_freq=N` a backup is written whenever the count passes a multiple of N
@@ -107,7 +108,7 @@ class Backup:
             return self._save(state)
         return False
 
-    def epoch_end(self, state: Any) -> bool:
+    def epoch_end(self, state: PyTree) -> bool:
         """Records a finished epoch; backs up when `save_freq="epoch"`."""
         self.epoch += 1
         self._epoch_start_step = self.step
@@ -137,7 +138,7 @@ class Backup:
 @contextlib.contextmanager
 def backup_and_restore(
     backup_dir: str | os.PathLike,
-    state: Any,
+    state: PyTree,
     *,
     iterator: Any = None,
     save_freq: str | int = "epoch",

@@ -74,14 +74,14 @@ def _process_file(index: int, count: int) -> str:
     return f"process_{index}-of-{count}.json"
 
 
-def encode_iterator_state(state: Any) -> Any:
+def encode_iterator_state(state: Any) -> Any:  # any JSON-able value
     """`get_state()` results are JSON-able dicts (grain datasets) or bytes (grain loaders)."""
     if isinstance(state, (bytes, bytearray)):
         return {"__bytes__": base64.b64encode(bytes(state)).decode("ascii")}
     return state
 
 
-def decode_iterator_state(state: Any) -> Any:
+def decode_iterator_state(state: Any) -> Any:  # any JSON-able value
     if isinstance(state, dict) and set(state) == {"__bytes__"}:
         return base64.b64decode(state["__bytes__"])
     return state

@@ -29,11 +29,12 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import jax
 
 from jdist.checkpoint.manager import CheckpointManager
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -46,6 +47,9 @@ _SAFETY_STEPS = 6  # TF keeps 3 x 2 estimated step times in reserve before the g
 
 def _default_exit() -> None:
     sys.exit(RESTART_EXIT_CODE)
+
+
+R = TypeVar("R")  # what the training function returns
 
 
 @dataclasses.dataclass
@@ -173,7 +177,7 @@ class PreemptionCheckpointHandler:
     def cluster_resolver(self) -> Any:
         return self._cluster_resolver
 
-    def restore(self, target: Any, *, strategy: Strategy | None = None) -> Any:
+    def restore(self, target: PyTree, *, strategy: Strategy | None = None) -> PyTree:
         """The latest checkpoint restored into `target`'s structure (and the iterator), or `target`.
 
         Sets `total_run_calls` to the restored count.
@@ -184,7 +188,7 @@ class PreemptionCheckpointHandler:
         self._run_counter = int(restored.metadata.get("total_run_calls", restored.step))
         return restored.state
 
-    def run(self, train_fn: Callable[..., Any], state: Any, *args: Any, **kwargs: Any) -> Any:
+    def run(self, train_fn: Callable[..., R], state: PyTree, *args: Any, **kwargs: Any) -> R:  # args: train_fn's own
         """`train_fn(state, *args, **kwargs)`, then a save-and-exit if a preemption step was reached.
 
         `train_fn` returns the new state, or a tuple whose first element is it; `run`
@@ -195,7 +199,7 @@ class PreemptionCheckpointHandler:
         self._maybe_checkpoint(_new_state(out, state))
         return out
 
-    def save_checkpoint_if_preempted(self, state: Any) -> None:
+    def save_checkpoint_if_preempted(self, state: PyTree) -> None:
         """For loops that run steps themselves: counts one run and saves/exits if preempted."""
         self._count_run()
         self._maybe_checkpoint(state)

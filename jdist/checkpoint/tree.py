@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jdist.layout import path_str
+from jdist.typing import PyTree
 
 _PY_SCALARS = (bool, int, float)
 
@@ -82,7 +83,7 @@ def _impl_of_dtype(dtype: Any) -> str:
     return str(dtype._impl.name)
 
 
-def flatten(tree: Any) -> tuple[list[str], list[Any], Any]:
+def flatten(tree: PyTree) -> tuple[list[str], list[Any], Any]:
     """(paths, leaves, treedef) with paths checked to be unique."""
     with_paths, treedef = jax.tree_util.tree_flatten_with_path(tree)
     paths = [path_str(kp) for kp, _ in with_paths]

@@ -20,6 +20,7 @@ import numpy as np
 
 from jdist.errors import InputError, InputTypeError, NonFiniteInputError
 from jdist.strategy.leaf_checks import check_leaf, check_leaves, leaf_dtype as _dtype, named_leaves as _leaves
+from jdist.typing import PyTree
 
 __all__ = ["InputError", "enable_check_numerics", "disable_check_numerics", "check_numerics_enabled"]
 
@@ -61,7 +62,7 @@ def check_numerics_enabled() -> bool:
 
 
 # ------------------------------------------------------------------ arguments
-def check_count(name: str, value: Any, *, minimum: int, allow_none: bool = True) -> None:
+def check_count(name: str, value: object, *, minimum: int, allow_none: bool = True) -> None:
     """`value` must be an int >= `minimum` (or None when allowed)."""
     if value is None and allow_none:
         return
@@ -94,14 +95,14 @@ def check_arguments(method: str, **arguments: Any) -> None:
 
 
 # --------------------------------------------------------------------- leaves
-def check_arrays(**trees: Any) -> None:
+def check_arrays(**trees: PyTree) -> None:
     """Whole input arrays given to `fit` / `evaluate` / `predict` (`x=`, `y=`, ...)."""
     for name, tree in trees.items():
         if tree is not None:
             check_leaves(tree, name)
 
 
-def check_finite(tree: Any, name: str, where: str) -> None:
+def check_finite(tree: PyTree, name: str, where: str) -> None:
     """Raises `NonFiniteInputError` at the first leaf holding NaN or infinity."""
     for path, leaf in _leaves(tree, name):
         if leaf is None or getattr(_dtype(leaf), "kind", "") not in "fc":
@@ -174,7 +175,7 @@ def check_call(method: str, x: Any, y: Any, sample_weight: Any, **arguments: Any
         check_arrays(x=x, y=y, sample_weight=sample_weight)
 
 
-def check_dataset_element(element: Any, arrays: list) -> None:
+def check_dataset_element(element: PyTree, arrays: list) -> None:
     """A distributed dataset's batch as it is read on the host: no None (as every batch), and
     numerics when enabled."""
     if any(leaf is None for leaf in jax.tree.leaves(element, is_leaf=lambda v: v is None)):

@@ -16,6 +16,7 @@ import numpy as np
 
 from jdist.input import checks as input_checks
 from jdist.strategy.batch import leading_size
+from jdist.typing import PyTree
 
 
 def chunk_sizes(rows: int, parts: int) -> list[int]:
@@ -75,7 +76,7 @@ def replica_plan(mesh: Any, data_axis: str) -> ReplicaPlan:
 
 
 # ---------------------------------------------------------------- validation
-def as_numpy_leaves(batch: Any) -> tuple[list[np.ndarray], Any]:
+def as_numpy_leaves(batch: PyTree) -> tuple[list[np.ndarray], Any]:
     leaves, treedef = jax.tree.flatten(batch)
     if not leaves:
         raise ValueError(f"A batch needs at least one array; got {batch!r}.")

@@ -24,6 +24,7 @@ from jax.sharding import NamedSharding
 
 from jdist.strategy.leaf_checks import named_leaves
 from jdist.strategy.process_local import row_blocks
+from jdist.typing import PyTree
 
 
 @dataclasses.dataclass(eq=False)
@@ -84,7 +85,7 @@ jax.tree_util.register_pytree_with_keys(
     flatten_func=lambda b: ((b.examples, b.mask, b.weight), None))
 
 
-def as_batch(batch: Any) -> Batch:
+def as_batch(batch: PyTree) -> Batch:
     """What a step receives, read as a `Batch`: a `Batch` itself, a dict with a `"mask"` entry
     (the dict stays the examples, so a loss can read its mask too), or any pytree of arrays
     (every row real)."""
@@ -95,7 +96,7 @@ def as_batch(batch: Any) -> Batch:
     return Batch(batch)
 
 
-def leading_size(tree: Any, what: str) -> int:
+def leading_size(tree: PyTree, what: str) -> int:
     """The leading dimension every array of `tree` shares; an error naming the leaves otherwise.
 
     Works on numpy, placed and traced arrays (shapes only); the leaves are named only for an error."""
@@ -114,7 +115,7 @@ def leading_size(tree: Any, what: str) -> int:
     return sizes.pop()
 
 
-def place_rows(tree: Any, sharding: NamedSharding, *, rows: Literal["global", "local"] = "global",
+def place_rows(tree: PyTree, sharding: NamedSharding, *, rows: Literal["global", "local"] = "global",
                global_rows: int | None = None) -> Any:
     """Host rows onto the mesh as `sharding` says (dim 0, or dim 1 of a stacked block, on the data axis).
 

@@ -12,9 +12,10 @@ import jax
 import numpy as np
 
 from jdist.errors import InputError
+from jdist.typing import PyTree
 
 
-def named_leaves(tree: Any, name: str) -> list[tuple[str, Any]]:
+def named_leaves(tree: PyTree, name: str) -> list[tuple[str, Any]]:
     """`(path, leaf)` pairs, None leaves included, paths like `x['image']` or `batch[1]`."""
     pairs, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda v: v is None)
     return [(name + jax.tree_util.keystr(path), leaf) for path, leaf in pairs]
@@ -46,12 +47,12 @@ def check_leaf(path: str, leaf: Any, *, batched: bool = True) -> None:
                          "batches (or arrays) from the input, or check that a filter keeps some examples.")
 
 
-def check_leaves(tree: Any, name: str, *, batched: bool = True) -> None:
+def check_leaves(tree: PyTree, name: str, *, batched: bool = True) -> None:
     for path, leaf in named_leaves(tree, name):
         check_leaf(path, leaf, batched=batched)
 
 
-def check_array_args(tree: Any, name: str) -> None:
+def check_array_args(tree: PyTree, name: str) -> None:
     """Arguments that are not batches (e.g. what `run` broadcasts): only their dtype, where they
     are arrays, since JAX takes numbers only."""
     for path, leaf in named_leaves(tree, name):
@@ -71,7 +72,7 @@ def is_shape_mismatch(error: BaseException) -> bool:
         _SHAPE_WORDS.search(str(error)))
 
 
-def model_mismatch_error(batch: Any, name: str, error: BaseException) -> InputError:
+def model_mismatch_error(batch: PyTree, name: str, error: BaseException) -> InputError:
     """The Trainer's message for a model that cannot take a batch, for any entry point."""
     shapes = jax.tree.map(lambda a: tuple(np.shape(a)), batch)
     return InputError(f"The model cannot take this batch: {name} has shapes {shapes}. The model said: {error} "

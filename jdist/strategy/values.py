@@ -46,6 +46,8 @@ import jax
 import jax.core
 import numpy as np
 
+from jdist.typing import PyTree
+
 if TYPE_CHECKING:
     from jdist.strategy.devices import Device
 
@@ -87,7 +89,7 @@ def _is_concrete(x: Any) -> bool:
     return isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
 
 
-def mark_split(tree: Any, mask: Any = None) -> Any:
+def mark_split(tree: PyTree, mask: Any = None) -> PyTree:
     """Marks the arrays of `tree` as split over the replicas along dim 0 (`mask`: real rows)."""
     note = _Split(mask)
     for leaf in jax.tree.leaves(tree):
@@ -210,7 +212,7 @@ class PerReplica:
         return self._show(str)
 
 
-def outside_mesh(*trees: Any) -> Any:
+def outside_mesh(*trees: PyTree) -> PyTree:
     """Leaves `strategy.scope()`'s mesh for host-side reads of concrete arrays: slicing one replica's
     component (on one device) under the scope's mesh would be refused by JAX as a computation over
     devices outside that mesh. A no-op while tracing."""
@@ -219,7 +221,7 @@ def outside_mesh(*trees: Any) -> Any:
     return jax.set_mesh(None)
 
 
-def local_components(stacked: Any) -> tuple:
+def local_components(stacked: PyTree) -> tuple:
     """Splits a stacked array into its local replica values, each left on its device."""
     if not isinstance(stacked, jax.Array) or isinstance(stacked, jax.core.Tracer):
         return tuple(stacked[i] for i in range(stacked.shape[0]))

@@ -15,6 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.strategy import batch as batch_rows, context
 from jdist.strategy.batch import leading_size
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -30,7 +31,7 @@ def _batch_size(batch: Any) -> int:
     return leading_size(batch, "the batch to split into micro-batches")
 
 
-def split_microbatches(batch: Any, steps: int, strategy: Strategy | None = None) -> Any:
+def split_microbatches(batch: PyTree, steps: int, strategy: Strategy | None = None) -> PyTree:
     """`batch` with a new leading axis of `steps` micro-batches, each still sharded over replicas.
 
     In global view (inside `jax.jit` or eagerly) the global batch must be a
@@ -50,7 +51,7 @@ def split_microbatches(batch: Any, steps: int, strategy: Strategy | None = None)
     return split_on_mesh(batch, steps, strategy.mesh, strategy.data_axis)
 
 
-def split_on_mesh(batch: Any, steps: int, mesh: Any, data_axis: str) -> Any:
+def split_on_mesh(batch: PyTree, steps: int, mesh: Mesh, data_axis: str) -> PyTree:
     """`split_microbatches` for a global batch sharded over `data_axis` of `mesh`."""
     steps = check_accumulation_steps(steps)
     size = _batch_size(batch)
@@ -74,8 +75,8 @@ def split_on_mesh(batch: Any, steps: int, mesh: Any, data_axis: str) -> Any:
 
 def accumulate_gradients(
     grad_fn: Callable[[Any, Any], Any],
-    params: Any,
-    batch: Any,
+    params: PyTree,
+    batch: PyTree,
     steps: int,
     *,
     has_aux: bool = False,
@@ -139,7 +140,7 @@ def _axes(spec: Any) -> set:
 
 def scan_accumulate(
     grad_fn: Callable[[Any, Any, Any, Any], tuple[Any, Any, Any]],
-    params: Any,
+    params: PyTree,
     micro: Any,
     *,
     fold: Callable[[Any, Any, Any], Any],

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jdist.typing import PyTree
+
 # Leaves are packed into buckets of at most this many bytes per replica, so the packing
 # buffers stay small next to the model (a leaf larger than this gets a bucket of its own).
 BUCKET_BYTES = 32 << 20
@@ -39,7 +41,7 @@ def _gathered_dim(split: Any, stored: Any, shape: tuple, axis: str) -> int | Non
     return differ[0]
 
 
-def gather_split(tree: Any, split: Any, stored: Any, mesh: Any, axis: str) -> Any:
+def gather_split(tree: PyTree, split: Any, stored: Any, mesh: Any, axis: str) -> PyTree:
     """`tree` (laid out as `split`) laid out as `stored`, where the two differ only by the data `axis`
     on one dimension, with one all-gather per dtype bucket. Other leaves are returned as they are
     (the step's output shardings place them)."""

@@ -28,9 +28,10 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jdist.strategy import context
 from jdist.strategy.packing import bytes_per_pack, packed_psum, spans_cpu_processes
 from jdist.training.row_local import is_row_local
+from jdist.typing import PyTree
 
 
-def applies(forward: Callable, params: Any, inputs: Any, mask: Any, model_state: Any, rng: Any, *, mesh: Any,
+def applies(forward: Callable, params: PyTree, inputs: PyTree, mask: Any, model_state: Any, rng: Any, *, mesh: Any,
             axis: str, param_shardings: Any, update_shardings: Any) -> bool:
     """Whether `per_replica_grad` gives the global view's gradient here, and is worth it.
 
@@ -57,7 +58,7 @@ def _replicated(shardings: Any) -> bool:
     return all(isinstance(s, NamedSharding) and all(e is None for e in s.spec) for s in jax.tree.leaves(shardings))
 
 
-def per_replica_grad(loss: Callable[..., Callable], scale: Any, rows: Any, params: Any, inputs: Any, mask: Any,
+def per_replica_grad(loss: Callable[..., Callable], scale: Any, rows: Any, params: PyTree, inputs: PyTree, mask: Any,
                      rng: Any, *, mesh: Any, axis: str) -> tuple[Any, Any]:
     """`jax.grad(loss(scale, rows), has_aux=True)(params, inputs, mask, None, rng)` computed on each replica's
     rows and summed over the data `axis` in one all-reduce per dtype (or per `bytes_per_pack` of the
