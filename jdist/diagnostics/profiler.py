@@ -21,7 +21,7 @@ import glob
 import os
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
 from jdist.diagnostics import hlo
 from jdist.diagnostics.tables import format_bytes, format_seconds, format_table
 from jdist.strategy import context
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
@@ -207,8 +208,8 @@ def _format_count(n: float | None) -> str:
     return f"{n:.0f} FLOP"
 
 
-def step_breakdown(step: Any, *args: Any, strategy: Strategy | None = None, iterations: int = 10, warmup: int = 2,
-                   time_collectives: bool = True) -> StepBreakdown:
+def step_breakdown(step: Callable[..., PyTree], *args: PyTree, strategy: Strategy | None = None, iterations: int = 10,
+                   warmup: int = 2, time_collectives: bool = True) -> StepBreakdown:
     """Compiles `step(*args)`, reads its cost, memory and collectives, and times it.
 
     `step` is a `make_train_step` step or any `jax.jit` function; `args` are

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from jdist.interop import keras_run
+from jdist.typing import ArrayLike, PyTree
 
 
 class GradientTape:
@@ -62,11 +63,11 @@ class GradientTape:
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    def watch(self, tensor: Any) -> None:
+    def watch(self, tensor: object) -> None:
         """Accepted for TF compatibility: the sources given to `gradient` are what is differentiated."""
 
-    def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
-                 unconnected_gradients: Any = None) -> Any:
+    def gradient(self, target: ArrayLike, sources: PyTree, output_gradients: ArrayLike | None = None,
+                 unconnected_gradients: object = None) -> PyTree:
         frame = self._frame
         if frame is None and keras_run.building_models():
             raise keras_run.ModelsBuilt  # the models called so far are built; the call ends here

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jdist.strategy import traced_functions
+from jdist.typing import PyTree
 
 _MAX_SIGNATURES = 32
 
@@ -81,9 +82,10 @@ class Function:
         return self._tracing_count
 
 
-def function(func: Callable | None = None, *, input_signature: Any = None, autograph: bool = True,
+def function(func: Callable | None = None, *, input_signature: PyTree = None, autograph: bool = True,
              jit_compile: bool | None = None, reduce_retracing: bool = False,
-             experimental_compile: bool | None = None, **ignored: Any) -> Any:
+             experimental_compile: bool | None = None,
+             **ignored: Any) -> Function | Callable[[Callable], Any]:  # ignored: TF's other options
     """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring)."""
     options = dict(input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
                    reduce_retracing=reduce_retracing)
