@@ -33,6 +33,7 @@ import numpy as np
 import optax
 
 from jdist import losses as losses_lib
+from jdist.typing import PyTree
 
 
 def is_keras_model(obj: object) -> bool:
@@ -192,12 +193,12 @@ class KerasOptimizer:
             keys.append(f"{var.name[len(owner) + 1:]}/{by_flat_name[owner]}" if owner else var.path)
         self.keys = keys
 
-    def init(self, params: Any) -> dict:
+    def init(self, params: PyTree) -> dict:
         del params
         self._build()
         return {k: jnp.asarray(v.value) for k, v in zip(self.keys, self.optimizer.variables)}
 
-    def update(self, updates: Any, state: Any, params: Any = None) -> tuple[dict, dict]:
+    def update(self, updates: Any, state: PyTree, params: PyTree = None) -> tuple[dict, dict]:
         """optax's `update`; `updates` and `params` are dicts keyed by variable path, `state` the one `init` made."""
         if params is None:
             raise ValueError("A Keras optimizer needs the parameters: call update(grads, state, params).")

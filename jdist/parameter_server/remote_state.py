@@ -17,6 +17,7 @@ import numpy as np
 from jdist.parameter_server.errors import PSUnavailableError
 from jdist.parameter_server.layout import ParameterLayout
 from jdist.strategy import context
+from jdist.typing import PyTree
 
 
 def call_servers(servers: Sequence[Any], method: str, args: Sequence[tuple], timeout_s: float) -> list:
@@ -126,7 +127,7 @@ class RemoteParameters:
         """All values as one numpy pytree (for checkpoints and for synchronous strategies)."""
         return self.pull_numpy()
 
-    def assign(self, tree: Any) -> None:
+    def assign(self, tree: PyTree) -> None:
         """Overwrites the stored values with `tree` (same structure and shapes)."""
         leaves = self._full_leaves(tree, "assign()")
         self._call("assign", [(self._store_id, self._layout.local_tree(leaves, k)) for k in range(self.num_servers)])
@@ -178,7 +179,7 @@ class RemoteTrainState(RemoteParameters):
     def step(self) -> int:
         return self.version
 
-    def apply_gradients(self, *, grads: Any) -> "RemoteTrainState":
+    def apply_gradients(self, *, grads: PyTree) -> "RemoteTrainState":
         """Pushes `grads` (full parameter structure); each server updates its rows with the optimizer.
 
         Staleness is measured against this handle's last `pull`.

@@ -29,8 +29,11 @@ from jdist.parameter_server.ray_lifetime import ensure_ray, stop_local_ray
 from jdist.parameter_server.remote_state import RemoteParameters, RemoteTrainState, call_servers
 from jdist.strategy.base import Strategy
 from jdist.strategy.gradient_capture import GRADIENT_CAPTURE, NotApplied, captured_gradients
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
+    import optax
+
     from jdist.parameter_server.coordinator import ClusterCoordinator
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ _STARTUP_TIMEOUT_S = 300.0
 
 
 def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrainState,
-                        batch_sharding: Any = None, out_sharding: Any = None) -> Callable:
+                        batch_sharding: PyTree = None, out_sharding: PyTree = None) -> Callable:
     """A global-view step over `state` (a `RemoteTrainState`): pull, jitted gradients on `strategy`'s devices, push.
 
     `batch` may be an iterator (a per-worker dataset's): one batch is taken from it.
@@ -54,7 +57,7 @@ def compile_remote_step(strategy: Strategy, step_fn: Callable, state: RemoteTrai
         compute, in_shardings=(replicated, strategy.data_sharding() if batch_sharding is None else batch_sharding),
         out_shardings=(replicated, replicated if out_sharding is None else out_sharding))
 
-    def step(state: RemoteTrainState, batch: Any) -> tuple[RemoteTrainState, Any]:
+    def step(state: RemoteTrainState, batch: PyTree) -> tuple[RemoteTrainState, Any]:
         from jdist.training.train_state import TrainState
 
         if hasattr(batch, "__next__"):
@@ -75,8 +78,8 @@ class RemoteStepsStrategy(Strategy):
     """A strategy whose steps over a `RemoteTrainState` pull, compute on its devices and push
     (synchronously on the coordinator; inside a scheduled function on a worker)."""
 
-    def compile_step(self, step_fn: Callable, state: Any, *, donate: bool, batch_sharding: Any = None,
-                     out_sharding: Any = None) -> Callable:
+    def compile_step(self, step_fn: Callable, state: PyTree, *, donate: bool, batch_sharding: PyTree = None,
+                     out_sharding: PyTree = None) -> Callable:
         if isinstance(state, RemoteTrainState):
             return compile_remote_step(self, step_fn, state, batch_sharding, out_sharding)
         return super().compile_step(step_fn, state, donate=donate, batch_sharding=batch_sharding,
@@ -182,14 +185,15 @@ class ParameterServerStrategy(RemoteStepsStrategy):
                      self._plan.timeout_s)
         return store_id, layout
 
-    def place(self, tree: Any) -> RemoteParameters:
+    def place(self, tree: PyTree) -> RemoteParameters:
         """Stores `tree` on the parameter servers, round robin by leaf (and shard); returns its handle."""
         store_id, layout = self._store(tree, None)
         handle = RemoteParameters(store_id, layout, self._servers, self._plan.timeout_s)
         handle._placed_by = weakref.ref(self)
         return handle
 
-    def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: Any, tx: Any,
+    def create_train_state(self, state_cls: type, *, apply_fn: Callable, params: PyTree,
+                           tx: optax.GradientTransformation,
                            **kwargs: Any) -> RemoteTrainState:
         """`TrainState.create` in this scope: parameters and the optimizer go to the servers."""
         if kwargs:
@@ -219,7 +223,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
         return server
 
     # ------------------------------------------------ hooks: where a state lives
-    def place_state(self, state: Any, into: Any = None) -> Any:
+    def place_state(self, state: PyTree, into: PyTree = None) -> PyTree:
         """A train state goes to the servers; a host copy given back (`into` on the servers)
         is pushed into the storage it came from."""
         if isinstance(state, RemoteTrainState):
@@ -239,7 +243,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     def keeps_remotely(self, value: Any) -> bool:
         return isinstance(value, RemoteParameters)
 
-    def host_copy(self, tree: Any) -> Any:
+    def host_copy(self, tree: PyTree) -> PyTree:
         """Values on the servers gathered to the host (a train state as a `jdist.TrainState`)."""
         if isinstance(tree, RemoteTrainState):
             return self.gather_train_state(tree)
@@ -247,13 +251,13 @@ class ParameterServerStrategy(RemoteStepsStrategy):
             return self.gather_parameters(tree)
         return super().host_copy(tree)
 
-    def checkpoint_view(self, tree: Any) -> Any:
+    def checkpoint_view(self, tree: PyTree) -> PyTree:
         """A checkpoint holds a host copy of what lives on the servers."""
         if isinstance(tree, RemoteParameters):
             return self.host_copy(tree)
         return tree
 
-    def restore_into(self, target: Any, restored: Any) -> Any:
+    def restore_into(self, target: PyTree, restored: PyTree) -> PyTree:
         """Restored values are pushed back to the servers that hold `target`."""
         if isinstance(target, RemoteParameters):
             self.restore(target, restored)
@@ -270,7 +274,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     def cluster_coordinator(self) -> Any:
         return self.coordinator_class(self)
 
-    def compute_view(self, tree: Any) -> Any:
+    def compute_view(self, tree: PyTree) -> PyTree:
         """The current parameters, pulled to the coordinator's devices (a train state becomes a
         `jdist.TrainState` without optimizer state): for evaluating and predicting here."""
         if isinstance(tree, RemoteTrainState):
