@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 
@@ -30,6 +30,7 @@ from jdist.parameter_server.errors import CancelledError, PSUnavailableError, Un
 from jdist.parameter_server.processes import start_actor
 from jdist.parameter_server.strategy import is_parameter_server_strategy
 from jdist.parameter_server.worker_process import WorkerProcess
+from jdist.typing import PyTree
 
 if TYPE_CHECKING:
     from jdist.parameter_server.strategy import ParameterServerStrategy
@@ -55,14 +56,14 @@ class RemoteValue:
         self._error = error
         self._done.set()
 
-    def fetch(self) -> Any:
+    def fetch(self) -> PyTree:
         """Waits for the function and returns its result (numpy arrays), or raises its error."""
         self._done.wait()
         if self._error is not None:
             raise self._error
         return self._value
 
-    def get(self) -> Any:
+    def get(self) -> PyTree:
         """Same as `fetch()`: results already arrive as numpy on the coordinator."""
         return self.fetch()
 
@@ -303,7 +304,8 @@ class ClusterCoordinator:
         return self._worker_restarts
 
     # ------------------------------------------------------------------ public
-    def schedule(self, fn: Callable, args: Any = None, kwargs: Any = None) -> RemoteValue:
+    def schedule(self, fn: Callable[..., PyTree], args: Sequence[PyTree] | None = None,
+                 kwargs: Mapping[str, PyTree] | None = None) -> RemoteValue:
         """Queues `fn(*args, **kwargs)` for some worker; returns its `RemoteValue` without waiting.
 
         `PerWorkerValues` arguments become the executing worker's own component.
@@ -345,7 +347,7 @@ class ClusterCoordinator:
         """Whether every scheduled function has finished; raises an earlier function's error (once)."""
         return self._queue.done()
 
-    def fetch(self, val: Any) -> Any:
+    def fetch(self, val: PyTree) -> PyTree:
         """`val` with every `RemoteValue` in it replaced by its fetched result."""
         return jax.tree.map(lambda v: v.fetch() if isinstance(v, RemoteValue) else v, val,
                             is_leaf=lambda v: isinstance(v, RemoteValue))
