@@ -7,6 +7,7 @@ names ``Any`` (``typing.Any`` or a string annotation that contains the word).
 
     python scripts/any_report.py            # the percentage and the count per module
     python scripts/any_report.py --list     # every counted function that still mentions Any
+    python scripts/any_report.py --pytree   # also count `PyTree` (jdist.typing's alias of Any)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "jdist"
-_ANY_WORD = re.compile(r"\bAny\b")
+_NAMES = {"Any"}
 
 
 def _public_module(path: Path) -> bool:
@@ -30,11 +31,12 @@ def _mentions_any(node: ast.expr | None) -> bool:
     if node is None:
         return False
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and sub.id == "Any":
+        if isinstance(sub, ast.Name) and sub.id in _NAMES:
             return True
-        if isinstance(sub, ast.Attribute) and sub.attr == "Any":
+        if isinstance(sub, ast.Attribute) and sub.attr in _NAMES:
             return True
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and _ANY_WORD.search(sub.value):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and any(
+                re.search(rf"\b{name}\b", sub.value) for name in _NAMES):
             return True
     return False
 
@@ -70,7 +72,11 @@ def public_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every public function that mentions Any")
+    parser.add_argument("--pytree", action="store_true",
+                        help="count `PyTree` as Any too (to a type checker it is: nodes register at run time)")
     opts = parser.parse_args()
+    if opts.pytree:
+        _NAMES.add("PyTree")
     total = with_any = 0
     per_module: Counter[str] = Counter()
     listed: list[str] = []
@@ -89,7 +95,8 @@ def main() -> None:
     else:
         for module, n in per_module.most_common():
             print(f"{n:4d}  {module}")
-    print(f"{with_any}/{total} public functions mention Any ({100.0 * with_any / max(total, 1):.1f}%)")
+    what = "Any or PyTree" if opts.pytree else "Any"
+    print(f"{with_any}/{total} public functions mention {what} ({100.0 * with_any / max(total, 1):.1f}%)")
 
 
 if __name__ == "__main__":
