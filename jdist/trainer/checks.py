@@ -35,7 +35,7 @@ class TrainerChecks:
         """`batches` checked one by one before they are grouped and placed; `first_step`: the
         training step of the first (None outside training).
 
-        Batches that are the rows of one stacked block (`HostBatch.row_of`, arrays cut k batches
+        Batches that are the rows of one stacked block (`Batch.row_of`, arrays cut k batches
         at a time) share their signature: the first row is checked as any batch, and the label
         check runs once over the whole block; the other rows are checked one by one only when
         that finds a problem, so the error names the same batch, raised at the same point."""
