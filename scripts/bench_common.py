@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 
@@ -53,6 +54,30 @@ PROGRAMS = {
     # The fit-overhead benchmark's small model: per-step overhead dominates its steps.
     "small_mlp": Program("small_mlp", 64, (32,)),
 }
+
+
+def default_tf_python() -> str | None:
+    """$JDIST_TF_PYTHON, else this interpreter when it can import TensorFlow, else a scratch
+    environment at /work/tfvenv when there is one."""
+    if os.environ.get("JDIST_TF_PYTHON"):
+        return os.environ["JDIST_TF_PYTHON"]
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow"):
+        return sys.executable
+    scratch = Path("/work/tfvenv/bin/python")
+    return str(scratch) if scratch.exists() else None
+
+
+def resolve_tf_python(parser, args) -> None:
+    """Sets `args.tf_python` for scripts with `--tf-python` and `--no-tf`: None under `--no-tf`, else the
+    one given or `default_tf_python()`; a parser error when there is none."""
+    if args.no_tf:
+        args.tf_python = None
+        return
+    args.tf_python = args.tf_python or default_tf_python()
+    if not args.tf_python:
+        parser.error("no TensorFlow: pass --tf-python /path/to/python (with tensorflow), or --no-tf")
 
 
 def simulate_cpu_devices(count: int) -> None:

@@ -46,6 +46,7 @@ from bench_common import (  # noqa: E402
     Program,
     Worker,
     WorkerError,
+    default_tf_python,
     interleave_order,
     make_batches,
     paired_ratio,
@@ -55,19 +56,6 @@ from bench_common import (  # noqa: E402
 )
 
 WORKER = Path(__file__).resolve().parent / "tf_bench_worker.py"
-
-
-def default_tf_python() -> str | None:
-    """$JDIST_TF_PYTHON, else this interpreter when it can import TensorFlow, else a scratch
-    environment at /work/tfvenv when there is one."""
-    if os.environ.get("JDIST_TF_PYTHON"):
-        return os.environ["JDIST_TF_PYTHON"]
-    import importlib.util
-
-    if importlib.util.find_spec("tensorflow"):
-        return sys.executable
-    scratch = Path("/work/tfvenv/bin/python")
-    return str(scratch) if scratch.exists() else None
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_common import interleave_order, paired_ratios, summarize  # noqa: E402
+from bench_common import interleave_order, paired_ratios, resolve_tf_python, summarize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).resolve()
@@ -538,13 +538,7 @@ def main(argv=None) -> None:
     if args.devices_per_worker != 1 and not args.no_tf:
         parser.error("TF's MultiWorkerMirroredStrategy uses one CPU device per worker: with --devices-per-worker "
                      f"{args.devices_per_worker} add --no-tf")
-    if args.no_tf:
-        args.tf_python = None
-    else:
-        args.tf_python = args.tf_python or os.environ.get("JDIST_TF_PYTHON") or (
-            "/work/tfvenv/bin/python" if Path("/work/tfvenv/bin/python").exists() else None)
-        if not args.tf_python:
-            parser.error("no TensorFlow: pass --tf-python /path/to/python (with tensorflow), or --no-tf")
+    resolve_tf_python(parser, args)
     counts = [int(c) for c in args.processes.split(",") if c]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

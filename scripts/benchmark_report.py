@@ -32,6 +32,10 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_common import resolve_tf_python  # noqa: E402
+
 SCRIPTS = Path(__file__).resolve().parent
 
 # Arguments of each part's script per size. "tiny" only shows that everything runs (its numbers mean nothing).
@@ -69,13 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = set(args.parts.split(",")) - set(PARTS)
     if unknown:
         parser.error(f"--parts: unknown {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    if args.no_tf:
-        args.tf_python = None
-    else:
-        args.tf_python = args.tf_python or os.environ.get("JDIST_TF_PYTHON") or (
-            "/work/tfvenv/bin/python" if Path("/work/tfvenv/bin/python").exists() else None)
-        if not args.tf_python:
-            parser.error("no TensorFlow: pass --tf-python /path/to/python (with tensorflow), or --no-tf")
+    resolve_tf_python(parser, args)
     return args
 
 
