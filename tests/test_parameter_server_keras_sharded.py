@@ -3,38 +3,21 @@ pieces on the servers, as TF's does with tf_keras; training through the workers 
 from __future__ import annotations
 
 import os
-import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-import ray  # noqa: E402
 
 import jdist  # noqa: E402
+from ps_keras_cluster import BATCHES, keras_cluster  # noqa: E402
 from jdist.interop.keras_sharded import ShardedVariable  # noqa: E402
-
-RNG = np.random.default_rng(0)
-X = RNG.standard_normal((24, 4)).astype(np.float32)
-Y = (X[:, :1] > 0).astype(np.int64)
-BATCHES = [(X[i:i + 8], Y[i:i + 8]) for i in range(0, 24, 8)]
-
 
 @pytest.fixture(scope="module")
 def cluster():
-    started = not ray.is_initialized()  # an earlier module's strategy may have left its local Ray running
-    if started:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)  # Ray's fork+exec
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    strategy = jdist.ParameterServerStrategy(jdist.ParameterServerCluster(num_workers=1, num_ps=2),
-                                             variable_partitioner=jdist.partitioners.FixedShardsPartitioner(3))
-    coordinator = jdist.ClusterCoordinator(strategy)
-    yield strategy, coordinator
-    strategy.shutdown()
-    if started:
-        ray.shutdown()
+    with keras_cluster(variable_partitioner=jdist.partitioners.FixedShardsPartitioner(3)) as running:
+        yield running
 
 
 def _objects():
