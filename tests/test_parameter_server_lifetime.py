@@ -68,8 +68,46 @@ def test_a_killed_coordinator_leaves_no_ray_process():
         read_until(process, "ready", 60)
         process.kill()
         process.wait(timeout=10)
-        assert wait_gone(noted, 45) == []  # the watcher fires within seconds; 45 s bounds a loaded machine
+        left = wait_gone(noted, 45)  # the watcher fires within seconds; 45 s bounds a loaded machine
+        reapers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                   if ray_reaper._cmdline(pid).rstrip().endswith(f"ray_reaper.py {process.pid}")]
+        assert left == [], (f"still running: {[ray_reaper._cmdline(pid) for pid in left]}; "
+                            f"the job's watcher {'still runs' if reapers else 'has exited'}")
     finally:
         process.kill()
         for pid in ray_reaper.still_running(noted):  # processes this test's job started
             os.kill(pid, signal.SIGKILL)
+
+
+
+# A job as ray_lifetime makes one: it starts the watcher on itself, then a Ray-named child after it.
+_FAKE_JOB = """
+import subprocess, sys, time
+watcher = subprocess.Popen([sys.executable, "-I", "-S", sys.argv[1], str(__import__("os").getpid())],
+                           stdin=subprocess.PIPE, start_new_session=True)
+time.sleep(1.5)  # the watcher's first look: only itself
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "ray::Fake"])
+time.sleep(2.5)  # noted after the watcher
+print(watcher.pid, child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_the_watcher_never_notes_itself():
+    """The watcher is a child of the job and its command line names Ray ("ray_reaper.py"): noted, it killed
+    itself partway through its list, and what was noted after it (Ray's agents when the raylet started
+    them late) ran on."""
+    job = subprocess.Popen([sys.executable, "-c", _FAKE_JOB, ray_reaper.__file__], stdout=subprocess.PIPE,
+                           text=True)
+    watcher = child = 0
+    try:
+        watcher, child = map(int, job.stdout.readline().split())
+        started = {pid: ray_reaper._stat(pid)[1] for pid in (watcher, child)}
+        job.kill()
+        job.wait(timeout=10)
+        assert wait_gone(started, 30) == []
+    finally:
+        job.kill()
+        for pid in (watcher, child):
+            if pid and ray_reaper._stat(pid) is not None:
+                os.kill(pid, signal.SIGKILL)

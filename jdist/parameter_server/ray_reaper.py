@@ -59,7 +59,9 @@ def ray_processes(root: int) -> dict[int, int]:
         ancestor, seen = parents.get(pid), 0
         while ancestor not in (None, 0, 1, root) and seen < 64:
             ancestor, seen = parents.get(ancestor), seen + 1
-        if ancestor == root and "ray" in _cmdline(pid):
+        # Not this watcher itself ("ray_reaper.py" names Ray too): it would kill itself halfway through
+        # its list, leaving the processes noted after it, such as agents the raylet started late.
+        if ancestor == root and pid != os.getpid() and "ray" in _cmdline(pid):
             found[pid] = starts[pid]
     return found
 
