@@ -146,6 +146,8 @@ def profile_fit(program, x, y, k: int, steps: int, top: int = 25) -> None:
     profiler.disable()
     print(f"cProfile of one jdist fit call of {steps} steps (k={k}), by own time:")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+    if os.environ.get("JDIST_PROFILE_CUMULATIVE"):
+        pstats.Stats(profiler).sort_stats("cumtime").print_stats("jdist", top)
 
 
 def _fit_variant(fit, gb: int, x, y, k: int) -> benchmark.Variant:

@@ -114,14 +114,24 @@ class InFlightLimiter:
         self._queue: collections.deque = collections.deque()
 
     def push(self, value: Any) -> None:
-        """Registers a step's output; blocks on the oldest when too many are pending."""
-        self._queue.append(value)
+        """Registers a step's output; blocks on the oldest when too many are pending.
+
+        As in `dispatched`, one array of the output stands for its whole program."""
+        leaf = _first_array(value)
+        self._queue.append(value if leaf is None else leaf)
         while len(self._queue) > self.max_in_flight:
-            jax.block_until_ready(self._queue.popleft())
+            self._wait(self._queue.popleft())
 
     def drain(self) -> None:
         while self._queue:
-            jax.block_until_ready(self._queue.popleft())
+            self._wait(self._queue.popleft())
+
+    @staticmethod
+    def _wait(item: Any) -> None:
+        if isinstance(item, jax.Array):
+            _block(item)
+        else:
+            jax.block_until_ready(item)
 
 
 def _block(leaf: jax.Array) -> None:

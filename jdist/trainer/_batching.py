@@ -74,6 +74,18 @@ def pad_rows(batch: Batch, size: int) -> Batch:
     return Batch(jax.tree.map(take, batch.examples), mask, None if batch.weight is None else take(batch.weight))
 
 
+# With one step per execution, full batches are still cut from the arrays a few at a time (one gather,
+# one label check per run, `TrainerChecks.batches`), up to this many batches or this many bytes.
+GATHER_BATCHES = 16
+GATHER_BYTES = 32 << 20
+
+
+def batches_per_gather(arrays: Any, batch_size: int) -> int:
+    """How many batches of `batch_size` rows of `arrays` (a pytree, one example per row) to gather at once."""
+    row = sum(np.dtype(np.result_type(a)).itemsize * math.prod(np.shape(a)[1:]) for a in jax.tree.leaves(arrays))
+    return max(1, min(GATHER_BATCHES, GATHER_BYTES // max(1, row * batch_size)))
+
+
 def array_batches(x: Any, y: Any, batch_size: int, padded_size: int, *, order: np.ndarray | None = None,
                   max_steps: int | None = None, weight: Any = None, steps_per_block: int = 1) -> Iterator[Batch]:
     """Global batches of `batch_size` examples (in `order`), each padded to `padded_size`.

@@ -143,8 +143,10 @@ class TrainerInput:
             raise ValueError(f"steps={steps} but the arrays hold only {available} batches of {batch_size}.")
         order = np.random.default_rng((self.seed, epoch)).permutation(n) if shuffle else None
         padded = self.padded_size(batch_size)
+        k = self.steps_per_execution
+        per_gather = k if k > 1 else batching.batches_per_gather((x, y, sample_weight), batch_size)
         return (batching.array_batches(x, y, batch_size, padded, order=order, max_steps=steps,
-                                       weight=sample_weight, steps_per_block=self.steps_per_execution),
+                                       weight=sample_weight, steps_per_block=per_gather),
                 steps or available)
 
     def _iterable_batches(self, x: Any, y: Any, batch_size: int | None, steps: int | None, *, need_y: bool,
