@@ -32,6 +32,10 @@ def test_dtypes_follow_tf():
     assert tf.as_dtype("string") is tf.string and str(tf.string) == "<dtype: 'string'>"
     with pytest.raises(TypeError, match="Cannot convert"):
         tf.as_dtype("not_a_dtype")
+    # TF 2.21: as_dtype(None) is a TypeError and no DType equals None (numpy alone reads None as float64).
+    with pytest.raises(TypeError, match="Cannot convert"):
+        tf.as_dtype(None)
+    assert not tf.float64 == None and tf.float64 != None and not tf.float32 == object()  # noqa: E711
 
 
 def test_ops_give_tfs_values():

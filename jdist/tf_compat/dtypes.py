@@ -7,18 +7,19 @@ work (TF 2.21 refuses the former: "Cannot interpret 'tf.float32' as a data type"
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import overload
 
 import ml_dtypes
 import numpy as np
+from jax.typing import DTypeLike
 
 
 class DType:
     """TF's `tf.DType`: `name`, `as_numpy_dtype`, `is_floating`, `is_integer`, `is_bool`, `size`, `min`, `max`."""
 
-    def __init__(self, name: str, numpy_dtype: Any):
+    def __init__(self, name: str, numpy_dtype: DTypeLike):
         self.name = name
-        self.dtype = np.dtype(numpy_dtype)  # what numpy and JAX read when given this object as a dtype
+        self.dtype: np.dtype = np.dtype(numpy_dtype)  # what numpy and JAX read when given this object as a dtype
 
     @property
     def as_numpy_dtype(self) -> type:
@@ -49,20 +50,20 @@ class DType:
         return self.dtype.itemsize
 
     @property
-    def min(self) -> Any:
+    def min(self) -> int | np.generic:
         return ml_dtypes.finfo(self.dtype).min if self.is_floating else np.iinfo(self.dtype).min
 
     @property
-    def max(self) -> Any:
+    def max(self) -> int | np.generic:
         return ml_dtypes.finfo(self.dtype).max if self.is_floating else np.iinfo(self.dtype).max
 
     @property
     def base_dtype(self) -> "DType":
         return self
 
-    def __eq__(self, other: Any) -> builtins.bool:
+    def __eq__(self, other: object) -> builtins.bool:
         try:
-            return self.dtype == as_dtype(other).dtype
+            return self.dtype == _lookup(other).dtype
         except TypeError:
             return False
 
@@ -98,8 +99,13 @@ complex64, complex128 = _BY_NAME["complex64"], _BY_NAME["complex128"]
 string = DType("string", np.object_)
 
 
-def as_dtype(type_value: Any) -> DType:
+def as_dtype(type_value: DTypeLike) -> DType:
     """`tf.as_dtype`: a `DType` from a `DType`, a name ("float32"), a numpy dtype or type, or a JAX dtype."""
+    return _lookup(type_value)
+
+
+def _lookup(type_value: object) -> DType:
+    """`as_dtype` of any value: TypeError for what is not a dtype (None too, as in TF: numpy reads it as float64)."""
     if isinstance(type_value, DType):
         return type_value
     if isinstance(type_value, str) and type_value in _BY_NAME:
@@ -107,7 +113,8 @@ def as_dtype(type_value: Any) -> DType:
     if type_value is string or (isinstance(type_value, str) and type_value == "string") or type_value in (str, bytes):
         return string
     try:
-        key = np.dtype(type_value)
+        # numpy is the judge of what else names a dtype; it raises TypeError for the rest
+        key = None if type_value is None else np.dtype(type_value)  # pyright: ignore[reportCallIssue, reportArgumentType]
     except TypeError:
         key = None
     if key is None or key not in _BY_NUMPY:
@@ -116,7 +123,11 @@ def as_dtype(type_value: Any) -> DType:
     return _BY_NUMPY[key]
 
 
-def numpy_dtype(dtype: Any) -> np.dtype | None:
+@overload
+def numpy_dtype(dtype: None) -> None: ...
+@overload
+def numpy_dtype(dtype: DTypeLike) -> np.dtype: ...
+def numpy_dtype(dtype: DTypeLike | None) -> np.dtype | None:
     """The numpy dtype for a dtype argument of a `tf.` op (None stays None)."""
     return None if dtype is None else as_dtype(dtype).dtype
 
