@@ -68,6 +68,14 @@ def test_add_n_adds_in_order_and_checks_its_input():
     a, b = np.float32(0.1), np.float32(0.7)
     assert float(tf.add_n([a, b, a])) == float((a + b) + a)
     np.testing.assert_array_equal(tf.add_n([np.ones(3), 2 * np.ones(3)]), 3 * np.ones(3))
+    # TF 2.21: a Python list among the inputs is converted as tf.constant converts it, on the host and in JAX:
+    # tf.add_n([tf.ones(2), [1.0, 2.0]]) and tf.add_n([np.ones(2, np.float32), [1.0, 2.0]]) are float32 [2, 3].
+    import jax.numpy as jnp
+
+    for first in (np.ones(2, np.float32), jnp.ones(2)):
+        total = tf.add_n([first, [1.0, 2.0]])
+        assert total.dtype == np.float32
+        np.testing.assert_array_equal(total, [2.0, 3.0])
     with pytest.raises(ValueError, match="at least one"):
         tf.add_n([])
     with pytest.raises(ValueError, match="same shape"):

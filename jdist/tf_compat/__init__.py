@@ -33,6 +33,7 @@ from jdist.tf_compat import (
     nest as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
+    reductions as _reductions,
     unsupported as _unsupported,
 )
 from jdist.tf_compat.distribute import distribute
@@ -98,14 +99,6 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     print,
     range,
     rank,
-    reduce_all,
-    reduce_any,
-    reduce_logsumexp,
-    reduce_max,
-    reduce_mean,
-    reduce_min,
-    reduce_prod,
-    reduce_sum,
     reshape,
     round,
     shape,
@@ -125,6 +118,16 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     where,
     zeros,
     zeros_like,
+)
+from jdist.tf_compat.reductions import (
+    reduce_all,
+    reduce_any,
+    reduce_logsumexp,
+    reduce_max,
+    reduce_mean,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
 )
 from jdist.tf_compat.servers import ConfigProto
 from jdist.tf_compat.unsupported import not_provided
@@ -147,7 +150,8 @@ _MATH_ONLY = ["log", "floor", "ceil", "is_nan", "is_finite"]
 
 dtypes = Namespace("tf.dtypes", DType=DType, as_dtype=as_dtype, cast=_ops.cast, **_dtypes.ALL)
 math = Namespace(
-    "tf.math", **{name: getattr(_ops, name) for name in _OPS + _MATH_ONLY if name not in ("print", "range")},
+    "tf.math", **{name: getattr(_reductions if name.startswith("reduce_") else _ops, name)
+                  for name in _OPS + _MATH_ONLY if name not in ("print", "range")},
     softmax=_nn_ops.softmax, log_softmax=_nn_ops.log_softmax, sigmoid=_nn_ops.sigmoid,
     divide_no_nan=lambda x, y, name=None: _ops.where(_ops.equal(y, 0), _ops.zeros_like(_ops.divide(x, y)),
                                                      _ops.divide(x, _ops.where(_ops.equal(y, 0), 1, y))),

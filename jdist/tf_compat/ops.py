@@ -15,26 +15,33 @@ from __future__ import annotations
 
 import builtins
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from jdist.tf_compat.dtypes import numpy_dtype
+from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 
-def is_jax(*values: Any) -> bool:
+def is_jax(*values: object) -> bool:
     """Whether any leaf of `values` is a JAX array, tracer or JAX-convertible object (a variable)."""
     return any(isinstance(v, jax.Array) or hasattr(v, "__jax_array__") for v in jax.tree.leaves(values))
 
 
-def xp(*values: Any) -> Any:
+def xp(*values: object) -> ModuleType:
     """The array module for these inputs: `jax.numpy` if any is a JAX value, else numpy."""
     return jnp if is_jax(*values) else np
 
 
-def _host_array(value: Any, dtype: np.dtype | None) -> np.ndarray:
+def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
     """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
     if dtype is not None:
         return np.asarray(value, dtype=dtype)
@@ -49,7 +56,8 @@ def _host_array(value: Any, dtype: np.dtype | None) -> np.ndarray:
     return array
 
 
-def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, name: str | None = None) -> Any:
+def convert_to_tensor(value: TensorLike, dtype: DTypeLike | None = None, dtype_hint: DTypeLike | None = None,
+                      name: str | None = None) -> ArrayLike:
     """`tf.convert_to_tensor`: a JAX array for JAX values, else a numpy array with TF's dtypes."""
     target = numpy_dtype(dtype)
     if is_jax(value):
@@ -60,7 +68,8 @@ def convert_to_tensor(value: Any, dtype: Any = None, dtype_hint: Any = None, nam
     return array
 
 
-def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, name: str | None = None) -> Any:
+def constant(value: TensorLike, dtype: DTypeLike | None = None, shape: Sequence[int] | None = None,
+             name: str | None = None) -> ArrayLike:
     """`tf.constant`: as `convert_to_tensor`; a scalar `value` with `shape` fills that shape."""
     array = convert_to_tensor(value, dtype)
     if shape is None:
@@ -71,7 +80,7 @@ def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None, 
     return module.reshape(array, tuple(shape))
 
 
-def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
+def cast(x: TensorLike, dtype: DTypeLike, name: str | None = None) -> Tensor:
     """`tf.cast`: float to int truncates toward zero; to bool is `x != 0`."""
     target = numpy_dtype(dtype)
     x = convert_to_tensor(x)
@@ -80,165 +89,113 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     return x.astype(target)
 
 
-def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None, name: str = "range") -> Any:  # noqa: A001
-    """`tf.range`: int32 for ints, float32 if any bound is a float (TF's inference)."""
+def range(start: TensorLike, limit: TensorLike | None = None, delta: TensorLike = 1,  # noqa: A001
+          dtype: DTypeLike | None = None, name: str = "range") -> np.ndarray:
+    """`tf.range`: int32 for ints, float32 if any bound is a float (TF's inference); on the host."""
     if limit is None:
         start, limit = 0, start
+    first, last, step = (np.asarray(v) for v in (start, limit, delta))
     target = numpy_dtype(dtype)
     if target is None:
-        kinds = [np.asarray(v).dtype for v in (start, limit, delta)]
-        target = np.dtype(np.float32) if any(k.kind == "f" for k in kinds) else np.dtype(np.int32)
-    return np.arange(start, limit, delta).astype(target)
+        target = np.dtype(np.float32) if any(b.dtype.kind == "f" for b in (first, last, step)) else np.dtype(np.int32)
+    # 0-d bounds keep their dtype, so numpy counts as TF does (TF 2.21: np.float32 bounds 0, 1.7, 0.1 give 17
+    # values; as Python floats they would give 18). numpy's stubs take numpy scalars only; numpy takes 0-d arrays.
+    return np.arange(first, last, step).astype(target)  # pyright: ignore[reportCallIssue, reportArgumentType]
 
 
-def _symbolic(value: Any) -> bool:
-    """A Keras symbolic tensor (a functional model's layer output): TF records a TF op on it as a layer; Keras 3's
-    ops do the same (`keras.ops`), so the reductions dispatch there."""
-    return type(value).__name__ == "KerasTensor" and type(value).__module__.startswith("keras.")
-
-
-def _reduce(name: str, input_tensor: Any, axis: Any, keepdims: bool) -> Any:
-    if _symbolic(input_tensor):
-        from keras import ops
-
-        return getattr(ops, name)(input_tensor, axis=axis, keepdims=keepdims)
-    x = convert_to_tensor(input_tensor)
-    module = xp(x)
-    axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis
-    if name == "mean" and x.dtype.kind in "iub":
-        count = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
-        total = module.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-        return module.trunc(total / count).astype(x.dtype) if x.dtype.kind != "b" else total
-    if name in ("sum", "prod") and x.dtype.kind in "iu":
-        return getattr(module, name)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
-    return getattr(module, name)(x, axis=axis, keepdims=keepdims)
-
-
-def reduce_sum(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("sum", input_tensor, axis, keepdims)
-
-
-def reduce_mean(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("mean", input_tensor, axis, keepdims)
-
-
-def reduce_max(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("max", input_tensor, axis, keepdims)
-
-
-def reduce_min(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("min", input_tensor, axis, keepdims)
-
-
-def reduce_prod(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("prod", input_tensor, axis, keepdims)
-
-
-def reduce_any(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("any", input_tensor, axis, keepdims)
-
-
-def reduce_all(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    return _reduce("all", input_tensor, axis, keepdims)
-
-
-def reduce_logsumexp(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> Any:
-    x = convert_to_tensor(input_tensor)
-    if is_jax(x):
-        return jax.nn.logsumexp(x, axis=axis, keepdims=keepdims)
-    peak = np.max(x, axis=axis, keepdims=True)
-    out = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
-    return out if keepdims else np.squeeze(out, axis=axis)
-
-
-def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
+def reshape(tensor: TensorLike, shape: ShapeLike, name: str | None = None) -> ArrayLike:
     tensor = convert_to_tensor(tensor)
     return xp(tensor).reshape(tensor, tuple(int(s) for s in np.asarray(shape).reshape(-1)))
 
 
-def zeros(shape: Any, dtype: Any = "float32", name: str | None = None) -> np.ndarray:
+def zeros(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
     return np.zeros(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
 
 
-def ones(shape: Any, dtype: Any = "float32", name: str | None = None) -> np.ndarray:
+def ones(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
     return np.ones(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
 
 
-def fill(dims: Any, value: Any, name: str | None = None) -> Any:
+def fill(dims: ShapeLike, value: TensorLike, name: str | None = None) -> ArrayLike:
     value = convert_to_tensor(value)
     return xp(value).full(tuple(np.asarray(dims).reshape(-1).tolist()), value, dtype=value.dtype)
 
 
-def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+def zeros_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return xp(x).zeros_like(x, dtype=numpy_dtype(dtype))
 
 
-def ones_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
+def ones_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return xp(x).ones_like(x, dtype=numpy_dtype(dtype))
 
 
-def expand_dims(input: Any, axis: int, name: str | None = None) -> Any:  # noqa: A002
+def expand_dims(input: TensorLike, axis: int, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return xp(x).expand_dims(x, axis)
 
 
-def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Any:  # noqa: A002
+def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return xp(x).squeeze(x, axis=tuple(axis) if isinstance(axis, list) else axis)
 
 
-def concat(values: Sequence[Any], axis: int, name: str = "concat") -> Any:
-    values = [convert_to_tensor(v) for v in values]
-    return xp(*values).concatenate(values, axis=axis)
+def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
+    arrays = [convert_to_tensor(v) for v in values]
+    return xp(*arrays).concatenate(arrays, axis=axis)
 
 
-def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
-    values = [convert_to_tensor(v) for v in values]
-    return xp(*values).stack(values, axis=axis)
+def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> ArrayLike:
+    arrays = [convert_to_tensor(v) for v in values]
+    return xp(*arrays).stack(arrays, axis=axis)
 
 
-def unstack(value: Any, num: int | None = None, axis: int = 0, name: str = "unstack") -> list:
+def unstack(value: TensorLike, num: int | None = None, axis: int = 0, name: str = "unstack") -> list[ArrayLike]:
     x = convert_to_tensor(value)
     module = xp(x)
     return [module.squeeze(part, axis=axis) for part in module.split(x, x.shape[axis], axis=axis)]
 
 
-def split(value: Any, num_or_size_splits: Any, axis: int = 0, num: int | None = None, name: str = "split") -> list:
+def split(value: TensorLike, num_or_size_splits: int | Sequence[int], axis: int = 0, num: int | None = None,
+          name: str = "split") -> list[ArrayLike]:
     x = convert_to_tensor(value)
     if isinstance(num_or_size_splits, int):
         return list(xp(x).split(x, num_or_size_splits, axis=axis))
     return list(xp(x).split(x, np.cumsum(num_or_size_splits)[:-1].tolist(), axis=axis))
 
 
-def transpose(a: Any, perm: Sequence[int] | None = None, conjugate: bool = False, name: str = "transpose") -> Any:
+def transpose(a: TensorLike, perm: Sequence[int] | None = None, conjugate: bool = False,
+              name: str = "transpose") -> ArrayLike:
     x = convert_to_tensor(a)
     return xp(x).transpose(x, perm)
 
 
-def argmax(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
+def argmax(input: TensorLike, axis: int | None = None, output_type: DTypeLike = "int64",  # noqa: A002
+           name: str | None = None) -> Tensor:
     """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64)."""
     x = convert_to_tensor(input)
     return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
 
 
-def argmin(input: Any, axis: Any = None, output_type: Any = "int64", name: str | None = None) -> Any:  # noqa: A002
+def argmin(input: TensorLike, axis: int | None = None, output_type: DTypeLike = "int64",  # noqa: A002
+           name: str | None = None) -> Tensor:
     x = convert_to_tensor(input)
     return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
 
 
-def _index_dtype(x: Any, output_type: Any) -> Any:
+def _index_dtype(x: ArrayLike, output_type: DTypeLike) -> np.dtype:
     """`output_type`, as JAX can hold it inside compiled code (int64 is int32 without jax_enable_x64)."""
     target = numpy_dtype(output_type)
     return jax.dtypes.canonicalize_dtype(target) if is_jax(x) else target
 
 
-def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None) -> Any:
+def where(condition: TensorLike, x: TensorLike | None = None, y: TensorLike | None = None,
+          name: str | None = None) -> ArrayLike:
     """`tf.where(c, x, y)` elementwise; `tf.where(c)`: the int64 (N, rank) coordinates of the true elements."""
-    if (x is None) != (y is None):
-        raise ValueError("tf.where: give both `x` and `y`, or neither")
-    if x is None:
+    if x is None or y is None:
+        if x is not None or y is not None:
+            raise ValueError("tf.where: give both `x` and `y`, or neither")
         if is_jax(condition):
             raise ValueError("tf.where(condition) with one argument has a data-dependent shape, which compiled "
                              "code (strategy.run, jax.jit) cannot produce; use jnp.nonzero(condition, size=n) "
@@ -248,21 +205,21 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
     return xp(condition, x, y).where(condition, x, y)
 
 
-def shape(input: Any, out_type: Any = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
+def shape(input: TensorLike, out_type: DTypeLike = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
     """`tf.shape`: the shape as an int32 array; static inside compiled code (shapes are known when tracing)."""
     return np.asarray(np.shape(input), dtype=numpy_dtype(out_type))
 
 
-def rank(input: Any, name: str | None = None) -> np.ndarray:  # noqa: A002
+def rank(input: TensorLike, name: str | None = None) -> np.ndarray:  # noqa: A002
     return np.asarray(np.ndim(input), dtype=np.int32)
 
 
-def size(input: Any, out_type: Any = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
+def size(input: TensorLike, out_type: DTypeLike = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
     return np.asarray(np.size(input), dtype=numpy_dtype(out_type))
 
 
-def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = None, axis: int | None = None,
-            dtype: Any = None, name: str | None = None) -> Any:
+def one_hot(indices: TensorLike, depth: int, on_value: TensorLike | None = None, off_value: TensorLike | None = None,
+            axis: int | None = None, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:
     """`tf.one_hot`: float32 unless `dtype` or the on/off values say otherwise; indices out of range give zeros."""
     indices = convert_to_tensor(indices)
     module = xp(indices)
@@ -275,7 +232,7 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
 
 
 def _binary(name: str):
-    def op(x: Any, y: Any, name: str | None = None) -> Any:
+    def op(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
         x, y = convert_to_tensor(x), convert_to_tensor(y)
         return getattr(xp(x, y), fn_name)(x, y)
 
@@ -293,14 +250,14 @@ maximum, minimum, pow = _binary("maximum"), _binary("minimum"), _binary("power")
 matmul = _binary("matmul")
 
 
-def divide(x: Any, y: Any, name: str | None = None) -> Any:
+def divide(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21)."""
     x, y = convert_to_tensor(x), convert_to_tensor(y)
     return xp(x, y).true_divide(x, y)
 
 
 def _unary(name: str):
-    def op(x: Any, name: str | None = None) -> Any:
+    def op(x: TensorLike, name: str | None = None) -> Tensor:
         x = convert_to_tensor(x)
         return getattr(xp(x), fn_name)(x)
 
@@ -315,33 +272,35 @@ round, logical_not, is_nan = _unary("rint"), _unary("logical_not"), _unary("isna
 is_finite = _unary("isfinite")
 
 
-def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | None = None) -> Any:
+def clip_by_value(t: TensorLike, clip_value_min: TensorLike, clip_value_max: TensorLike,
+                  name: str | None = None) -> Tensor:
     t = convert_to_tensor(t)
     return xp(t).clip(t, clip_value_min, clip_value_max)
 
 
-def gather(params: Any, indices: Any, axis: int = 0, batch_dims: int = 0, name: str | None = None) -> Any:
+def gather(params: TensorLike, indices: TensorLike, axis: int = 0, batch_dims: int = 0,
+           name: str | None = None) -> Tensor:
     if batch_dims:
         raise ValueError("jdist's tf.gather takes batch_dims=0 only; index with jnp.take_along_axis instead")
     params, indices = convert_to_tensor(params), convert_to_tensor(indices)
     return xp(params, indices).take(params, indices, axis=axis)
 
 
-def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A002
+def tile(input: TensorLike, multiples: ShapeLike, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return xp(x).tile(x, tuple(np.asarray(multiples).reshape(-1).tolist()))
 
 
-def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002
+def identity(input: TensorLike, name: str | None = None) -> ArrayLike:  # noqa: A002
     return convert_to_tensor(input)
 
 
-def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002
+def stop_gradient(input: TensorLike, name: str | None = None) -> ArrayLike:  # noqa: A002
     x = convert_to_tensor(input)
     return jax.lax.stop_gradient(x) if is_jax(x) else x
 
 
-def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
+def add_n(inputs: Sequence[TensorLike], name: str | None = None) -> Tensor:
     """`tf.add_n`: the element-wise sum of a non-empty list of same-shaped arrays, added in order."""
     inputs = list(inputs)
     if not inputs:
@@ -351,11 +310,11 @@ def add_n(inputs: Sequence[Any], name: str | None = None) -> Any:
         if np.shape(value) != np.shape(total):
             raise ValueError(f"tf.add_n: every input must have the same shape; got {np.shape(total)} and "
                              f"{np.shape(value)}")
-        total = total + value
+        total = total + convert_to_tensor(value)  # TF's dtypes for Python values; JAX adds no lists
     return total
 
 
-def _format(value: Any, summarize: int) -> str:
+def _format(value: object, summarize: int) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (tuple, list)):  # structures print their parts, as TF prints a nest of tensors
@@ -370,19 +329,19 @@ def _format(value: Any, summarize: int) -> str:
                            edgeitems=summarize if summarize > 0 else 3)
 
 
-def print(*inputs: Any, output_stream: Any = None, summarize: int = 3, sep: str = " ", end: str = "\n",  # noqa: A001
-          name: str | None = None) -> None:
+def print(*inputs: object, output_stream: SupportsWrite[str] | None = None, summarize: int = 3,  # noqa: A001
+          sep: str = " ", end: str = "\n", name: str | None = None) -> None:
     """`tf.print`: to stderr (TF's default stream); inside compiled code it prints when the step runs."""
     stream = sys.stderr if output_stream is None else output_stream
 
-    def emit(*values: Any) -> None:
+    def emit(*values: object) -> None:
         stream.write(sep.join(_format(v, summarize) for v in values) + end)
 
     if is_jax(*inputs):
         strings = {i: v for i, v in enumerate(inputs) if isinstance(v, str)}
         arrays = [v for v in inputs if not isinstance(v, str)]
 
-        def callback(*values: Any) -> None:
+        def callback(*values: object) -> None:
             it = iter(values)
             emit(*(strings[i] if i in strings else next(it) for i in builtins.range(len(inputs))))
 
