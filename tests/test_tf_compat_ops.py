@@ -66,6 +66,15 @@ def test_ops_give_tfs_values():
     assert tf.random.uniform((2,)).dtype == tf.float32 and tf.random.uniform((2,), maxval=10, dtype=tf.int32).dtype \
         == tf.int32
     assert tf.math.reduce_sum is tf.reduce_sum and tf.math.argmax is tf.argmax
+    # TF 2.21: an integer draw takes int bounds only (tf.random.uniform([5], 0.5, 3, dtype=tf.int32) and 1.0 as
+    # minval: TypeError "Cannot convert 0.5 to EagerTensor of dtype int32"; numpy alone truncates 0.5 to 0).
+    for low, high in ((0.5, 3), (1.0, 3), (0, 2.5)):
+        with pytest.raises(TypeError, match="must be ints"):
+            tf.random.uniform((5,), low, high, dtype=tf.int32)
+    assert set(tf.random.uniform((200,), np.int64(1), 3, dtype=tf.int32).tolist()) == {1, 2}
+    # TF 2.21: labels and logits are both needed ("Both `labels` and `logits` must be provided ...").
+    with pytest.raises(ValueError, match="needs both `labels` and `logits`"):
+        tf.nn.sigmoid_cross_entropy_with_logits(logits=[1.0])
 
 
 def test_ops_stay_numpy_on_the_host_and_jax_inside_compiled_code():
@@ -176,3 +185,36 @@ def test_dtensor_and_estimator_name_jdists_equivalents():
     for reach in (lambda: tf.estimator.ModeKeys, lambda: tf.estimator.RunConfig, lambda: tf.estimator.Estimator):
         with pytest.raises(AttributeError, match=r"tf.estimator.*TensorFlow 2.21 has no tf.estimator.*jdist.Trainer"):
             reach()
+
+
+def test_ops_return_what_their_annotations_say():
+    # An op annotated `ArrayLike` returns an array even for 0-d input (numpy's ufuncs and reductions return numpy
+    # scalars there: those ops say `Tensor`, which admits them); `Tensor` ops return an array or a numpy scalar.
+    import typing
+
+    from jdist.tf_compat import nn_ops, ops, reductions
+    from jdist.typing import ArrayLike, Tensor
+
+    calls = {
+        "convert_to_tensor": tf.convert_to_tensor, "constant": tf.constant, "reshape": lambda v: tf.reshape(v, tf.shape(v)),
+        "fill": lambda v: tf.fill([], tf.reduce_max(v)), "zeros_like": tf.zeros_like, "ones_like": tf.ones_like,
+        "expand_dims": lambda v: tf.expand_dims(v, 0), "squeeze": tf.squeeze, "concat": lambda v: tf.concat([[v]], 0),
+        "stack": lambda v: tf.stack([v]), "transpose": tf.transpose, "where": lambda v: tf.where(True, v, v),
+        "one_hot": lambda v: tf.one_hot(1, 2), "tile": lambda v: tf.tile(v, tf.ones_like(tf.shape(v))), "identity": tf.identity,
+        "stop_gradient": tf.stop_gradient, "cast": lambda v: tf.cast(v, tf.int32), "argmax": lambda v: tf.argmax([v]),
+        "gather": lambda v: tf.gather([v], 0), "clip_by_value": lambda v: tf.clip_by_value(v, 0, 1),
+        "divide": lambda v: tf.divide(v, 2), "add_n": lambda v: tf.add_n([v, v]), "relu": tf.nn.relu,
+        "softmax": lambda v: tf.nn.softmax([v]), "sigmoid": tf.nn.sigmoid, "l2_loss": tf.nn.l2_loss,
+        "reduce_logsumexp": tf.reduce_logsumexp, "shape": tf.shape, "rank": tf.rank, "size": tf.size,
+    }
+    seen = set()
+    for name, call in calls.items():
+        module = next(m for m in (ops, reductions, nn_ops) if hasattr(m, name))
+        annotated = typing.get_type_hints(getattr(module, name))["return"]
+        assert annotated in (ArrayLike, Tensor, np.ndarray), (name, annotated)
+        seen.add(annotated)
+        for value in (1.5, np.float32(1.5), np.asarray(1.5, np.float32), np.ones(2, np.float32), jnp.float32(1.5)):
+            result = call(value)
+            assert isinstance(result, annotated), f"tf.{name}({value!r}) gave {type(result)}, annotated {annotated}"
+    assert seen == {ArrayLike, Tensor, np.ndarray}
+    assert isinstance(tf.reduce_sum(np.float32(1.5)), np.generic)  # why reductions say Tensor, not ArrayLike

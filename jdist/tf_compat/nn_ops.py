@@ -1,52 +1,54 @@
 """`tf.nn` and `tf.random`: activations and losses on numpy or JAX (see `jdist.tf_compat.ops`), host-side RNG."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from jax.typing import DTypeLike
 
 from jdist.losses import compute_average_loss, scale_regularization_loss
 from jdist.strategy import context
 from jdist.tf_compat.dtypes import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
+from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
 
 
-def _log_softmax(x: Any, axis: int) -> Any:
+def _log_softmax(x: ArrayLike, axis: int) -> Tensor:
     module = xp(x)
     shifted = x - module.max(x, axis=axis, keepdims=True)
     return shifted - module.log(module.sum(module.exp(shifted), axis=axis, keepdims=True))
 
 
-def log_softmax(logits: Any, axis: int = -1, name: str | None = None) -> Any:
+def log_softmax(logits: TensorLike, axis: int = -1, name: str | None = None) -> Tensor:
     return _log_softmax(convert_to_tensor(logits), axis)
 
 
-def softmax(logits: Any, axis: int = -1, name: str | None = None) -> Any:
+def softmax(logits: TensorLike, axis: int = -1, name: str | None = None) -> Tensor:
     logits = convert_to_tensor(logits)
     return xp(logits).exp(_log_softmax(logits, axis))
 
 
-def relu(features: Any, name: str | None = None) -> Any:
+def relu(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
     return xp(x).maximum(x, 0).astype(x.dtype)
 
 
-def relu6(features: Any, name: str | None = None) -> Any:
+def relu6(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
     return xp(x).clip(x, 0, 6).astype(x.dtype)
 
 
-def sigmoid(x: Any, name: str | None = None) -> Any:
+def sigmoid(x: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(x)
     return (1 / (1 + xp(x).exp(-x))).astype(x.dtype)
 
 
-def tanh(x: Any, name: str | None = None) -> Any:
+def tanh(x: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(x)
     return xp(x).tanh(x)
 
 
-def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any, name: str | None = None) -> Any:
+def sparse_softmax_cross_entropy_with_logits(labels: TensorLike, logits: TensorLike, name: str | None = None) -> Tensor:
     """Per example `-log softmax(logits)[label]` (TF's keyword-only use: `labels=`, `logits=`)."""
     labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
     module = xp(labels, logits)
@@ -55,24 +57,32 @@ def sparse_softmax_cross_entropy_with_logits(labels: Any, logits: Any, name: str
     return -module.squeeze(picked, -1)
 
 
-def softmax_cross_entropy_with_logits(labels: Any, logits: Any, axis: int = -1, name: str | None = None) -> Any:
+def softmax_cross_entropy_with_logits(labels: TensorLike, logits: TensorLike, axis: int = -1,
+                                      name: str | None = None) -> Tensor:
     labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
-    return -xp(labels, logits).sum(labels * _log_softmax(logits, axis), axis=axis)
+    module = xp(labels, logits)
+    return -module.sum(module.multiply(labels, _log_softmax(logits, axis)), axis=axis)
 
 
-def sigmoid_cross_entropy_with_logits(labels: Any = None, logits: Any = None, name: str | None = None) -> Any:
+def sigmoid_cross_entropy_with_logits(labels: TensorLike | None = None, logits: TensorLike | None = None,
+                                      name: str | None = None) -> Tensor:
     """TF's stable form: `max(x, 0) - x * z + log(1 + exp(-|x|))`."""
+    if labels is None or logits is None:  # TF's defaults are None so that both are passed by keyword
+        raise ValueError("tf.nn.sigmoid_cross_entropy_with_logits needs both `labels` and `logits` (as in TF); "
+                         f"got labels={labels!r}, logits={logits!r}")
     z, x = convert_to_tensor(labels), convert_to_tensor(logits)
     module = xp(z, x)
     return module.maximum(x, 0) - x * z + module.log1p(module.exp(-module.abs(x)))
 
 
-def l2_loss(t: Any, name: str | None = None) -> Any:
+def l2_loss(t: TensorLike, name: str | None = None) -> Tensor:
     t = convert_to_tensor(t)
     return xp(t).sum(t * t) / 2
 
 
-def moments(x: Any, axes: Sequence[int], shift: Any = None, keepdims: bool = False, name: str | None = None) -> tuple:
+def moments(x: TensorLike, axes: Sequence[int], shift: object = None, keepdims: bool = False,
+            name: str | None = None) -> tuple[Tensor, Tensor]:
+    """`tf.nn.moments`: mean and variance over `axes` (`shift` is unused, as in TF)."""
     x = convert_to_tensor(x)
     module = xp(x)
     mean = module.mean(x, axis=tuple(axes), keepdims=True)
@@ -80,11 +90,12 @@ def moments(x: Any, axes: Sequence[int], shift: Any = None, keepdims: bool = Fal
     return (mean if keepdims else module.squeeze(mean, axis=tuple(axes))), variance
 
 
-def bias_add(value: Any, bias: Any, data_format: str | None = None, name: str | None = None) -> Any:
+def bias_add(value: TensorLike, bias: TensorLike, data_format: str | None = None, name: str | None = None) -> Tensor:
     return convert_to_tensor(value) + convert_to_tensor(bias)
 
 
-def embedding_lookup(params: Any, ids: Any, max_norm: Any = None, name: str | None = None) -> Any:
+def embedding_lookup(params: TensorLike, ids: TensorLike, max_norm: float | None = None,
+                     name: str | None = None) -> Tensor:
     params, ids = convert_to_tensor(params), convert_to_tensor(ids)
     return xp(params, ids).take(params, ids, axis=0)
 
@@ -102,7 +113,7 @@ NN = dict(
 _GENERATOR = [np.random.default_rng()]
 
 
-def _host_only(name: str, seed: Any) -> np.random.Generator:
+def _host_only(name: str, seed: int | None) -> np.random.Generator:
     if is_jax(seed):
         raise ValueError(f"tf.random.{name}: `seed` must be a Python int (it draws on the host), got a JAX array")
     return _GENERATOR[0] if seed is None else np.random.default_rng(seed)
@@ -121,28 +132,32 @@ def set_seed(seed: int) -> None:
     _GENERATOR[0] = np.random.default_rng(seed)
 
 
-def uniform(shape: Any, minval: Any = 0, maxval: Any = None, dtype: Any = "float32", seed: Any = None,
-            name: str | None = None) -> np.ndarray:
+def uniform(shape: ShapeLike, minval: float = 0, maxval: float | None = None, dtype: DTypeLike = "float32",
+            seed: int | None = None, name: str | None = None) -> np.ndarray:
     """`tf.random.uniform`: floats in [minval, maxval) (maxval 1 by default); ints need `maxval`, as in TF."""
     _check_not_tracing("uniform")
     target = numpy_dtype(dtype)
     rng = _host_only("uniform", seed)
-    shape = tuple(np.asarray(shape).reshape(-1).tolist())
+    size = tuple(np.asarray(shape).reshape(-1).tolist())
     if target is not None and target.kind in "iu":
         if maxval is None:
             raise ValueError("tf.random.uniform with an integer dtype needs `maxval` (as in TF)")
-        return rng.integers(minval, maxval, size=shape).astype(target)
-    return rng.uniform(minval, 1.0 if maxval is None else maxval, size=shape).astype(target)
+        low, high = np.asarray(minval), np.asarray(maxval)
+        if low.dtype.kind not in "iu" or high.dtype.kind not in "iu":  # numpy would truncate 0.5 to 0 and go on
+            raise TypeError(f"tf.random.uniform with dtype {target}: `minval` and `maxval` must be ints (TF refuses "
+                            f"floats: 'Cannot convert 0.5 to EagerTensor of dtype int32'); got {minval!r}, {maxval!r}")
+        return rng.integers(low, high, size=size).astype(target)
+    return rng.uniform(minval, 1.0 if maxval is None else maxval, size=size).astype(target)
 
 
-def normal(shape: Any, mean: Any = 0.0, stddev: Any = 1.0, dtype: Any = "float32", seed: Any = None,
-           name: str | None = None) -> np.ndarray:
+def normal(shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
+           seed: int | None = None, name: str | None = None) -> np.ndarray:
     _check_not_tracing("normal")
     rng = _host_only("normal", seed)
     return rng.normal(mean, stddev, size=tuple(np.asarray(shape).reshape(-1).tolist())).astype(numpy_dtype(dtype))
 
 
-def shuffle(value: Any, seed: Any = None, name: str | None = None) -> np.ndarray:
+def shuffle(value: TensorLike, seed: int | None = None, name: str | None = None) -> np.ndarray:
     _check_not_tracing("shuffle")
     return _host_only("shuffle", seed).permutation(np.asarray(value))
 
