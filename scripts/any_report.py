@@ -3,7 +3,8 @@
 A function counts when it is public: its name has no leading underscore, it sits at module level or
 in a public class (nested functions are not API), and its module is public (no path part starts with
 an underscore, ``__init__.py`` aside). It mentions ``Any`` when a parameter or return annotation
-names ``Any`` (``typing.Any`` or a string annotation that contains the word).
+names ``Any`` (``typing.Any`` or a string annotation that contains the word). An overloaded function counts
+once, and mentions ``Any`` when its implementation or any of its ``@overload`` signatures does.
 
     python scripts/any_report.py            # the percentage and the count per module
     python scripts/any_report.py --list     # every counted function that still mentions Any
@@ -51,14 +52,26 @@ def _annotations(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr | 
     return [arg.annotation for arg in args] + [fn.returns]
 
 
-def public_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+def _is_overload(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "overload" or isinstance(d, ast.Attribute) and d.attr == "overload"
+               for d in fn.decorator_list)
+
+
+Function = list[ast.FunctionDef | ast.AsyncFunctionDef]  # the implementation, then its @overload signatures
+
+
+def public_functions(tree: ast.Module) -> list[tuple[str, Function]]:
     """Module-level functions and methods of public classes (any depth of public classes)."""
-    out: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    out: list[tuple[str, Function]] = []
+    signatures: dict[str, Function] = {}
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
-                out.append((prefix + node.name, node))
+                if _is_overload(node):
+                    signatures.setdefault(prefix + node.name, []).append(node)
+                else:
+                    out.append((prefix + node.name, [node, *signatures.pop(prefix + node.name, [])]))
             elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 visit(node.body, f"{prefix}{node.name}.")
             elif isinstance(node, ast.If):  # functions defined under `if TYPE_CHECKING:` / version checks
@@ -84,12 +97,12 @@ def main() -> None:
         if not _public_module(path):
             continue
         module = str(path.relative_to(ROOT.parent))
-        for name, fn in public_functions(ast.parse(path.read_text(), filename=str(path))):
+        for name, defs in public_functions(ast.parse(path.read_text(), filename=str(path))):
             total += 1
-            if any(_mentions_any(a) for a in _annotations(fn)):
+            if any(_mentions_any(a) for fn in defs for a in _annotations(fn)):
                 with_any += 1
                 per_module[module] += 1
-                listed.append(f"{module}:{fn.lineno}: {name}")
+                listed.append(f"{module}:{defs[0].lineno}: {name}")
     if opts.list:
         print("\n".join(listed))
     else:
