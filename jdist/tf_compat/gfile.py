@@ -14,7 +14,8 @@ from __future__ import annotations
 import glob as _glob
 import os
 import shutil
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING
 
 from jdist.tf_compat.errors import (
     AlreadyExistsError,
@@ -24,11 +25,13 @@ from jdist.tf_compat.errors import (
     UnimplementedError,
 )
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, StrOrBytesPath, StrPath
 
-def _local(path: Any) -> str:
-    path = os.fspath(path)
-    if isinstance(path, bytes):
-        path = path.decode()
+
+def _local(path: StrOrBytesPath) -> str:
+    name = os.fspath(path)
+    path = name.decode() if isinstance(name, bytes) else name
     if path.startswith("file://"):
         return path[len("file://"):]
     scheme, sep, _ = path.partition("://")
@@ -44,19 +47,19 @@ def _missing(path: str) -> NotFoundError:
     return NotFoundError(None, None, f"{path}; No such file or directory")
 
 
-def exists(path: Any) -> bool:
+def exists(path: StrOrBytesPath) -> bool:
     return os.path.exists(_local(path))
 
 
-def isdir(path: Any) -> bool:
+def isdir(path: StrOrBytesPath) -> bool:
     return os.path.isdir(_local(path))
 
 
-def makedirs(path: Any) -> None:
+def makedirs(path: StrOrBytesPath) -> None:
     os.makedirs(_local(path), exist_ok=True)
 
 
-def mkdir(path: Any) -> None:
+def mkdir(path: StrOrBytesPath) -> None:
     local = _local(path)
     if os.path.isdir(local):
         return
@@ -65,18 +68,18 @@ def mkdir(path: Any) -> None:
     os.mkdir(local)
 
 
-def listdir(path: Any) -> list[str]:
+def listdir(path: StrOrBytesPath) -> list[str]:
     local = _local(path)
     if not os.path.isdir(local):
         raise NotFoundError(None, None, f"Could not find directory {local}")
     return os.listdir(local)
 
 
-def glob(pattern: Any) -> list[str]:
+def glob(pattern: StrOrBytesPath) -> list[str]:
     return _glob.glob(_local(pattern))
 
 
-def remove(path: Any) -> None:
+def remove(path: StrOrBytesPath) -> None:
     local = _local(path)
     if os.path.isdir(local):
         raise FailedPreconditionError(None, None, f"{local}; Is a directory")
@@ -85,7 +88,7 @@ def remove(path: Any) -> None:
     os.remove(local)
 
 
-def rmtree(path: Any) -> None:
+def rmtree(path: StrOrBytesPath) -> None:
     local = _local(path)
     if not os.path.lexists(local):
         raise NotFoundError(None, None, f"{local} not found")
@@ -102,23 +105,24 @@ def _check_destination(src: str, dst: str, overwrite: bool) -> None:
         raise AlreadyExistsError(None, None, "file already exists")
 
 
-def copy(src: Any, dst: Any, overwrite: bool = False) -> None:
+def copy(src: StrOrBytesPath, dst: StrOrBytesPath, overwrite: bool = False) -> None:
     src, dst = _local(src), _local(dst)
     _check_destination(src, dst, overwrite)
     shutil.copyfile(src, dst)
 
 
-def rename(src: Any, dst: Any, overwrite: bool = False) -> None:
+def rename(src: StrOrBytesPath, dst: StrOrBytesPath, overwrite: bool = False) -> None:
     src, dst = _local(src), _local(dst)
     _check_destination(src, dst, overwrite)
     os.replace(src, dst)
 
 
-def join(path: Any, *paths: Any) -> str:
+def join(path: StrPath, *paths: StrPath) -> str:
     return os.path.join(path, *paths)
 
 
-def walk(top: Any, topdown: bool = True, onerror: Any = None) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(top: StrOrBytesPath, topdown: bool = True,
+         onerror: Callable[[OSError], object] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
     return os.walk(_local(top), topdown=topdown, onerror=onerror)
 
 
@@ -129,7 +133,7 @@ class FileStatistics:
         self.length, self.mtime_nsec, self.is_directory = result.st_size, result.st_mtime_ns, is_directory
 
 
-def stat(path: Any) -> FileStatistics:
+def stat(path: StrOrBytesPath) -> FileStatistics:
     local = _local(path)
     if not os.path.exists(local):
         raise _missing(local)
@@ -146,36 +150,37 @@ _MODES = ("r", "w", "a", "r+", "w+", "a+")
 class GFile:
     """`tf.io.gfile.GFile(name, mode='r')`: a file opened at its first use, as TF's."""
 
-    def __init__(self, name: Any, mode: str = "r"):
+    def __init__(self, name: StrOrBytesPath, mode: str = "r"):
         if mode.replace("b", "") not in _MODES:
             raise InvalidArgumentError(None, None, "mode is not 'r' or 'w' or 'a' or 'r+' or 'w+' or 'a+'")
         self.name, self.mode = _local(name), mode
         self._binary = "b" in mode
-        self._file: Any = None
+        self._file: IO[bytes] | None = None
 
-    def _opened(self) -> Any:
+    def _opened(self) -> IO[bytes]:
         if self._file is None:
             if "r" in self.mode and not os.path.exists(self.name):
                 raise _missing(self.name)
             self._file = open(self.name, self.mode.replace("b", "") + "b")
         return self._file
 
-    def _decoded(self, data: bytes) -> Any:
+    def _decoded(self, data: bytes) -> str | bytes:
         return data if self._binary else data.decode()
 
-    def read(self, n: int = -1) -> Any:
+    def read(self, n: int = -1) -> str | bytes:
+        """`str` in a text mode ("r"), `bytes` in a binary one ("rb")."""
         return self._decoded(self._opened().read(n))
 
-    def readline(self) -> Any:
+    def readline(self) -> str | bytes:
         return self._decoded(self._opened().readline())
 
-    def readlines(self) -> list:
+    def readlines(self) -> list[str | bytes]:
         return [self._decoded(line) for line in self._opened().readlines()]
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[str | bytes]:
         return iter(self.readlines())
 
-    def write(self, data: Any) -> None:
+    def write(self, data: str | ReadableBuffer) -> None:
         self._opened().write(data.encode() if isinstance(data, str) else bytes(data))
 
     def size(self) -> int:
@@ -199,7 +204,7 @@ class GFile:
     def __enter__(self) -> "GFile":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
