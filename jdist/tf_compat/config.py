@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 
@@ -28,9 +28,9 @@ class LogicalDevice(NamedTuple):
 class LogicalDeviceConfiguration(NamedTuple):
     """TF's configuration of one logical device; only the count of CPU configurations takes effect."""
 
-    memory_limit: Any = None
-    experimental_priority: Any = None
-    experimental_device_ordinal: Any = None
+    memory_limit: int | None = None  # MB, as in TF
+    experimental_priority: int | None = None
+    experimental_device_ordinal: int | None = None
 
 
 _PLATFORM = {"CPU": "cpu", "GPU": "gpu", "TPU": "tpu"}
@@ -82,7 +82,8 @@ def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
             for i, _ in enumerate(_jax_devices(kind))]
 
 
-def set_logical_device_configuration(device: PhysicalDevice, logical_devices: Sequence[Any] | None) -> None:
+def set_logical_device_configuration(device: PhysicalDevice,
+                                     logical_devices: Sequence[LogicalDeviceConfiguration] | None) -> None:
     """Splits the CPU into `len(logical_devices)` JAX CPU devices (see the module docstring)."""
     if getattr(device, "device_type", None) != "CPU":
         raise ValueError(

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import collections
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from jdist.callbacks.tensorboard import ScalarLog, is_chief
+
+if TYPE_CHECKING:
+    from jdist.tf_compat.namespace import Namespace
 
 
 @functools.cache
@@ -180,7 +183,7 @@ _LEGACY_OPTIMIZERS = ("SGD", "RMSprop", "Adam", "Adagrad", "Adadelta", "Adamax",
 
 
 @functools.cache
-def legacy_optimizers() -> Any:
+def legacy_optimizers() -> Namespace:
     """`tf.keras.optimizers.legacy`: TF 2.21's tf_keras optimizers (TF_USE_LEGACY_KERAS=1) exist in Keras 3 only
     as an ImportError. jdist serves Keras 3's optimizer of the same name, whose update rule and defaults match
     (SGD lr 0.01; RMSprop lr 0.001, rho 0.9, epsilon 1e-7; Adam lr 0.001, betas 0.9/0.999, epsilon 1e-7).

@@ -14,7 +14,7 @@ import types
 from typing import Any
 
 
-def keras_module() -> Any:
+def keras_module() -> types.ModuleType:
     """Keras 3, checked to run on JAX: jdist's `strategy.run` traces Keras objects as JAX arrays."""
     backend = os.environ.get("KERAS_BACKEND")
     if "keras" in sys.modules:
@@ -29,7 +29,7 @@ def keras_module() -> Any:
 
 
 @functools.cache
-def tf_keras() -> Any:
+def tf_keras() -> types.ModuleType:
     """TF's `tf.keras`: Keras 3's TF-compatible namespace (`keras._tf_keras.keras`), with the names that
     need TensorFlow in Keras 3 served by jdist (`keras_extras`)."""
     keras_module()
@@ -75,6 +75,6 @@ class _Overlay(types.ModuleType):
 ALIASES = {"metrics": "metrics", "losses": "losses", "optimizers": "optimizers", "initializers": "initializers"}
 
 
-def alias(name: str) -> Any:
+def alias(name: str) -> types.ModuleType:
     """`tf.metrics` and the like: the `tf.keras` submodule of that name (TF 2.21's aliases)."""
     return getattr(tf_keras(), ALIASES[name])

@@ -11,6 +11,7 @@ addresses. So a `Server` here records its task and address (`target` is TF's
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from jdist.cluster.spec import ClusterSpec
@@ -34,8 +35,9 @@ class Server:
     """`tf.distribute.Server(server_or_cluster_def, job_name, task_index, protocol, config, start)`: a record
     of one task of the cluster; jdist's parameter-server processes are Ray actors it starts itself."""
 
-    def __init__(self, server_or_cluster_def: Any, job_name: str | None = None, task_index: int | None = None,
-                 protocol: str | None = None, config: Any = None, start: bool = True):
+    def __init__(self, server_or_cluster_def: Mapping[str, Any] | ClusterSpec, job_name: str | None = None,
+                 task_index: int | None = None, protocol: str | None = None, config: ConfigProto | None = None,
+                 start: bool = True):
         cluster = ClusterSpec(server_or_cluster_def)
         if job_name is None:
             if len(cluster.jobs) != 1:
@@ -68,7 +70,7 @@ class Server:
             "ClusterCoordinator start (Ray actors); run the coordinator's script only.")
 
     @staticmethod
-    def create_local_server(config: Any = None, start: bool = True) -> "Server":
+    def create_local_server(config: ConfigProto | None = None, start: bool = True) -> "Server":
         return Server({"localhost": ["localhost:0"]}, "localhost", 0, config=config, start=start)
 
     def __repr__(self) -> str:

@@ -48,7 +48,7 @@ def _noting(sigmoid: Callable) -> Callable:
     return noted
 
 
-def logits_of(output: Any) -> Any:
+def logits_of(output: object) -> object | None:
     """The logits `output` was computed from by Keras's sigmoid, or None."""
     entry = _recent.get(id(output))
     return entry[1] if entry is not None and entry[0] is output else None
