@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from keras import Model
+
+    from jdist.input.tensor_spec import TensorSpec
+    from jdist.saved_model.options import LoadOptions
 
 # tf_keras's message for an unbuilt model (TF 2.21, TF_USE_LEGACY_KERAS=1, the tutorial's SubclassedModel).
 _UNBUILT = ("Model {model} cannot be saved either because the input shape is not available or because the "
@@ -30,7 +36,7 @@ def _is_keras_path(path: str) -> bool:
     return path.endswith((".keras", ".h5"))
 
 
-def save_spec(self: Any, dynamic_batch: bool = True) -> Any:
+def save_spec(self: Model, dynamic_batch: bool = True) -> tuple[list[TensorSpec], dict[str, TensorSpec]] | None:
     """tf_keras's `Model.save_spec()`: None before Keras knows the input, else `([TensorSpec], {})`."""
     from jdist.input.tensor_spec import TensorSpec
     from jdist.saved_model.save import input_spec
@@ -92,8 +98,8 @@ def install() -> None:
         keras.Model.save_spec = save_spec  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def load_model(filepath: Any, custom_objects: Any = None, compile: bool = True, safe_mode: bool = True,
-               options: Any = None) -> Any:
+def load_model(filepath: str | os.PathLike[str], custom_objects: dict[str, object] | None = None, compile: bool = True,
+               safe_mode: bool = True, options: LoadOptions | None = None) -> Any:
     """`tf.keras.models.load_model`: a `.keras` / `.h5` file, or a SavedModel directory written by `model.save(path)`
     or `tf.saved_model.save` (its `model.keras`); `options` is a `tf.saved_model.LoadOptions`."""
     import keras

@@ -10,9 +10,13 @@ value), a host layer applied to it records a `HostTensor`, and `tf.keras.Model` 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from keras import Layer
 
 
 class HostTensor:
@@ -34,12 +38,13 @@ class HostTensor:
     __array__ = __jax_array__ = __add__ = __mul__ = __getitem__ = _refuse
 
 
-def string_input(shape: Any = None, batch_size: int | None = None, name: str | None = None, **_: Any) -> HostTensor:
+def string_input(shape: Sequence[int | None] | None = None, batch_size: int | None = None, name: str | None = None,
+                 **_: object) -> HostTensor:
     """`tf.keras.Input(shape, dtype=tf.string)`: a symbolic host value (leading batch dimension None)."""
     return HostTensor((batch_size, *tuple(shape or ())), "string", name)
 
 
-def apply(layer: Any, inputs: HostTensor, output_shape: tuple, dtype: str) -> HostTensor:
+def apply(layer: Layer, inputs: HostTensor, output_shape: tuple, dtype: str) -> HostTensor:
     """A host layer called on a symbolic host value: recorded, run when the model is called."""
     return HostTensor(output_shape, dtype, getattr(layer, "name", None), layer, inputs)
 
@@ -152,7 +157,7 @@ def keras_input(keras_input_fn: Callable) -> Callable:
     return Input
 
 
-def host_output(layer: Any, inputs: Any, ids_shape: Callable[[tuple], tuple], dtype: str) -> Any:
+def host_output(layer: Layer, inputs: object, ids_shape: Callable[[tuple], tuple], dtype: str) -> HostTensor | None:
     """For host layers' `__call__`: a `HostTensor` when called on one, else None (run it on the values)."""
     if isinstance(inputs, HostTensor):
         return apply(layer, inputs, ids_shape(inputs.shape), dtype)
