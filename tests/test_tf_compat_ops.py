@@ -36,6 +36,9 @@ def test_dtypes_follow_tf():
     with pytest.raises(TypeError, match="Cannot convert"):
         tf.as_dtype(None)
     assert not tf.float64 == None and tf.float64 != None and not tf.float32 == object()  # noqa: E711
+    # TF 2.21: an array gives its dtype (as_dtype(np.zeros(2, np.int8)) is int8), and equals no DType.
+    assert tf.as_dtype(np.zeros(2, np.int8)) is tf.int8 and tf.as_dtype(jnp.zeros(2)) is tf.float32
+    assert not tf.float32 == np.zeros(2)
 
 
 def test_ops_give_tfs_values():

@@ -110,11 +110,15 @@ def _lookup(type_value: object) -> DType:
         return type_value
     if isinstance(type_value, str) and type_value in _BY_NAME:
         return _BY_NAME[type_value]
-    if type_value is string or (isinstance(type_value, str) and type_value == "string") or type_value in (str, bytes):
+    if type_value is string or type_value is str or type_value is bytes or (
+            isinstance(type_value, str) and type_value == "string"):
         return string
-    try:
-        # numpy is the judge of what else names a dtype; it raises TypeError for the rest
-        key = None if type_value is None else np.dtype(type_value)  # pyright: ignore[reportCallIssue, reportArgumentType]
+    try:  # numpy judges the rest (TypeError for what names no dtype), other objects through their `.dtype`
+        if isinstance(type_value, (str, type, np.dtype)):
+            key = np.dtype(type_value)
+        else:
+            held = getattr(type_value, "dtype", None)  # None too: numpy would read None as float64
+            key = None if held is None else np.dtype(held)
     except TypeError:
         key = None
     if key is None or key not in _BY_NUMPY:
