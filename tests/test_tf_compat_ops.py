@@ -199,11 +199,13 @@ def test_ops_return_what_their_annotations_say():
     from jdist.typing import ArrayLike, Tensor
 
     calls = {
-        "convert_to_tensor": tf.convert_to_tensor, "constant": tf.constant, "reshape": lambda v: tf.reshape(v, tf.shape(v)),
+        "convert_to_tensor": tf.convert_to_tensor, "constant": tf.constant,
+        "reshape": lambda v: tf.reshape(v, tf.shape(v)),
         "fill": lambda v: tf.fill([], tf.reduce_max(v)), "zeros_like": tf.zeros_like, "ones_like": tf.ones_like,
         "expand_dims": lambda v: tf.expand_dims(v, 0), "squeeze": tf.squeeze, "concat": lambda v: tf.concat([[v]], 0),
         "stack": lambda v: tf.stack([v]), "transpose": tf.transpose, "where": lambda v: tf.where(True, v, v),
-        "one_hot": lambda v: tf.one_hot(1, 2), "tile": lambda v: tf.tile(v, tf.ones_like(tf.shape(v))), "identity": tf.identity,
+        "one_hot": lambda v: tf.one_hot(1, 2), "tile": lambda v: tf.tile(v, tf.ones_like(tf.shape(v))),
+        "identity": tf.identity,
         "stop_gradient": tf.stop_gradient, "cast": lambda v: tf.cast(v, tf.int32), "argmax": lambda v: tf.argmax([v]),
         "gather": lambda v: tf.gather([v], 0), "clip_by_value": lambda v: tf.clip_by_value(v, 0, 1),
         "divide": lambda v: tf.divide(v, 2), "add_n": lambda v: tf.add_n([v, v]), "relu": tf.nn.relu,
@@ -221,3 +223,28 @@ def test_ops_return_what_their_annotations_say():
             assert isinstance(result, annotated), f"tf.{name}({value!r}) gave {type(result)}, annotated {annotated}"
     assert seen == {ArrayLike, Tensor, np.ndarray}
     assert isinstance(tf.reduce_sum(np.float32(1.5)), np.generic)  # why reductions say Tensor, not ArrayLike
+
+
+# TF 2.21: tf.nn.bias_add(v, [10, 20, 30], data_format="NCHW") with v = arange(24).reshape(2, 3, 2, 2) gave
+# [10, 24, 38] at [0, :, 0, 0]; data_format="XYZ" raised ValueError "`data_format` must be of the form `N...C` or
+# `NC...`"; embedding_lookup([[3, 4], [.3, .4], [6, 8]], [0, 1, 2, 0], max_norm=1.0) gave [[.6, .8], [.3, .4],
+# [.6, .8], [.6, .8]], and of arange(12).reshape(3, 2, 2) at [[2]] with max_norm=5 the row scaled to norm 5
+# (2.0908334 first).
+def test_bias_add_and_embedding_lookup_follow_tensorflows_data_format_and_max_norm():
+    v = np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2)
+    np.testing.assert_allclose(np.asarray(tf.nn.bias_add(v, [10.0, 20.0, 30.0], data_format="NCHW"))[0, :, 0, 0],
+                               [10, 24, 38])
+    np.testing.assert_allclose(np.asarray(tf.nn.bias_add(v, [1.0, 2.0]))[0, 0, 0], [1, 3])  # channels last
+    np.testing.assert_allclose(np.asarray(tf.nn.bias_add(jnp.zeros((2, 3)), [1.0, 2.0, 3.0], data_format="NC"))[1],
+                               [1, 2, 3])
+    with pytest.raises(ValueError, match="must be of the form"):
+        tf.nn.bias_add(v, [1.0, 2.0, 3.0], data_format="XYZ")
+    with pytest.raises(ValueError, match="as long as the channel axis"):
+        tf.nn.bias_add(v, [1.0, 2.0, 3.0])  # the last axis holds 2
+    params = np.array([[3, 4], [0.3, 0.4], [6, 8]], np.float32)
+    for p in (params, jnp.asarray(params)):
+        np.testing.assert_allclose(np.asarray(tf.nn.embedding_lookup(p, [0, 1, 2, 0], max_norm=1.0)),
+                                   [[0.6, 0.8], [0.3, 0.4], [0.6, 0.8], [0.6, 0.8]], rtol=1e-6)
+    rows = np.asarray(tf.nn.embedding_lookup(np.arange(12, dtype=np.float32).reshape(3, 2, 2), [[2]], max_norm=5.0))
+    assert rows.shape == (1, 1, 2, 2) and rows[0, 0, 0, 0] == pytest.approx(2.0908334, rel=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(rows), 5.0, rtol=1e-6)

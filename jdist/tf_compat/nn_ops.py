@@ -91,13 +91,32 @@ def moments(x: TensorLike, axes: Sequence[int], shift: object = None, keepdims: 
 
 
 def bias_add(value: TensorLike, bias: TensorLike, data_format: str | None = None, name: str | None = None) -> Tensor:
-    return convert_to_tensor(value) + convert_to_tensor(bias)
+    """`value + bias` on the channel axis: the last (`N...C`, the default) or axis 1 (`NC...`), as TF's."""
+    value, bias = convert_to_tensor(value), convert_to_tensor(bias)
+    form = data_format or "N...C"
+    if not (form.startswith("NC") or (form.startswith("N") and form.endswith("C"))):
+        raise ValueError(f"`data_format` must be of the form `N...C` or `NC...`. Received: data_format={data_format}")
+    axis = 1 if form.startswith("NC") else -1
+    if np.ndim(bias) != 1 or np.ndim(value) < 2 or np.shape(value)[axis] != np.shape(bias)[0]:
+        raise ValueError(f"bias_add: bias of shape {np.shape(bias)} must be 1-D and as long as the channel axis "
+                         f"({'1' if axis == 1 else 'last'}, data_format={form}) of value, shape {np.shape(value)}.")
+    if axis == 1:
+        bias = bias.reshape((-1,) + (1,) * (np.ndim(value) - 2))
+    return value + bias
 
 
 def embedding_lookup(params: TensorLike, ids: TensorLike, max_norm: float | None = None,
                      name: str | None = None) -> Tensor:
+    """Rows of `params` at `ids`; with `max_norm`, each looked-up embedding (all its dimensions) scaled down to
+    that L2 norm where larger, as TF's."""
     params, ids = convert_to_tensor(params), convert_to_tensor(ids)
-    return xp(params, ids).take(params, ids, axis=0)
+    m = xp(params, ids)
+    rows = m.take(params, ids, axis=0)
+    if max_norm is None:
+        return rows
+    axes = tuple(range(np.ndim(ids), np.ndim(rows)))
+    norm = m.sqrt(m.sum(rows * rows, axis=axes, keepdims=True))
+    return rows * m.minimum(1.0, max_norm / m.maximum(norm, np.finfo(np.float32).tiny))
 
 
 NN = dict(
