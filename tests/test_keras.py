@@ -223,6 +223,38 @@ def test_keras_fit_in_scope_is_data_parallel_and_equals_one_device():
     _assert_same_weights(reference.get_weights(), model.get_weights())
 
 
+
+# TF 2.21 (both its Keras 3.15 and tf_keras), a model made and compiled in a 4-replica MirroredStrategy's scope:
+# `fit`, `evaluate` and `predict` called after the scope closed traced their steps with
+# `get_replica_context().num_replicas_in_sync == 4` (a probe layer's record: [None, 4, 4, ...]).
+def test_keras_fit_after_the_scope_keeps_the_models_strategy():
+    """The Keras tutorial calls `model.fit` after `with strategy.scope():` closed. The model keeps its strategy,
+    as TF's do: each batch is split over the replicas (before, it went unsplit to every replica, each
+    computing the whole batch), with the numbers of a fit inside the scope."""
+    x, y = _data(48)
+    strategy = _strategy(8)
+    with strategy.scope():
+        inside = _mlp()
+        outside = _mlp()
+        outside.set_weights(inside.get_weights())
+        inside.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        distribution = keras.distribution.distribution()
+    layouts = []
+    distribution.get_data_layout = _recording(distribution.get_data_layout, layouts)
+    assert keras.distribution.distribution() is None
+    outside.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    _assert_same_weights(inside.get_weights(), outside.get_weights())
+    assert layouts and all(layout.axes[0] == "data" for layout in layouts)
+    for run in (lambda: outside.evaluate(x, y, batch_size=16, verbose=0),
+                lambda: outside.predict(x, batch_size=16, verbose=0)):
+        layouts.clear()
+        run()
+        assert layouts and all(layout.axes[0] == "data" for layout in layouts)
+    assert keras.distribution.distribution() is None  # Keras's own again after each call
+    np.testing.assert_allclose(outside.predict(x, batch_size=16, verbose=0), inside.predict(x, verbose=0),
+                               atol=ATOL)
+
+
 def _recording(fn, into):
     def wrapped(shape):
         layout = fn(shape)

@@ -16,8 +16,9 @@ of an epoch) is placed whole on every device: that one step is computed
 replicated, so it still averages over its real examples, as Keras does on one
 device. Strategies that keep their parameters apart from the compute devices
 (central storage, parameter servers) install nothing; Keras then runs as
-without a strategy. `fit` called after the scope is closed runs without the
-distribution: on the devices of the variables, the batch not split.
+without a strategy. A model made in the scope keeps it: its `fit`, `evaluate`
+and `predict` called after the scope is closed run under the same distribution
+(`keras_variables`), as TF's models keep their strategy.
 """
 from __future__ import annotations
 

@@ -10,11 +10,14 @@ installed, each new variable's value goes through
 values from the chief: model weights, optimizer slots, metric and seed-generator
 state alike. Later `assign`s are left alone (as in TF).
 
-A model also remembers the distribution its variables were made under: with
-several processes, `fit`, `evaluate` and `predict` called after the scope
-closed (as TF's multi-worker tutorial does) run under it again, as TF's models
-keep their strategy. Without it each worker's batch would enter the step as a
-replicated value that differs per process, and the workers would drift apart.
+A model also remembers the distribution its variables were made under: `fit`,
+`evaluate` and `predict` called after the scope closed (as TF's Keras and
+multi-worker tutorials do) run under it again, as TF's models keep their
+strategy. Without it the batch would enter the step unsplit: every replica
+computed the whole batch (8 replicas: 8 times the work, 4.9 s a step of the
+Keras tutorial's CNN against 0.7 s), and with several processes each worker's
+batch would be a replicated value that differs per process, so the workers
+would drift apart.
 
 For a strategy that keeps Keras variables in other processes (`Strategy.keras_variable_store()`:
 the parameter servers), `install_remote_hooks` registers each variable made in its scope with
@@ -81,11 +84,8 @@ def _under_remembered_distribution(original: Callable) -> Callable:
 
 
 def _remembered(model: Any) -> Any:
-    """The jdist distribution `model`'s variables were made under, where none is current and the
-    job has several processes; else None."""
-    import jax
-
-    if jax.process_count() == 1 or _current_distribution() is not None:
+    """The jdist distribution `model`'s variables were made under, where none is current; else None."""
+    if _current_distribution() is not None:
         return None
     for variable in getattr(model, "variables", ()):
         remembered = getattr(variable, "_jdist_distribution", None)
