@@ -506,7 +506,9 @@ def test_workers_seeded_differently_hold_the_chiefs_values(tmp_path):
     scope of 2 workers seeded differently are bit-identical after creation and after every step, and are
     the chief's (TF broadcasts initial values from the chief). Without the broadcast the two workers'
     Keras weights, flax parameters and keys all differed."""
-    run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", "--timeout", "30",
+    # --timeout also bounds each cross-process collective: at 30 s one worker compiling Keras's steps that much
+    # later than the other on a loaded machine failed the job once ("Gloo ... Application timeout").
+    run = Running(launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", "--timeout", "120",
                                script=SCRIPTS / "initial_values_job.py", script_args=["--out", str(tmp_path)]))
     code = run.finish(180)
     assert code == 0, run.output()
