@@ -74,6 +74,7 @@ class Frame:
         self.variables, self.values = variables, values
         self.replaying, self.overrides = replaying, dict(overrides or {})
         self.tapes_entered = 0
+        self.deferred: list[tuple[Callable[[list], None], list]] = []  # (receiver, traced values): keras_deferred
 
 
 def current_frame() -> Frame | None:
@@ -258,15 +259,18 @@ def _patched(objects: Sequence[Any], keras: Any):
     try:
         for obj in objects:
             if isinstance(obj, keras.optimizers.Optimizer):
+                patched.append((obj, "apply_gradients", obj.__dict__.get("apply_gradients")))
                 obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients)
-                patched.append((obj, "apply_gradients"))
             elif isinstance(obj, keras.metrics.Metric):
+                patched.append((obj, "update_state", obj.__dict__.get("update_state")))
                 obj.update_state = _masked_update(obj.update_state)
-                patched.append((obj, "update_state"))
         yield
     finally:
-        for obj, name in patched:
-            delattr(obj, name)  # back to the class's method
+        for obj, name, before in patched:
+            if before is None:
+                delattr(obj, name)  # back to the class's method
+            else:
+                setattr(obj, name, before)  # back to the instance's own (keras_deferred's)
 
 
 def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
@@ -373,7 +377,9 @@ def guard() -> Any:
     return _threaded_scope([], [])
 
 
-def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
+def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list) -> Callable:
+    """The replica function `run` compiles; `receivers` is set, when it is traced, to what takes the values
+    of its `deferred` output (`keras_deferred`)."""
     keras = _keras()
 
     def replica_fn(values, args, kwargs):
@@ -386,7 +392,9 @@ def _stateful_fn(fn: Callable, objects: list, variables: list) -> Callable:
             finally:
                 _FRAMES.pop()
             news = [scope.get_current_value(v) for v in variables]
-        return out, [_aggregate(v, old, new) for v, old, new in zip(variables, values, news)]
+        receivers[:] = [receiver for receiver, _ in frame.deferred]  # fixed at trace time
+        deferred = [traced for _, traced in frame.deferred]
+        return out, [_aggregate(v, old, new) for v, old, new in zip(variables, values, news)], deferred
 
     replica_fn._jdist_stateful = True
     replica_fn.__name__ = getattr(fn, "__name__", "replica_fn")
@@ -429,9 +437,11 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     cache = strategy.__dict__.setdefault("_keras_run_fns", {})
     key = (fn, tuple(id(v) for v in variables))
     if key not in cache:
-        cache[key] = _stateful_fn(fn, objects, variables)
+        receivers: list = []
+        cache[key] = (_stateful_fn(fn, objects, variables, receivers), receivers)
+    replica_fn, receivers = cache[key]
     values = [v.value for v in variables]
-    out, news = strategy.run(cache[key], args=(values, tuple(args), dict(kwargs or {})))
+    out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
     for variable, new in zip(variables, news):
         if isinstance(new, PerReplica):
             raise ValueError(
@@ -444,6 +454,13 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
                 "and average the returned statistics with strategy.reduce('mean', ...).")
     for variable, new in zip(variables, news):
         variable.assign(new)
+    for receiver, values in zip(receivers, deferred):
+        if any(isinstance(v, PerReplica) for v in values):
+            raise ValueError(
+                "strategy.run: apply_gradients(..., skip_gradients_aggregation=True) gave each replica its own "
+                "gradients for an optimizer whose updates are applied on the parameter servers; apply the "
+                "gradients summed over the replicas (apply_gradients's default), as one update per step.")
+        receiver(values)
     return out
 
 

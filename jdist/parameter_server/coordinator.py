@@ -325,11 +325,11 @@ class ClusterCoordinator:
 
     def _keras_plan(self, fn: Callable) -> Any:
         """The servers' keys of the Keras variables `fn` uses (None if it uses none): each run loads them on the
-        worker and pushes what changed (`keras_state`)."""
+        worker, has the servers apply its optimizers' updates and pushes what else changed (`keras_state`)."""
         variables = keras_state.worker_objects(fn, self._strategy)
         if not variables:
             return None
-        return self._strategy.keras_variable_store().sync_plan(variables)
+        return self._strategy.keras_variable_store().sync_plan(variables, keras_state.optimizers_of(fn))
 
     def _token(self, fn: Callable) -> str:
         """A stable name for `fn` (kept alive here, so its id is never reused)."""

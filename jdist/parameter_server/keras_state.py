@@ -17,12 +17,14 @@ function reaches a worker as a pickled copy. So:
   built in the scope first (TF builds it on first use, on the servers). Their keys
   travel with the function.
 - Worker: before the function runs, its copies of those objects are loaded from the
-  servers; afterwards each changed variable is pushed. A server applies a push as an
-  assignment when nobody changed the variable since the worker's pull, and otherwise
+  servers. An optimizer's `apply_gradients` there updates nothing on the worker: its
+  gradients go to the servers, which apply the optimizer to their current values
+  (`remote_optimizer`, `server_optimizer`), as TF's servers do. Afterwards each other
+  changed variable (metrics, a layer's statistics) is pushed. A server applies a push as
+  an assignment when nobody changed the variable since the worker's pull, and otherwise
   adds the worker's change (new - pulled) to its current value: increments such as
-  metric counts and gradient steps from concurrent workers all count, as TF's
-  `assign_add` / `assign_sub` on the servers do. With one worker the result equals the
-  same steps run in one process.
+  metric counts from concurrent workers all count, as TF's `assign_add` on the servers
+  does. With one worker the result equals the same steps run in one process.
 """
 from __future__ import annotations
 
@@ -33,7 +35,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from jdist.parameter_server import remote_optimizer
 from jdist.parameter_server.remote_state import call_servers
+from jdist.parameter_server.server_optimizer import OptimizerSpec
 
 
 class KerasVariableStore:
@@ -50,6 +54,7 @@ class KerasVariableStore:
         self._lock = threading.RLock()
         self._stale = False
         self._refreshing = False
+        self._specs: dict[int, tuple[weakref.ref, OptimizerSpec]] = {}  # id(optimizer) -> its layout
 
     # --------------------------------------------------------------- creation
     def register(self, variable: Any) -> None:
@@ -60,11 +65,36 @@ class KerasVariableStore:
             self._server_of.append(server)
             variable._jdist_ps_store = self
             variable._jdist_ps_key = key
-            variable._jdist_ps_device = f"/job:ps/replica:0/task:{server}/device:CPU:0"
+            variable._jdist_ps_device = _device(server)
             self._pending[key] = np.asarray(variable._value)
 
     def key_of(self, variable: Any) -> int | None:
         return variable._jdist_ps_key if getattr(variable, "_jdist_ps_store", None) is self else None
+
+    def colocate(self, key: int, with_key: int) -> None:
+        """Moves `key`'s value to the server of `with_key` (an optimizer slot to its model variable's server)."""
+        with self._lock:
+            target = self._server_of[with_key]
+            if self._server_of[key] == target:
+                return
+            self.flush()
+            ((_, value),) = pull(self._servers, self.store_id, [self._server_of[key]], [key], self._timeout_s)
+            call_servers([self._servers[target]], "assign_variables", [(self.store_id, {key: value})],
+                         self._timeout_s)
+            self._server_of[key] = target
+            variable = self._variables[key]()
+            if variable is not None:
+                variable._jdist_ps_device = _device(target)
+
+    def optimizer_spec(self, optimizer: Any) -> OptimizerSpec:
+        """How the servers apply `optimizer`'s updates (described once; its slots moved to their variables)."""
+        with self._lock:
+            known = self._specs.get(id(optimizer))
+            if known is not None and known[0]() is optimizer:
+                return known[1]
+            spec = remote_optimizer.describe(optimizer, self.key_of, self.colocate)
+            self._specs[id(optimizer)] = (weakref.ref(optimizer), spec)
+            return spec
 
     # ---------------------------------------------------- coordinator writes
     def assigned(self, variable: Any) -> None:
@@ -111,8 +141,9 @@ class KerasVariableStore:
                 self._refreshing = False
 
     # ------------------------------------------------------------ scheduling
-    def sync_plan(self, variables: Sequence[Any]) -> "SyncPlan":
-        """What a worker needs to load and push these coordinator variables (checked: all made in the scope)."""
+    def sync_plan(self, variables: Sequence[Any], optimizers: Sequence[Any] = ()) -> "SyncPlan":
+        """What a worker needs to load and push these coordinator variables (checked: all made in the scope),
+        and to have the servers apply these optimizers' updates."""
         keys = []
         for variable in variables:
             key = self.key_of(variable)
@@ -123,18 +154,20 @@ class KerasVariableStore:
                     "workers' updates to it would be lost. Create its model, optimizer or metric inside "
                     "`with strategy.scope():`.")
             keys.append(key)
+        specs = [self.optimizer_spec(optimizer) for optimizer in optimizers]
         self.flush()
         return SyncPlan(self.store_id, self._servers, self._timeout_s, keys, [self._server_of[k] for k in keys],
-                        [tuple(v.shape) for v in variables])
+                        [tuple(v.shape) for v in variables], specs)
 
 
 class SyncPlan:
     """Sent with a scheduled function: which server holds each of its Keras variables, in the order found."""
 
     def __init__(self, store_id: str, servers: Sequence[Any], timeout_s: float, keys: list[int],
-                 server_of: list[int], shapes: list[tuple]):
+                 server_of: list[int], shapes: list[tuple], optimizers: Sequence[OptimizerSpec] = ()):
         self.store_id, self.servers, self.timeout_s = store_id, tuple(servers), timeout_s
         self.keys, self.server_of, self.shapes = keys, server_of, shapes
+        self.optimizers = list(optimizers)  # whose apply_gradients the servers apply
 
     def load(self, variables: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
         """Assigns the servers' values to the worker's copies; returns (version, value) per variable."""
@@ -162,6 +195,35 @@ class SyncPlan:
         if touched:
             call_servers([self.servers[k] for k in touched], "push_variables",
                          [(self.store_id, per_server[k]) for k in touched], self.timeout_s)
+
+    def deferred_optimizers(self, variables: Sequence[Any], optimizers: Sequence[Any]) -> dict[int, OptimizerSpec]:
+        """id -> layout of each of the worker's `optimizers` (copies) whose updates the servers apply."""
+        key_of = {id(v): k for v, k in zip(variables, self.keys)}
+        by_keys = {spec.variable_keys: spec for spec in self.optimizers}
+        found = {}
+        for optimizer in optimizers:
+            spec = by_keys.get(tuple(key_of.get(id(v), -1) for v in optimizer.variables))
+            if spec is not None:
+                found[id(optimizer)] = spec
+        return found
+
+    def apply(self, updates: Sequence[tuple[OptimizerSpec, list, list]], variables: Sequence[Any],
+              pulled: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Has the servers apply each deferred `apply_gradients` (layout, gradients, the worker's variables)."""
+        key_of = {id(v): k for v, k in zip(variables, self.keys)}
+        server_of = dict(zip(self.keys, self.server_of))
+        values = {k: value for k, (_, value) in zip(self.keys, pulled)}
+        for spec, grads, targets in updates:
+            missing = [getattr(v, "path", v) for v in targets if id(v) not in key_of]
+            if missing:
+                raise ValueError(f"optimizer.apply_gradients got gradients for {missing}, which the scheduled "
+                                 "function's Keras objects do not hold; apply gradients to their variables only.")
+            by_key = {key_of[id(v)]: np.asarray(g) for g, v in zip(grads, targets)}
+            remote_optimizer.send(spec, self.store_id, self.servers, server_of, values, by_key, self.timeout_s)
+
+
+def _device(server: int) -> str:
+    return f"/job:ps/replica:0/task:{server}/device:CPU:0"
 
 
 def pull(servers: Sequence[Any], store_id: str, server_of: Sequence[int], keys: Sequence[int],
@@ -209,3 +271,14 @@ def sendable(fn: Callable, strategy: Any) -> Any:
     from jdist.interop import keras_sharded
 
     return keras_sharded.worker_copy(fn, partitioner, preludes)
+
+
+def optimizers_of(fn: Callable) -> list:
+    """The Keras optimizers `fn` uses (none for a function that names its variables itself)."""
+    if callable(getattr(fn, "keras_variables", None)) or "keras" not in sys.modules:
+        return []
+    import keras
+
+    from jdist.interop import keras_run
+
+    return [o for o in keras_run.keras_objects(fn) if isinstance(o, keras.optimizers.Optimizer)]

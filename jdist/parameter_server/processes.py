@@ -83,6 +83,14 @@ class VariableEntries:
     def pull(self, keys: Sequence[int]) -> dict:
         return {key: (self.entries[key][0], self.entries[key][1]) for key in keys}
 
+    def fetch_add(self, key: int) -> np.ndarray:
+        """The value before adding 1 (an optimizer's `iterations`, advanced once per applied update)."""
+        entry = self.entries[key]
+        before = entry[1]
+        entry[1] = (before + 1).astype(before.dtype)
+        entry[0] += 1
+        return before
+
     def push(self, changes: dict) -> None:
         for key, (version, new, delta) in changes.items():
             entry = self.entries[key]
@@ -105,6 +113,7 @@ class ParameterServerProcess:
         self._index = index
         self._stores: dict[str, _Store] = {}
         self._variables: dict[str, VariableEntries] = {}
+        self._optimizers: dict[tuple, Any] = {}  # Keras optimizers applied here (server_optimizer)
 
     def pid(self) -> int:
         return os.getpid()
@@ -165,6 +174,20 @@ class ParameterServerProcess:
 
     def push_variables(self, store_id: str, changes: dict) -> None:
         self._variables[store_id].push(changes)
+
+    def fetch_add_variable(self, store_id: str, key: int) -> np.ndarray:
+        return self._variables[store_id].fetch_add(key)
+
+    def apply_optimizer(self, store_id: str, spec: Any, iteration: Any, shared: list, grads: dict) -> None:
+        """One update of the variables held here, from their current values (`server_optimizer`)."""
+        from jdist.parameter_server.server_optimizer import ServerOptimizer
+
+        entries = self._variables[store_id].entries
+        cache_key = (store_id, spec.variable_keys, tuple(sorted(grads)))
+        optimizer = self._optimizers.get(cache_key)
+        if optimizer is None:
+            optimizer = self._optimizers[cache_key] = ServerOptimizer(spec, sorted(grads), entries)
+        optimizer.apply(entries, iteration, shared, grads)
 
     def stats(self, store_id: str) -> dict:
         store = self._stores[store_id]

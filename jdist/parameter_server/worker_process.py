@@ -25,7 +25,7 @@ class WorkerProcess:
         self._index = index
         self._resources: dict[str, Any] = {}
         self._functions: dict[str, Callable] = {}
-        self._keras_variables: dict[str, list] = {}
+        self._keras_variables: dict[str, tuple] = {}
         self._strategy = WorkerStrategy(devices_per_worker)
         worker_context.set_current_worker(index, self._strategy)
 
@@ -49,18 +49,32 @@ class WorkerProcess:
             self._functions[token] = fn
         fn = self._functions[token]
         with self._strategy.scope():
-            variables = pulled = None
-            if keras_plan is not None:
-                if token not in self._keras_variables:
-                    from jdist.parameter_server.keras_state import worker_objects
-
-                    self._keras_variables[token] = worker_objects(fn, self._strategy)
-                variables = self._keras_variables[token]
-                pulled = keras_plan.load(variables)
-            out = fn(*self._resolve(args), **self._resolve(kwargs))
-            if keras_plan is not None:
-                keras_plan.push(variables, pulled)
+            if keras_plan is None:
+                out = fn(*self._resolve(args), **self._resolve(kwargs))
+            else:
+                out = self._run_with_keras_plan(token, fn, args, kwargs, keras_plan)
         return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, out)
+
+    def _run_with_keras_plan(self, token: str, fn: Callable, args: tuple, kwargs: dict, keras_plan: Any) -> Any:
+        """Loads the Keras variables `fn` uses, runs it with its optimizers' updates deferred, pushes the other
+        variables' changes, then has the servers apply the updates (`keras_state`)."""
+        from jdist.interop.keras_deferred import deferred
+        from jdist.parameter_server.keras_state import optimizers_of, worker_objects
+
+        if token not in self._keras_variables:
+            variables = worker_objects(fn, self._strategy)
+            optimizers = optimizers_of(fn)
+            self._keras_variables[token] = (variables, optimizers, keras_plan.deferred_optimizers(variables,
+                                                                                                 optimizers))
+        variables, optimizers, specs = self._keras_variables[token]
+        pulled = keras_plan.load(variables)
+        updates: list = []
+        with deferred([o for o in optimizers if id(o) in specs],
+                      lambda optimizer, grads, targets: updates.append((specs[id(optimizer)], grads, targets))):
+            out = fn(*self._resolve(args), **self._resolve(kwargs))
+        keras_plan.push(variables, pulled)
+        keras_plan.apply(updates, variables, pulled)
+        return out
 
     def _resolve(self, tree: Any) -> Any:
         import jax

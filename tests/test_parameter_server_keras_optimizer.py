@@ -1,0 +1,152 @@
+"""A scheduled function's `optimizer.apply_gradients` updates the parameter servers' current values and slots,
+as TF's servers do: two workers that pulled the same values still apply their updates one after the other."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
+
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist  # noqa: E402
+from ps_keras_cluster import BATCHES, keras_cluster  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with keras_cluster(num_workers=2) as running:
+        yield running
+
+
+def _model():
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1, activation="sigmoid")])
+
+
+def _gradients(model, x, y) -> list:
+    """The loss's gradients at the model's current values, outside strategy.run."""
+    def loss(values):
+        pred, _ = model.stateless_call(values, [v.value for v in model.non_trainable_variables], x, training=True)
+        return keras.ops.mean(keras.losses.binary_crossentropy(y, pred))
+
+    return jax.grad(loss)([v.value for v in model.trainable_variables])
+
+
+def _barrier_step(model, optimizer, strategy, meeting: str, eager: bool):
+    """A step that waits, after its worker loaded the servers' values, until both workers have: both compute
+    their gradients from the same values, the first to arrive on batch 0, the other on batch 1. Returns the
+    batch's index and the gradients (summed over the replicas)."""
+    def replica_fn(x, y):
+        with jdist.GradientTape() as tape:
+            loss = keras.ops.mean(keras.losses.binary_crossentropy(y, model(x, training=True)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return grads
+
+    def step_fn():
+        index = len(os.listdir(meeting))
+        open(os.path.join(meeting, str(os.getpid())), "w").close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(meeting)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        x, y = BATCHES[index]
+        if eager:  # apply_gradients called outside strategy.run, on values
+            grads = _gradients(model, x, y)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return index, grads
+        return index, strategy.run(replica_fn, args=(x, y))
+
+    return step_fn
+
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda: keras.optimizers.SGD(learning_rate=0.5, momentum=0.9),
+    "adam": lambda: keras.optimizers.Adam(learning_rate=0.1),  # bias correction reads the shared `iterations`
+    "rmsprop_global_clipnorm": lambda: keras.optimizers.RMSprop(learning_rate=0.1, global_clipnorm=0.05),
+}
+
+
+@pytest.mark.parametrize("name,eager", [("sgd_momentum", False), ("adam", False),
+                                        ("rmsprop_global_clipnorm", True)])
+def test_two_workers_updates_are_applied_in_turn_on_the_servers(cluster, tmp_path, name, eager):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model = _model()
+        optimizer = OPTIMIZERS[name]()
+        optimizer.build(model.trainable_variables)
+    start = [np.asarray(w) for w in model.get_weights()]
+    step = _barrier_step(model, optimizer, strategy, str(tmp_path), eager)
+    results = [coordinator.schedule(step) for _ in range(2)]
+    coordinator.join()
+    computed = dict(r.fetch() for r in results)
+    assert sorted(computed) == [0, 1]
+    assert int(np.asarray(optimizer.iterations)) == 2  # TF 2.21: one per apply_gradients (21 after 21 steps)
+
+    here = _model()  # both workers' gradients were computed from `start`
+    here.set_weights(start)
+    for index, grads in computed.items():
+        for got, want in zip(grads, _gradients(here, *BATCHES[index])):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-7)
+
+    # The two gradient sets applied in turn in this process. The order the servers took is not known; both
+    # updates' gradients are, and only one order matches (checked below: the orders differ).
+    outcomes = []
+    for order in ((0, 1), (1, 0)):
+        reference, ref_optimizer = _model(), OPTIMIZERS[name]()
+        reference.set_weights(start)
+        for index in order:
+            ref_optimizer.apply_gradients(zip([np.asarray(g) for g in computed[index]],
+                                              reference.trainable_variables))
+        outcomes.append((reference, ref_optimizer))
+    got = model.get_weights()
+    reference, ref_optimizer = min(outcomes, key=lambda o: max(float(np.max(np.abs(a - b)))
+                                                                for a, b in zip(got, o[0].get_weights())))
+    for got, want in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # read back from the servers
+    for got, want in zip(optimizer.variables, ref_optimizer.variables):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+
+    # What each worker applying its update to its own copy and adding the changes up would have given instead.
+    summed = list(start)
+    for index in (0, 1):
+        alone, alone_optimizer = _model(), OPTIMIZERS[name]()
+        alone.set_weights(start)
+        alone_optimizer.apply_gradients(zip([np.asarray(g) for g in computed[index]], alone.trainable_variables))
+        summed = [t + a - s for t, a, s in zip(summed, alone.get_weights(), start)]
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(summed, reference.get_weights())) > 1e-3
+
+
+def test_slots_live_on_their_variables_server(cluster):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model = _model()
+        optimizer = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
+        optimizer.build(model.trainable_variables)
+    ones = [np.ones(v.shape, "float32") for v in model.trainable_variables]
+    coordinator.schedule(lambda: optimizer.apply_gradients(zip(ones, model.trainable_variables)))
+    coordinator.join()
+    reference = keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
+    reference.apply_gradients(zip(ones, [keras.Variable(np.zeros(v.shape, "float32"))
+                                         for v in model.trainable_variables]))
+    slots = optimizer.variables[2:]  # after `iterations` and `learning_rate`: one momentum per variable
+    assert len(slots) == len(model.trainable_variables) == 4
+    for variable, momentum, want in zip(model.trainable_variables, slots, reference.variables[2:]):
+        assert momentum.device == variable.device  # TF 2.21: each slot on its variable's server
+        np.testing.assert_allclose(np.asarray(momentum), np.asarray(want))
+    assert len({v.device for v in model.trainable_variables}) == 2
+
+
+def test_an_optimizer_the_servers_cannot_apply_is_refused(cluster):
+    strategy, coordinator = cluster
+    with strategy.scope():
+        model = _model()
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        optimizer.build(model.trainable_variables)
+    step = _barrier_step(model, optimizer, strategy, "/nonexistent", eager=True)
+    with pytest.raises(ValueError, match="LossScaleOptimizer.*no single parameter server"):
+        coordinator.schedule(step)
