@@ -6,6 +6,7 @@ cells (recorded below; tensorflow-cpu 2.21.0 with its Keras 3, on the same machi
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -105,9 +106,13 @@ def test_custom_training_tutorial(tmp_path):
         == [f"ckpt-{i}.npz" for i in range(1, 6)]
 
 
-# TF 2.21 with its Keras 3, keras.ipynb on the same digits arrays and 8 logical CPUs, two runs (unseeded):
-# eval loss 1.076 / 1.318, eval accuracy 0.875 / 0.858, the same numbers again for the model saved and loaded
-# without and within the strategy; the learning rates PrintLR printed (TF's own lines):
+# TF 2.21 with its Keras 3, keras.ipynb on the same digits arrays and 8 logical CPUs, nine runs (unseeded): eval
+# loss 1.076-1.318, eval accuracy 0.803-0.875 (0.875, 0.858, 0.803, 0.842, 0.864, 0.819, 0.808, 0.842, 0.842), the
+# same numbers again for the model saved and loaded without and within the strategy. jdist's nine runs (unseeded)
+# gave loss 1.067-1.380, accuracy 0.728-0.869 (0.864, 0.775, 0.728, 0.869, 0.853, 0.756, 0.828, 0.819, 0.828): the
+# model starts from random weights and the data is reshuffled, and nine steps at 1e-3 decide most of it. With the
+# same starting weights and no shuffle the two compute the same training (test_keras_tutorial_model_trains_as_tf).
+# The learning rates PrintLR printed (TF's own lines):
 TF_KERAS_LEARNING_RATES = ["0.0010000000474974513"] * 3 + ["9.999999747378752e-05"] * 4 + [
     "9.999999747378752e-06"] * 5
 TF_KERAS_EVAL = {"loss": (1.076, 1.318), "accuracy": (0.858, 0.875)}
@@ -134,7 +139,7 @@ def test_keras_tutorial(tmp_path):
         assert loss == pytest.approx(evals[0][0], rel=1e-5) and accuracy == evals[0][1]
     low, high = TF_KERAS_EVAL["loss"]
     assert 0.7 * low < evals[0][0] < 1.3 * high  # TF's range, with room for an unseeded run
-    assert evals[0][1] > TF_KERAS_EVAL["accuracy"][0] - 0.08
+    assert evals[0][1] > TF_KERAS_EVAL["accuracy"][0] - 0.12  # jdist's lowest of nine: 0.728
     assert sorted(p.name for p in (work / "training_checkpoints").iterdir()) == [
         f"ckpt_{epoch:04d}.weights.h5" for epoch in range(1, 13)]
     (events,) = (work / "logs" / "train").iterdir()
@@ -143,6 +148,50 @@ def test_keras_tutorial(tmp_path):
     # TF wrote these three scalar tags (and the model config as a "keras" text summary, which jdist does not)
     assert {tag for _, tag, _ in scalars} == {"epoch_accuracy", "epoch_loss", "epoch_learning_rate"}
 
+
+
+# The Keras tutorial's model and input with fixed starting weights (below) and no shuffle, 4 epochs under
+# MirroredStrategy on 8 logical CPUs: TF 2.21 with its Keras 3 printed these epoch losses and accuracies.
+TF_KERAS_SEEDED = {"loss": [2.259377, 2.112046, 1.923372, 1.694924], "accuracy": [0.1865, 0.494085, 0.719555, 0.807933]}
+_SEEDED = """
+import json
+import numpy as np
+import jdist.tf_compat as tf
+from jdist.datasets import load_digits
+rng = np.random.default_rng(0)
+shapes = [(3, 3, 1, 32), (32,), (5408, 64), (64,), (64, 10), (10,)]
+weights = [(rng.uniform(-1, 1, s) * (0.1 if len(s) > 1 else 0.0)).astype("float32") for s in shapes]
+x, y = load_digits("train")
+train = tf.data.Dataset.from_tensor_slices(((x * 255).round().astype("uint8"), y.astype("int64")))
+def scale(image, label):
+    image = tf.cast(image, tf.float32)
+    image /= 255
+    return image, label
+train = train.map(scale).cache().batch(512)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Conv2D(32, 3, activation="relu", input_shape=(28, 28, 1)),
+        tf.keras.layers.MaxPooling2D(), tf.keras.layers.Flatten(), tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(10)])
+    model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  optimizer=tf.keras.optimizers.Adam(learning_rate=0.001), metrics=["accuracy"])
+model.set_weights(weights)
+history = model.fit(train, epochs=4, verbose=0).history
+print("history", json.dumps([history["loss"], history["accuracy"]]))
+"""
+
+
+def test_keras_tutorial_model_trains_as_tf():
+    """With TF's starting weights and data order, the tutorial's training is TF's: the unseeded tutorial's spread
+    (above) is its random start, not a difference in what is computed. 1437 examples in batches of 512: two
+    split over the 8 replicas, the short one of 413 replicated."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    out = subprocess.run([sys.executable, "-c", _SEEDED], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    losses, accuracies = json.loads(out.stdout.split("history ", 1)[1])
+    np.testing.assert_allclose(losses, TF_KERAS_SEEDED["loss"], atol=1e-3)  # observed: within 3.5e-4
+    np.testing.assert_allclose(accuracies, TF_KERAS_SEEDED["accuracy"], atol=3 / 1437)  # observed: 2 examples
 
 # TF 2.21 with tf_keras (the tutorial as written fails with TF's default Keras 3), 2 workers on this machine, the
 # same digits, five unseeded runs: the third epoch ended with (loss, accuracy) (2.0947, 0.6982), (2.0315, 0.6615),
@@ -164,7 +213,6 @@ def _free_ports(count: int) -> list[int]:
 
 def test_multi_worker_keras_tutorial(tmp_path):
     """`python main.py &` on each of two workers, each with its TF_CONFIG, as the tutorial runs them."""
-    import json
     import shutil
 
     work = tmp_path / "job"
@@ -276,7 +324,6 @@ _FIXED_TEMP_DIR = ("import sys, runpy, multiprocessing.util as u; d = sys.argv[1
 
 def _start_workers(work: Path, cluster: dict, args: list[str], tag: str) -> list[subprocess.Popen]:
     """`python <args> &` once per worker, each with its TF_CONFIG; output in job_<index>_<tag>.log."""
-    import json
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device per worker, as TF's CPUs
     env.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
