@@ -6,7 +6,7 @@ a reduction is recorded as a Keras op, as TF records a TF op on one as a layer.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 import jax
 import numpy as np
@@ -40,81 +40,37 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     return getattr(module, name)(x, axis=axis, keepdims=keepdims)
 
 
-@overload
-def reduce_sum(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_sum(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor: ...
-def reduce_sum(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
+class Reduction(Protocol):
+    """A TF reduction: a Keras symbolic tensor in gives one out (recorded as a Keras op), anything else a value."""
+
+    __name__: str
+
+    @overload
+    def __call__(self, input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
+                 name: str | None = None) -> KerasTensor: ...
+    @overload
+    def __call__(self, input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
+                 name: str | None = None) -> Tensor: ...
+
+
+def _reduction(op: str) -> Reduction:
+    """`tf.reduce_<op>`, named so, so that it pickles by reference and prints as TF's."""
+
+    def reduce(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
                name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("sum", input_tensor, axis, keepdims)
+        return _reduce(op, input_tensor, axis, keepdims)
+
+    reduce.__name__ = reduce.__qualname__ = f"reduce_{op}"
+    return cast(Reduction, reduce)
 
 
-@overload
-def reduce_mean(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_mean(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor: ...
-def reduce_mean(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("mean", input_tensor, axis, keepdims)
-
-
-@overload
-def reduce_max(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_max(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor: ...
-def reduce_max(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("max", input_tensor, axis, keepdims)
-
-
-@overload
-def reduce_min(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_min(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor: ...
-def reduce_min(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("min", input_tensor, axis, keepdims)
-
-
-@overload
-def reduce_prod(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_prod(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor: ...
-def reduce_prod(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-                name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("prod", input_tensor, axis, keepdims)
-
-
-@overload
-def reduce_any(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_any(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor: ...
-def reduce_any(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("any", input_tensor, axis, keepdims)
-
-
-@overload
-def reduce_all(input_tensor: KerasTensor, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> KerasTensor: ...
-@overload
-def reduce_all(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor: ...
-def reduce_all(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
-               name: str | None = None) -> Tensor | KerasTensor:
-    return _reduce("all", input_tensor, axis, keepdims)
+reduce_sum = _reduction("sum")
+reduce_mean = _reduction("mean")
+reduce_max = _reduction("max")
+reduce_min = _reduction("min")
+reduce_prod = _reduction("prod")
+reduce_any = _reduction("any")
+reduce_all = _reduction("all")
 
 
 def reduce_logsumexp(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
