@@ -116,22 +116,18 @@ class InFlightLimiter:
     def push(self, value: Any) -> None:
         """Registers a step's output; blocks on the oldest when too many are pending.
 
-        As in `dispatched`, one array of the output stands for its whole program."""
+        As in `dispatched`, one array of the output stands for its whole program (an output
+        without arrays has nothing to wait for)."""
         leaf = _first_array(value)
-        self._queue.append(value if leaf is None else leaf)
+        if leaf is None:
+            return
+        self._queue.append(leaf)
         while len(self._queue) > self.max_in_flight:
-            self._wait(self._queue.popleft())
+            _block(self._queue.popleft())
 
     def drain(self) -> None:
         while self._queue:
-            self._wait(self._queue.popleft())
-
-    @staticmethod
-    def _wait(item: Any) -> None:
-        if isinstance(item, jax.Array):
-            _block(item)
-        else:
-            jax.block_until_ready(item)
+            _block(self._queue.popleft())
 
 
 def _block(leaf: jax.Array) -> None:
