@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
+from jdist.layout import itemsize
 from jdist.strategy.batch import Batch, leading_size, place_rows
 from jdist.strategy.distributed_batch import DistributedBatch
 
@@ -82,7 +83,8 @@ GATHER_BYTES = 32 << 20
 
 def batches_per_gather(arrays: Any, batch_size: int) -> int:
     """How many batches of `batch_size` rows of `arrays` (a pytree, one example per row) to gather at once."""
-    row = sum(np.dtype(np.result_type(a)).itemsize * math.prod(np.shape(a)[1:]) for a in jax.tree.leaves(arrays))
+    row = sum(itemsize(a.dtype if hasattr(a, "dtype") else np.result_type(a)) * math.prod(np.shape(a)[1:])
+              for a in jax.tree.leaves(arrays))
     return max(1, min(GATHER_BATCHES, GATHER_BYTES // max(1, row * batch_size)))
 
 
