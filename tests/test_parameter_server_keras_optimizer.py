@@ -49,8 +49,12 @@ def _barrier_step(model, optimizer, strategy, meeting: str, eager: bool):
         return grads
 
     def step_fn():
-        index = len(os.listdir(meeting))
-        open(os.path.join(meeting, str(os.getpid())), "w").close()
+        for index in (0, 1):  # claimed atomically: two workers listing the folder at once both saw it empty
+            try:
+                os.close(os.open(os.path.join(meeting, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                continue
         deadline = time.monotonic() + 60
         while len(os.listdir(meeting)) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
