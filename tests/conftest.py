@@ -7,23 +7,25 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
-
-jax.config.update("jax_num_cpu_devices", 8)
-
-if not jax.config.jax_compilation_cache_dir:
-    # Many tests compile the same program afresh (the same model under the same strategy, from a new `jit`);
-    # one XLA compilation cache for the session turns the repeats into loads. In this process only (set through
-    # jax.config, not the environment): the worker processes some tests start never share a half-written entry.
+if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    # Many tests compile the same program afresh: the same model under the same strategy from a new `jit`, and
+    # every worker process of the multi-process tests the same train step as the workers before it. One XLA
+    # compilation cache for the session, inherited by the processes the tests start, turns the repeats into loads.
+    # A size bound makes JAX guard each read and write with a file lock, so concurrent workers never read a
+    # half-written entry.
     import atexit
     import shutil
     import tempfile
 
     _xla_cache = tempfile.mkdtemp(prefix="jdist-tests-xla-cache-")
     atexit.register(shutil.rmtree, _xla_cache, True)
-    jax.config.update("jax_compilation_cache_dir", _xla_cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_xla_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_COMPILATION_CACHE_MAX_SIZE=str(16 << 30))
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", 8)
 
 if jax.default_backend() == "cpu" and jax.device_count() != 8:
     # Every multi-replica test assumes 8 devices; without them they would test less, silently.
