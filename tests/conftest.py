@@ -7,25 +7,29 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-    # Many tests compile the same program afresh: the same model under the same strategy from a new `jit`, and
-    # every worker process of the multi-process tests the same train step as the workers before it. One XLA
-    # compilation cache for the session, inherited by the processes the tests start, turns the repeats into loads.
-    # A size bound makes JAX guard each read and write with a file lock, so concurrent workers never read a
-    # half-written entry.
-    import atexit
-    import shutil
-    import tempfile
+# Many tests compile the same program afresh: the same model under the same strategy from a new `jit`, and every
+# worker process of the multi-process tests the train step its peers and the workers before it compiled. Two XLA
+# compilation caches for the session turn the repeats into loads: this process's own (set below through jax.config)
+# and one that the processes the tests start inherit through the environment. The second keeps only programs that
+# took 0.3 s or more to compile. Neither has a size bound: with one, JAX lists the whole folder at every write.
+# Without it, a process that reads an entry while another writes it gets a warning and compiles the program
+# itself; in a multi-process job only process 0 writes.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
 
-    _xla_cache = tempfile.mkdtemp(prefix="jdist-tests-xla-cache-")
-    atexit.register(shutil.rmtree, _xla_cache, True)
-    os.environ.update(JAX_COMPILATION_CACHE_DIR=_xla_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                      JAX_COMPILATION_CACHE_MAX_SIZE=str(16 << 30))
+_xla_caches = {name: tempfile.mkdtemp(prefix=f"jdist-tests-xla-cache-{name}-") for name in ("main", "children")}
+for _folder in _xla_caches.values():
+    atexit.register(shutil.rmtree, _folder, True)
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _xla_caches["children"])
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+jax.config.update("jax_compilation_cache_dir", _xla_caches["main"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 if jax.default_backend() == "cpu" and jax.device_count() != 8:
     # Every multi-replica test assumes 8 devices; without them they would test less, silently.
