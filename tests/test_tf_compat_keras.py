@@ -209,3 +209,32 @@ def test_binary_crossentropy_of_a_sigmoid_output_uses_its_logits_as_tfs_keras():
     clipped = np.clip(p, 1e-7, 1 - 1e-7)
     expected = -np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped))
     np.testing.assert_allclose(float(bce(y, p)), expected, rtol=1e-5)
+
+
+# TF 2.21 with TF_USE_LEGACY_KERAS=1: a (5, 1) variable of ones, two apply_gradients of these gradients with
+# tf.keras.optimizers.legacy.X(0.1); its values after (the same with the gradient an IndexedSlices of
+# tf.gather). tf_keras's RMSprop without momentum divides by sqrt(rms) + epsilon, Keras 3's by
+# sqrt(rms + epsilon): the small gradients' steps differ. SGD, Adam, Adagrad, Adadelta, Adamax, Ftrl and RMSprop
+# with momentum 0.9 gave Keras 3's values to float32 rounding.
+LEGACY_GRADIENTS = [[1e-5, 1e-4, 1e-3, 1e-2, 1.0], [-3e-5, 2e-4, -1e-3, 5e-2, -0.5]]
+TF_LEGACY_RMSPROP = {
+    "plain": [0.9919768571853638, 0.39946249127388, 0.9132353067398071, 0.37309929728507996, 0.831214189529419],
+    "centered": [0.9827398657798767, 0.35434505343437195, 0.8962011933326721, 0.3327450752258301,
+                 0.8151452541351318],
+    "momentum": [1.0034741163253784, 0.8784641623497009, 0.7608424425125122, 0.09152412414550781,
+                 0.5466095209121704],
+}
+
+
+@pytest.mark.parametrize("name,kwargs", [("plain", {}), ("centered", {"centered": True}),
+                                         ("momentum", {"momentum": 0.9})])
+def test_legacy_rmsprop_takes_tf_kerass_steps(name, kwargs):
+    optimizer = tf.keras.optimizers.legacy.RMSprop(0.1, **kwargs)
+    variable = keras.Variable(np.ones((5, 1), np.float32))
+    for grad in LEGACY_GRADIENTS:
+        optimizer.apply_gradients([(np.array(grad, np.float32)[:, None], variable)])
+    np.testing.assert_allclose(np.asarray(variable).ravel(), TF_LEGACY_RMSPROP[name], rtol=2e-6, atol=1e-6)
+    # TF computes the update without momentum from its reads and assigns it; with momentum in one op
+    assert optimizer.applied_from_step_reads is (name != "momentum")
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert type(restored) is type(optimizer) and restored.get_config() == optimizer.get_config()

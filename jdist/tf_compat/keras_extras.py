@@ -185,11 +185,13 @@ _LEGACY_OPTIMIZERS = ("SGD", "RMSprop", "Adam", "Adagrad", "Adadelta", "Adamax",
 @functools.cache
 def legacy_optimizers() -> Namespace:
     """`tf.keras.optimizers.legacy`: TF 2.21's tf_keras optimizers (TF_USE_LEGACY_KERAS=1) exist in Keras 3 only
-    as an ImportError. jdist serves Keras 3's optimizer of the same name, whose update rule and defaults match
-    (SGD lr 0.01; RMSprop lr 0.001, rho 0.9, epsilon 1e-7; Adam lr 0.001, betas 0.9/0.999, epsilon 1e-7).
-    Keras 2's `decay=` (inverse-time decay per step) has no Keras 3 argument: it is refused unless 0."""
+    as an ImportError. jdist serves Keras 3's optimizer of the same name where its update rule and defaults match
+    (SGD lr 0.01; Adam lr 0.001, betas 0.9/0.999, epsilon 1e-7), and tf_keras's rule where they differ
+    (`legacy_optimizers.RMSprop`: epsilon added after the square root). Keras 2's `decay=` (inverse-time decay
+    per step) has no Keras 3 argument: it is refused unless 0."""
     import keras
 
+    from jdist.tf_compat import legacy_optimizers as own
     from jdist.tf_compat.namespace import Namespace
 
     def legacy(cls: type) -> Any:
@@ -201,11 +203,12 @@ def legacy_optimizers() -> Namespace:
             return cls(*args, **kwargs)
 
         make.__name__ = make.__qualname__ = cls.__name__
-        make.__doc__ = f"Keras 3's `{cls.__name__}` (tf_keras's legacy optimizer of that name)."
+        make.__doc__ = f"`{cls.__module__}.{cls.__name__}` (tf_keras's legacy optimizer of that name)."
         return make
 
     return Namespace("tf.keras.optimizers.legacy",
-                     **{name: legacy(getattr(keras.optimizers, name)) for name in _LEGACY_OPTIMIZERS},
+                     **{name: legacy(getattr(own, name, None) or getattr(keras.optimizers, name))
+                        for name in _LEGACY_OPTIMIZERS},
                      Optimizer=keras.optimizers.Optimizer)
 
 

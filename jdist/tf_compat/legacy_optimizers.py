@@ -1,0 +1,57 @@
+"""tf_keras's legacy optimizers whose update rule differs from Keras 3's optimizer of the same name.
+
+`tf.keras.optimizers.legacy.X` (TF 2.21, TF_USE_LEGACY_KERAS=1) is served by Keras 3's `X`
+where both compute the same update (observed: SGD, Adam, Adagrad, Adadelta, Adamax, Ftrl
+and RMSprop with momentum agree to float32 rounding after two steps). tf_keras's RMSprop
+without momentum does not: it divides by `sqrt(rms) + epsilon`, where Keras 3 (and TF's
+`ResourceApplyRMSProp`, which tf_keras uses only with momentum) divides by
+`sqrt(rms + epsilon)`. With the default epsilon 1e-7 the two differ wherever gradients are
+near 1e-3 or smaller: there Keras 3's step shrinks and tf_keras's stays near
+`lr / sqrt(1 - rho)`.
+
+tf_keras's RMSprop without momentum also updates in three steps, not one op: it reads the
+variable and its `rms` slot, computes, and assigns both. Under `ParameterServerStrategy` the
+reads and assignments travel between worker and server, and an update another worker
+assigns in between is overwritten (TF 2.21: 30 scheduled updates on 3 workers moved a
+variable as far as 20 in a row; with momentum, one fused op on the server, all 30 counted).
+`applied_from_step_reads` tells jdist's servers to do the same: compute the update from the
+values the worker loaded and write the result over theirs. This module imports Keras; it is
+loaded only with `tf.keras`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="jdist.legacy")
+class RMSprop(keras.optimizers.RMSprop):
+    """tf_keras's `optimizers.legacy.RMSprop`: without momentum the step is `lr * g / (sqrt(rms) + epsilon)`
+    (`sqrt(rms - mg**2) + epsilon` when centered); with momentum Keras 3's rule, which is TF's there."""
+
+    @property
+    def applied_from_step_reads(self) -> bool:
+        """Whether TF computes the update from the values its step read and assigns the result (no momentum)
+        rather than in one op on the server (momentum: `ResourceApplyRMSProp`)."""
+        return not self.momentum > 0
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        if self.momentum > 0:  # tf_keras: ResourceApplyRMSProp, epsilon under the root as in Keras 3
+            super().update_step(gradient, variable, learning_rate)
+            return
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        index = self._get_variable_index(variable)
+        velocity = self._velocities[index]
+        self.assign(velocity, ops.add(ops.multiply(self.rho, velocity),
+                                      ops.multiply(1 - self.rho, ops.square(gradient))))
+        denominator = velocity
+        if self.centered:
+            average_grad = self._average_gradients[index]
+            self.assign(average_grad, ops.add(ops.multiply(self.rho, average_grad),
+                                              ops.multiply(1 - self.rho, gradient)))
+            denominator = ops.subtract(velocity, ops.square(average_grad))
+        self.assign_sub(variable, ops.divide(ops.multiply(lr, gradient),
+                                             ops.add(ops.sqrt(denominator), self.epsilon)))
