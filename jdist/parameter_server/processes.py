@@ -178,8 +178,11 @@ class ParameterServerProcess:
     def fetch_add_variable(self, store_id: str, key: int) -> np.ndarray:
         return self._variables[store_id].fetch_add(key)
 
-    def apply_optimizer(self, store_id: str, spec: Any, iteration: Any, shared: list, grads: dict) -> None:
-        """One update of the variables held here, from their current values (`server_optimizer`)."""
+    def apply_optimizer(self, store_id: str, spec: Any, iteration: Any, shared: list, grads: dict,
+                        reads: dict | None = None) -> None:
+        """One update of the variables held here, from their current values, or from `reads` (the values the
+        worker loaded, by key) for an optimizer whose update TF computes from its step's reads
+        (`server_optimizer`)."""
         from jdist.parameter_server.server_optimizer import ServerOptimizer
 
         entries = self._variables[store_id].entries
@@ -187,6 +190,8 @@ class ParameterServerProcess:
         optimizer = self._optimizers.get(cache_key)
         if optimizer is None:
             optimizer = self._optimizers[cache_key] = ServerOptimizer(spec, sorted(grads), entries)
+        for key, value in (reads or {}).items():
+            entries[key][1] = np.asarray(value).astype(entries[key][1].dtype)
         optimizer.apply(entries, iteration, shared, grads)
 
     def stats(self, store_id: str) -> dict:

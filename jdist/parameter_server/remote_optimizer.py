@@ -8,7 +8,10 @@ the optimizer's `apply_gradients` deferred (`interop.keras_deferred`) and then, 
 `send`s the gradients: `iterations` is read and advanced on its server first (each apply
 gets its own step number, as TF's `iterations.assign_add` counts every worker's apply), then
 each server holding some of the variables applies the update to them
-(`server_optimizer.ServerOptimizer`).
+(`server_optimizer.ServerOptimizer`). An optimizer whose `applied_from_step_reads` is true
+(tf_keras's RMSprop without momentum, `tf_compat.legacy_optimizers`) has its update computed
+from the values the worker loaded for the step and written over the servers' values, as
+TF's read, compute and assign is: a concurrent worker's update in between is overwritten.
 """
 from __future__ import annotations
 
@@ -71,7 +74,8 @@ def describe(optimizer: Any, key_of: Callable[[Any], int | None],
         variable_keys=tuple(keys), iterations_key=keys[shared[0]], shared_keys=tuple(keys[i] for i in shared[1:]),
         trainable_keys=tuple(trainable_keys),
         names=tuple(v.name for v in trainable), constraints=tuple(v.constraint for v in trainable),
-        slot_keys=tuple(tuple(s) for s in slots))
+        slot_keys=tuple(tuple(s) for s in slots),
+        from_reads=bool(getattr(optimizer, "applied_from_step_reads", False)))
 
 
 def send(spec: OptimizerSpec, store_id: str, servers: Sequence[Any], server_of: dict[int, int],
@@ -94,5 +98,9 @@ def send(spec: OptimizerSpec, store_id: str, servers: Sequence[Any], server_of: 
     for key, grad in grads.items():
         per_server.setdefault(server_of[key], {})[key] = grad
     asked = sorted(per_server)
+    reads: dict[int, dict | None] = {s: None for s in asked}
+    if spec.from_reads:  # each updated variable and its slots, as the worker loaded them
+        slots_of = dict(zip(spec.trainable_keys, spec.slot_keys))
+        reads = {s: {k: pulled[k] for key in per_server[s] for k in (key, *slots_of[key])} for s in asked}
     call_servers([servers[s] for s in asked], "apply_optimizer",
-                 [(store_id, spec, iteration, shared, per_server[s]) for s in asked], timeout_s)
+                 [(store_id, spec, iteration, shared, per_server[s], reads[s]) for s in asked], timeout_s)

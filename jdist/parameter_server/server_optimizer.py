@@ -10,7 +10,9 @@ slots (moved to the variable's server) and its other variables (`iterations`, th
 learning rate). A server rebuilds the optimizer from its class and config for the model
 variables it holds (`ServerOptimizer`) and applies it with Keras's `stateless_apply`
 to the values it holds; Ray runs one method of a server at a time, so each update is
-atomic on its server. Any Keras 3 optimizer whose update is per variable works (SGD,
+atomic on its server (from the worker's loaded values instead where `OptimizerSpec.from_reads`:
+tf_keras's RMSprop without momentum reads, computes and assigns, so TF loses the updates that land
+in between). Any Keras 3 optimizer whose update is per variable works (SGD,
 momentum, Adam, RMSprop, Adagrad, ...); `global_clipnorm`, which spans every gradient,
 is applied on the worker before the gradients are sent (TF clips on the worker too).
 """
@@ -38,6 +40,7 @@ class OptimizerSpec:
     names: tuple[str, ...]  # their names (weight-decay exclusion by name)
     constraints: tuple[Any, ...]  # their constraints, applied after each update as Keras does
     slot_keys: tuple[tuple[int, ...], ...]  # per model variable, its slots in creation order
+    from_reads: bool = False  # update from the worker's loaded values, written over the servers' (TF's composite rule)
 
 
 def build_with_references(cls: type, config: dict, standins: Sequence[Any]) -> tuple[Any, list[int | None]]:
