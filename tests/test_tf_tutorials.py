@@ -259,10 +259,17 @@ def test_multi_worker_keras_tutorial(tmp_path):
 # printed `optimizer.iterations` after the loop: 21, one per scheduled step, on ps task 0, each RMSprop slot on its
 # variable's server): accuracies 0.59375, 0.80625, 1.0, 1.0 / 0.6, 0.49375, 0.955882, 1.0 / 0.70625, 0.39375,
 # 0.70625, 1.0 / 0.50625, 1.0, 1.0, 1.0; final losses 0.237172, 0.151863, 0.018051, 0.318281; evaluations 1.0.
+# Ten more runs of the custom loop's cells alone (the script without cell 28's fit, with per-step prints; same TF):
+# the last ten entries below. One of them had not converged by its last epoch (0.794118, final loss 1.730304).
 TF_PS_FIT_LOSSES = [(0.4639, 0.3696, 0.3018, 0.2503, 0.2116), (0.9104, 0.7157, 0.5721, 0.4601, 0.3765)]
 TF_PS_ACCURACIES = [(0.4375, 0.51875, 0.75, 1.0), (0.49375, 0.54375, 0.625, 1.0), (0.59375, 0.80625, 1.0, 1.0),
-                    (0.6, 0.49375, 0.955882, 1.0), (0.70625, 0.39375, 0.70625, 1.0), (0.50625, 1.0, 1.0, 1.0)]
-TF_PS_FINAL_LOSS = (0.006898, 0.028068, 0.237172, 0.151863, 0.018051, 0.318281)
+                    (0.6, 0.49375, 0.955882, 1.0), (0.70625, 0.39375, 0.70625, 1.0), (0.50625, 1.0, 1.0, 1.0),
+                    (0.5125, 0.55, 0.975, 1.0), (0.5875, 0.45625, 0.9875, 1.0), (0.73125, 0.5125, 0.80625, 1.0),
+                    (0.44375, 0.4125, 0.9, 1.0), (0.7375, 0.3125, 0.5375, 0.794118), (0.5125, 0.4625, 0.85, 1.0),
+                    (0.575, 1.0, 1.0, 1.0), (0.59375, 0.3875, 1.0, 1.0), (0.45625, 0.58125, 1.0, 1.0),
+                    (0.69375, 0.975, 1.0, 1.0)]
+TF_PS_FINAL_LOSS = (0.006898, 0.028068, 0.237172, 0.151863, 0.018051, 0.318281, 0.134573, 0.233036, 0.235702,
+                    0.20579, 1.730304, 0.227734, 0.086801, 0.077757, 0.116908, 0.148451)
 TF_PS_EVAL_ACCURACY = 1.0
 
 
@@ -272,23 +279,26 @@ def test_parameter_server_tutorial_runs_to_its_end():
     preprocessing models and the embedding model are built (cells 32-38); cell 40's asserts hold (the
     `variable_partitioner` splits the (8, 16384) embedding into two (4, 16384) pieces), the pieces' two servers
     are printed, and the custom loop, its final loss and both evaluations (inline and scheduled) run to the end.
-    Both evaluation accuracies are TF's 1.0 (every run here and in TF; at least 14 of 16 asserted). The custom
-    loop's `optimizer.apply_gradients` is applied on the servers, as TF's (docs/parameter_server.md), and still
-    ends further from TF's numbers than run-to-run variation explains: three runs printed epoch accuracies
-    0.6625, 0.475, 0.59375, 0.973214 / 0.65625, 0.375, 0.5375, 0.767857 / 0.64375, 0.53125, 0.43125, 1.0 and
-    final losses 0.860, 0.271, 1.017 (three more, with the workers' timings logged: last epochs 1.0, 0.946,
-    0.759, finals 0.407, 0.360, 0.316), where TF's six runs (TF_PS_ACCURACIES) ended every loop at 1.0 and
-    0.0069-0.318. (Before, with the workers' RMSprop results pushed as increments: 0.65, 0.44, 0.67, 1.0 /
-    0.68, 0.53, 0.63, 0.63 / 0.69, 0.56, 0.92, 1.0 and 0.38, 1.52, 0.68. With one worker: 0.61, 1.0, 1.0, 1.0
-    and 0.097, as TF in one process.) Both loops pass through losses in the hundreds and end on a plateau that
-    is the kernel's L2 term (TF: final loss 0.065989, 1e-4 * sum(kernel**2) = 0.065936), and jdist's kernel
-    grows faster: sum(kernel**2) after epoch 0 was 5623 here and 1623 in TF in one run each. The two schedules
-    are alike (`iterations` read at each step's start: TF [0, 0, 0, 1, 3], [5, 5, 5, 7, 8], ...; jdist
-    [0, 0, 0, 1, 3], [5, 5, 5, 8, 8], ...), but TF's workers read each variable from the servers when an op
-    needs it (TF's second step of that epoch, started at iterations 0, had loss 0.362 where the first had
-    0.691) while jdist's load every variable before the step, so its concurrent steps are staler. Asserted:
-    the accuracies and the final loss printed, some epoch's accuracy at least 0.6 (chance is 0.5), the final
-    loss below 3."""
+    Both evaluation accuracies are TF's 1.0 (every run here and in TF; at least 14 of 16 asserted).
+
+    The custom loop is in TF's range. Its loss passes through the hundreds (RMSprop at 0.1 on a 16384-wide
+    dense layer) and, once every prediction is right, ends on the kernel's L2 term, 1e-4 * sum(kernel**2), so
+    the final loss measures how far the kernel grew. Two differences from TF made it grow further here, both
+    found by logging each step's `iterations`, loss, gradient norms and sum(kernel**2) in both:
+    - `tf.keras.optimizers.legacy.RMSprop` was Keras 3's RMSprop, which divides by sqrt(rms + 1e-7) where
+      tf_keras divides by sqrt(rms) + 1e-7; this model's gradients are near 1e-3, so the first step moved the
+      embedding a third as far as TF's (sum of squares 989 against 11045 after one step, one worker). Now
+      tf_keras's rule (`jdist/tf_compat/legacy_optimizers.py`; tests/test_tf_compat_keras.py).
+    - tf_keras's RMSprop without momentum reads, computes and assigns, so concurrent workers' updates overwrite
+      each other in TF (three steps from the initial values left sum(kernel**2) at one step's 1638), where jdist
+      applied each in turn (6659 after those three). Now the servers compute it from the step's reads, as TF
+      (docs/parameter_server.md; tests/test_parameter_server_keras_optimizer.py).
+    sum(kernel**2) after epoch 0: TF 879-3225 (10 runs); jdist before 5623 (1 run), with the first change only
+    6296-10149 (4), with both 1436-3184 (10). Last epoch's accuracy and final loss: TF (16 runs) 1.0 in 15 and
+    0.0069-0.318 there, and one run not converged (0.79, 1.73); jdist before (6 runs) 0.76-1.0 and 0.27-1.02,
+    with the first change (4) 1.0 and 0.089-1.12, with both (10 runs) 1.0 in 8 and 0.031-0.162, 0.68 and 0.71
+    in the other two (finals 0.031, 0.145). Asserted: the last epoch's accuracy at least 0.6, and the final
+    loss below 0.5 when that epoch reached 1.0 (the L2 plateau; TF: at most 0.318) and below 3 otherwise."""
     out = _run("parameter_server_training.py")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     losses = [float(v) for v in re.findall(r"^20/20 - .* loss: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
@@ -300,9 +310,10 @@ def test_parameter_server_tutorial_runs_to_its_end():
     accuracies = [float(v) for v in re.findall(r"^Finished epoch \d, accuracy is (\d+\.\d+)\.$", out.stdout,
                                                 re.MULTILINE)]
     assert len(accuracies) == 4 and all(0.0 < a <= 1.0 for a in accuracies), out.stdout[-2000:]
-    assert max(accuracies) >= 0.6, accuracies  # TF: 1.0 (TF_PS_ACCURACIES); here 0.63-1.0 in the last epoch
+    assert accuracies[-1] >= 0.6, accuracies  # TF: 0.794-1.0 in the last epoch (TF_PS_ACCURACIES); here 0.68-1.0
     (final,) = re.findall(r"^Final loss is (\d+\.\d+)$", out.stdout, re.MULTILINE)
-    assert 0.0 < float(final) < 3.0, final  # TF: TF_PS_FINAL_LOSS
+    # TF (TF_PS_FINAL_LOSS): 0.0069-0.318 after a last epoch at 1.0, 1.73 after one at 0.794; here 0.031-0.162
+    assert 0.0 < float(final) < (0.5 if accuracies[-1] == 1.0 else 3.0), (final, accuracies)
     evaluations = [float(v) for v in re.findall(r"^Evaluation accuracy: (\d+\.\d+)$", out.stdout, re.MULTILINE)]
     assert len(evaluations) == 2 and all(a >= TF_PS_EVAL_ACCURACY - 2 / 16 for a in evaluations), evaluations
     assert "nan" not in out.stdout.lower()
