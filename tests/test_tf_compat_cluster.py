@@ -66,11 +66,11 @@ def test_server_records_its_task_and_config():
         _ = tf.compat.v1.Session
 
 
-def test_legacy_optimizers_are_keras3s_with_the_same_defaults():
+def test_legacy_optimizers_are_keras3s_classes_with_tf_kerass_defaults():
     import keras
 
     sgd, rms = tf.keras.optimizers.legacy.SGD(), tf.keras.optimizers.legacy.RMSprop(learning_rate=0.1)
-    assert isinstance(sgd, keras.optimizers.SGD) and isinstance(rms, keras.optimizers.RMSprop)
+    assert isinstance(sgd, keras.optimizers.SGD) and isinstance(rms, keras.optimizers.RMSprop)  # RMSprop: a subclass
     assert float(sgd.learning_rate) == pytest.approx(0.01)
     assert (rms.rho, rms.epsilon, rms.centered) == (0.9, 1e-7, False)
     with pytest.raises(ValueError, match="InverseTimeDecay"):

@@ -2,12 +2,12 @@
 
 `tf.keras.optimizers.legacy.X` (TF 2.21, TF_USE_LEGACY_KERAS=1) is served by Keras 3's `X`
 where both compute the same update (observed: SGD, Adam, Adagrad, Adadelta, Adamax, Ftrl
-and RMSprop with momentum agree to float32 rounding after two steps). tf_keras's RMSprop
-without momentum does not: it divides by `sqrt(rms) + epsilon`, where Keras 3 (and TF's
-`ResourceApplyRMSProp`, which tf_keras uses only with momentum) divides by
-`sqrt(rms + epsilon)`. With the default epsilon 1e-7 the two differ wherever gradients are
-near 1e-3 or smaller: there Keras 3's step shrinks and tf_keras's stays near
-`lr / sqrt(1 - rho)`.
+and RMSprop with momentum agree to float32 rounding after two steps; Nadam differs in the third
+digit and is still Keras 3's). tf_keras's RMSprop without momentum does not: it divides by
+`sqrt(rms) + epsilon`, where Keras 3 (and TF's `ResourceApplyRMSProp`, which tf_keras uses
+only with momentum) divides by `sqrt(rms + epsilon)`. With the default epsilon 1e-7 the two
+differ wherever gradients are near 1e-3 or smaller: there Keras 3's step shrinks and
+tf_keras's stays near `lr / sqrt(1 - rho)`.
 
 tf_keras's RMSprop without momentum also updates in three steps, not one op: it reads the
 variable and its `rms` slot, computes, and assigns both. Under `ParameterServerStrategy` the
