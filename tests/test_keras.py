@@ -255,6 +255,30 @@ def test_keras_fit_after_the_scope_keeps_the_models_strategy():
                                atol=ATOL)
 
 
+def test_compile_outside_the_scope_of_a_built_model_uses_its_strategy():
+    """TF's migration guide (guide/migrate/mirrored_strategy.ipynb) makes the model and optimizer in the scope and
+    calls `compile` and `fit` after it closed. With a built model `compile` makes the loss tracker's variables
+    at once: they are the model's strategy's (before, they were one device's, and the first step failed with
+    "Received incompatible devices for jitted computation"). The numbers are one device's."""
+    x, y = _data(48)
+
+    def made(strategy):
+        keras.utils.set_random_seed(1)
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3)])
+            optimizer = keras.optimizers.Adagrad(learning_rate=0.05)
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    mirrored, single = made(_strategy(8)), made(jdist.OneDeviceStrategy(jax.devices()[0]))
+    assert all(len(v.value.sharding.device_set) == 8 for v in mirrored.metrics_variables)
+    losses = [model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history["loss"]
+              for model in (mirrored, single)]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
+    _assert_same_weights(single.get_weights(), mirrored.get_weights())
+    assert all(len(v.value.sharding.device_set) == 8 for v in mirrored.optimizer.variables)
+
+
 def _recording(fn, into):
     def wrapped(shape):
         layout = fn(shape)

@@ -10,10 +10,12 @@ installed, each new variable's value goes through
 values from the chief: model weights, optimizer slots, metric and seed-generator
 state alike. Later `assign`s are left alone (as in TF).
 
-A model also remembers the distribution its variables were made under: `fit`,
-`evaluate` and `predict` called after the scope closed (as TF's Keras and
-multi-worker tutorials do) run under it again, as TF's models keep their
-strategy. Without it the batch would enter the step unsplit: every replica
+A model also remembers the distribution it was made under (or, for a model made
+elsewhere, the one its variables were made under): `compile`, `fit`, `evaluate`
+and `predict` called after the scope closed (as TF's Keras and multi-worker
+tutorials and the migration guides do) run under it again, as TF's models keep
+their strategy. So the compiled metrics' variables (the loss tracker) and the
+weights of a model first built in `fit` are the strategy's, as in TF. Without it the batch would enter the step unsplit: every replica
 computed the whole batch (8 replicas: 8 times the work, 4.9 s a step of the
 Keras tutorial's CNN against 0.7 s), and with several processes each worker's
 batch would be a replicated value that differs per process, so the workers
@@ -33,18 +35,41 @@ from typing import Any, Callable
 from jdist.interop import keras_sharded
 from jdist.strategy.initial_values import from_first_replica, spans_processes
 
+_is_strategy_distribution: Callable[[Any], bool] | None = None  # set by install()
+
 
 def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
     """Wraps Keras's JAX variable initialisation and its trainer's entry points once per process."""
     from keras.src.backend.jax.core import JaxVariable
     from keras.src.backend.jax.trainer import JAXTrainer
 
+    global _is_strategy_distribution
     if getattr(JaxVariable._initialize, "_jdist", False):
         return
+    _is_strategy_distribution = is_strategy_distribution
     for name in ("_initialize", "_initialize_with_initializer"):
         setattr(JaxVariable, name, _synced(getattr(JaxVariable, name), is_strategy_distribution))
+    from keras.src.trainers.trainer import Trainer
+
     for name in ("fit", "evaluate", "predict"):
         setattr(JAXTrainer, name, _under_remembered_distribution(getattr(JAXTrainer, name)))
+    # `compile` and `__init__` are Keras's base Trainer's: wrapped there (Keras's loading compares a model's
+    # `compile` with `Trainer.compile`; see _fit_through_the_workers).
+    Trainer.compile = _under_remembered_distribution(Trainer.compile)  # pyright: ignore[reportAttributeAccessIssue]
+    Trainer.__init__ = _remembering(Trainer.__init__)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _remembering(original: Callable) -> Callable:
+    """A model made in a jdist scope keeps that distribution, as TF's models keep the strategy they were made
+    in (tf_keras's `Model._distribution_strategy`), even before it has variables."""
+    @functools.wraps(original)
+    def init(model: Any, *args: Any, **kwargs: Any) -> None:
+        original(model, *args, **kwargs)
+        distribution = _current_distribution()
+        if _is_strategy_distribution is not None and _is_strategy_distribution(distribution):
+            object.__setattr__(model, "_jdist_model_distribution", distribution)
+
+    return init
 
 
 def _synced(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
@@ -87,6 +112,9 @@ def _remembered(model: Any) -> Any:
     """The jdist distribution `model`'s variables were made under, where none is current; else None."""
     if _current_distribution() is not None:
         return None
+    made_under = getattr(model, "_jdist_model_distribution", None)
+    if made_under is not None:
+        return made_under
     for variable in getattr(model, "variables", ()):
         remembered = getattr(variable, "_jdist_distribution", None)
         if remembered is not None:
