@@ -15,9 +15,10 @@ elsewhere, the one its variables were made under): `compile`, `fit`, `evaluate`
 and `predict` called after the scope closed (as TF's Keras and multi-worker
 tutorials and the migration guides do) run under it again, as TF's models keep
 their strategy. So the compiled metrics' variables (the loss tracker) and the
-weights of a model first built in `fit` are the strategy's, as in TF. Without it the batch would enter the step unsplit: every replica
-computed the whole batch (8 replicas: 8 times the work, 4.9 s a step of the
-Keras tutorial's CNN against 0.7 s), and with several processes each worker's
+weights of a model first built in `fit` are the strategy's, as in TF. Without
+it the batch would enter the step unsplit: every replica computed the whole
+batch (8 replicas: 8 times the work, 4.9 s a step of the Keras tutorial's CNN
+against 0.7 s), and with several processes each worker's
 batch would be a replicated value that differs per process, so the workers
 would drift apart.
 

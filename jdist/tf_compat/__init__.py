@@ -36,6 +36,7 @@ from jdist.tf_compat import (
     reductions as _reductions,
     unsupported as _unsupported,
 )
+from jdist.tf_compat.device import device
 from jdist.tf_compat.distribute import distribute
 from jdist.tf_compat.dtypes import (
     DType,
@@ -130,6 +131,7 @@ from jdist.tf_compat.reductions import (
     reduce_sum,
 )
 from jdist.tf_compat.servers import ConfigProto
+from jdist.tf_compat.tpu import experimental_connect_to_cluster, tpu
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
 
@@ -181,6 +183,7 @@ config = Namespace(
     set_logical_device_configuration=_config.set_logical_device_configuration,
     get_logical_device_configuration=_config.get_logical_device_configuration,
     LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, get_visible_devices=_config.get_visible_devices,
+    experimental_connect_to_cluster=experimental_connect_to_cluster,
     experimental=Namespace("tf.config.experimental", set_memory_growth=_config.set_memory_growth,
                            get_memory_growth=_config.get_memory_growth,
                            list_physical_devices=_config.list_physical_devices,
@@ -204,15 +207,15 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DType", "GradientTape", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
-    "config", "constant", "convert_to_tensor", "data", "distribute", "divide", "double", "dtypes", "equal",
+    "config", "constant", "convert_to_tensor", "data", "device", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
     "greater_equal", "half", "identity", "int16", "io", "int32", "int64", "int8", "less", "less_equal",
     "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
     "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
     "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
     "reduce_prod", "reduce_sum", "reshape", "round", "saved_model", "shape", "sign", "size", "split", "sqrt", "square",
-    "squeeze", "stack", "stop_gradient", "string", "subtract", "tanh", "tile", "train", "transpose", "uint16", "uint32",
-    "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
+    "squeeze", "stack", "stop_gradient", "string", "subtract", "tanh", "tile", "tpu", "train", "transpose", "uint16",
+    "uint32", "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
 ]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import jdist
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.servers import Server
+from jdist.tf_compat.tpu import TPUClusterResolver
 
 
 class CrossDeviceOps:
@@ -106,6 +107,7 @@ distribute = Namespace(
         SimpleClusterResolver=jdist.cluster.SimpleClusterResolver,
         SlurmClusterResolver=jdist.cluster.SlurmClusterResolver,
         TFConfigClusterResolver=jdist.cluster.TFConfigClusterResolver,
+        TPUClusterResolver=TPUClusterResolver,
     ),
     coordinator=Namespace(
         "tf.distribute.coordinator",

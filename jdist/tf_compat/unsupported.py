@@ -61,10 +61,20 @@ _MESSAGES = {
         "jdist does not provide `{name}`: of tf.experimental it has no part; DTensor's meshes and layouts are "
         f"jdist strategies (docs/layouts.md). See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
-        "jdist does not provide `{name}`: multi-process JAX connects through jax.distributed.initialize "
-        f"(jdist.launch does it). See {DOCS}."),
+        "jdist's `{name}` takes a TPUClusterResolver of this host's TPUs only (nothing to connect): "
+        "multi-process JAX connects through jax.distributed.initialize (jdist.launch does it). "
+        f"See {DOCS}."),
     "tf.tpu": (
-        f"jdist does not provide `{{name}}`: jdist.TPUStrategy() starts on JAX's TPU devices directly. See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.tpu it has tf.tpu.experimental.initialize_tpu_system (and "
+        f"shutdown_tpu_system); jdist.TPUStrategy() starts on JAX's TPU devices directly. See {DOCS}."),
+    "tf.tpu.experimental.embedding": (
+        "jdist does not provide `{name}`: TPU embedding tables are keras.layers.Embedding, sharded over the "
+        "strategy's model axis by a jdist.Layout rule (docs/layouts.md), or placed on parameter servers by "
+        f"ParameterServerStrategy's variable_partitioner. See {DOCS}."),
+    "tf.compat.v1.estimator": (
+        "jdist does not provide `{name}`: TensorFlow 2.21 has no tf.estimator either. Port the model_fn to a "
+        "Keras model trained with model.fit under a jdist strategy, or with jdist.Trainer (docs/trainer.md). "
+        f"See {DOCS}."),
 }
 
 
