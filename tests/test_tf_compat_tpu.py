@@ -117,3 +117,15 @@ def test_device_refuses_what_tf_refuses():
         warnings.simplefilter("error")
         with tf.device("/CPU:0"):  # an existing device: no warning
             pass
+
+
+def test_compat_v1_imports_as_tf_scripts_import_it():
+    """TF's migration guides start with `import tensorflow.compat.v1 as tf1`; the port's line finds tf.compat.v1,
+    whose estimator raises the way forward (the guides' TF1 cells)."""
+    import jdist.tf_compat.compat.v1 as tf1
+
+    assert tf1 is tf.compat.v1 and tf1.ConfigProto is tf.compat.v1.ConfigProto
+    with pytest.raises(AttributeError, match=r"tf.compat.v1.estimator.*jdist.Trainer"):
+        tf1.estimator.Estimator  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tf.compat.v1.layers.*TF1 graphs"):
+        tf1.layers  # noqa: B018

@@ -17,6 +17,7 @@ what to use instead.
 """
 from __future__ import annotations
 
+import sys as _sys
 from typing import Any
 
 import jdist
@@ -167,6 +168,10 @@ io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
 compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
+# TF scripts import it as a module (`import tensorflow.compat.v1 as tf1`, in TF's migration guides): the port
+# `import jdist.tf_compat.compat.v1 as tf1` finds these namespaces, and their TF1 names raise the way forward.
+_sys.modules[f"{__name__}.compat"] = compat  # pyright: ignore[reportArgumentType]
+_sys.modules[f"{__name__}.compat.v1"] = compat.v1  # pyright: ignore[reportArgumentType]
 # Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model).
 saved_model = Namespace(
     "tf.saved_model", save=_saved_model.save, load=_saved_model.load, SaveOptions=_saved_model.SaveOptions,

@@ -1,11 +1,12 @@
 # TensorFlow's guide "Migrate single-worker multiple-GPU training" (tensorflow/docs,
 # site/en/guide/migrate/mirrored_strategy.ipynb), its TF2 code cells in order, Copyright The TensorFlow Authors,
-# Apache License 2.0. Changed: `import tensorflow as tf` (marked), and the evaluation's result, which the notebook
-# displays, printed (marked `was:`). Left out: `import tensorflow.compat.v1 as tf1` and the TF1 cell that uses it
-# (`tf1.estimator.Estimator` with `tf1.layers`, `tf1.train.AdagradOptimizer`: jdist's `tf.compat.v1.estimator`
-# raises an error naming Keras `fit` and jdist.Trainer). Run with KERAS_BACKEND=jax; tests/test_tf_tutorials.py
-# runs it on 8 simulated devices (XLA_FLAGS=--xla_force_host_platform_device_count=8).
+# Apache License 2.0. Changed: the two imports (marked), and the evaluation's result, which the notebook displays,
+# printed (marked `was:`). Left out: the TF1 cell (`tf1.estimator.Estimator` with `tf1.layers`,
+# `tf1.train.AdagradOptimizer`: jdist's `tf1.estimator` raises an error naming Keras `fit` and jdist.Trainer).
+# Run with KERAS_BACKEND=jax; tests/test_tf_tutorials.py runs it on 8 simulated devices
+# (XLA_FLAGS=--xla_force_host_platform_device_count=8).
 import jdist.tf_compat as tf  # was: import tensorflow as tf
+import jdist.tf_compat.compat.v1 as tf1  # was: import tensorflow.compat.v1 as tf1
 
 features = [[1., 1.5], [2., 2.5], [3., 3.5]]
 labels = [[0.3], [0.5], [0.7]]
