@@ -602,3 +602,67 @@ def test_mirrored_strategy_migration_guide_computes_tfs_numbers():
     assert eval_loss == pytest.approx(TF_MIGRATE_MIRRORED_SEEDED["eval_loss"], rel=1e-5)  # observed: 4e-7
     for got, want in zip(weights, TF_MIGRATE_MIRRORED_SEEDED["weights"]):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+# TF 2.21 on this machine (no TPU), guide/migrate/tpu_estimator.ipynb's TF2 cells, with Keras 3 and with tf_keras:
+# the first cell stops at `TPUClusterResolver(tpu='')` with this ValueError.
+TF_TPU_NO_NAME = "ValueError: Please provide a TPU Name to connect to."
+
+
+def test_tpu_estimator_migration_guide_stops_where_tf_does_and_names_the_way_to_cpu():
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    out = subprocess.run([sys.executable, str(TUTORIALS / "tpu_estimator_migration.py")], capture_output=True,
+                         text=True, timeout=600, env=env, cwd=TUTORIALS)
+    assert out.returncode == 1 and out.stdout == ""
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(TF_TPU_NO_NAME) and 'tf.distribute.TPUStrategy(devices=jax.devices("cpu"))' in last
+
+
+# The guide's cells after the resolver, from a fixed start (kernel [[0.5], [-0.25]], bias [0.1], set in the scope),
+# with the TPUStrategy on the 8 CPU devices (the way the error above names). TF cannot run a TPUStrategy without
+# TPUs; its MirroredStrategy on 8 logical CPUs with tf_keras printed these numbers (its Keras 3 stops in the
+# first execution of 10 steps: "You must feed a value for placeholder tensor ..."): fit's five epoch losses, the
+# evaluation's loss, the weights, and optimizer.iterations.
+TF_TPU_ESTIMATOR_SEEDED = {"losses": [0.0005756415193900466, 0.0, 0.0, 0.0, 0.0], "eval_loss": 0.1454567164182663,
+                           "weights": [[0.5186122059822083, -0.224816232919693], [0.1186121478676796]],
+                           "iterations": 50}
+_SEEDED_TPU = """
+import json
+import jax
+import numpy as np
+import jdist.tf_compat as tf
+features = [[1., 1.5]]
+labels = [[0.3]]
+eval_features = [[4., 4.5]]
+eval_labels = [[0.8]]
+dataset = tf.data.Dataset.from_tensor_slices(
+    (features, labels)).shuffle(10).repeat().batch(8, drop_remainder=True).prefetch(2)
+eval_dataset = tf.data.Dataset.from_tensor_slices((eval_features, eval_labels)).batch(1, drop_remainder=True)
+strategy = tf.distribute.TPUStrategy(devices=jax.devices("cpu"))
+with strategy.scope():
+    model = tf.keras.models.Sequential([tf.keras.layers.Dense(1)])
+    optimizer = tf.keras.optimizers.Adagrad(learning_rate=0.05)
+    model.build((None, 2))
+    model.set_weights([np.array([[0.5], [-0.25]], "float32"), np.array([0.1], "float32")])
+    model.compile(optimizer, "mse", steps_per_execution=10)
+history = model.fit(dataset, epochs=5, steps_per_epoch=10, verbose=0).history
+result = model.evaluate(eval_dataset, return_dict=True, verbose=0)
+print("result", strategy.num_replicas_in_sync, json.dumps(
+    [history["loss"], result["loss"], [w.ravel().tolist() for w in model.get_weights()],
+     int(optimizer.iterations.numpy())]))
+"""
+
+
+def test_tpu_estimator_migration_guide_on_cpu_devices_computes_tfs_numbers():
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    out = subprocess.run([sys.executable, "-c", _SEEDED_TPU], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    replicas, rest = out.stdout.split("result ", 1)[1].split(" ", 1)
+    losses, eval_loss, weights, iterations = json.loads(rest)
+    assert replicas == "8" and iterations == TF_TPU_ESTIMATOR_SEEDED["iterations"]
+    np.testing.assert_allclose(losses, TF_TPU_ESTIMATOR_SEEDED["losses"], atol=1e-7)  # observed: equal
+    assert eval_loss == pytest.approx(TF_TPU_ESTIMATOR_SEEDED["eval_loss"], rel=1e-5)
+    for got, want in zip(weights, TF_TPU_ESTIMATOR_SEEDED["weights"]):
+        np.testing.assert_allclose(got, want, atol=1e-6)
