@@ -666,3 +666,31 @@ def test_tpu_estimator_migration_guide_on_cpu_devices_computes_tfs_numbers():
     assert eval_loss == pytest.approx(TF_TPU_ESTIMATOR_SEEDED["eval_loss"], rel=1e-5)
     for got, want in zip(weights, TF_TPU_ESTIMATOR_SEEDED["weights"]):
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+# TF 2.21 with tf_keras (its Keras 3 has no tf.keras.utils.SidecarEvaluator), guide/migrate/evaluator.ipynb on the
+# same digits, four unseeded runs: fit's one epoch ended at loss 0.6968, 0.7213, 0.7580, 0.7820 and accuracy
+# 0.8114, 0.7940, 0.7766, 0.7829; the SidecarEvaluator's one evaluation ("6/6 - 0s - loss: ... - accuracy: ...")
+# at loss 0.2657, 0.2851, 0.2695, 0.2914 and accuracy 0.9250, 0.9222, 0.9389, 0.9250; the checkpoint directory
+# held ['checkpoint', 'ckpt-1.data-00000-of-00001', 'ckpt-1.index'].
+TF_EVALUATOR = {"fit_loss": (0.6968, 0.7820), "fit_accuracy": (0.7766, 0.8114), "eval_loss": (0.2657, 0.2914),
+                "eval_accuracy": (0.9222, 0.9389)}
+
+
+def test_evaluator_migration_guide():
+    """ModelCheckpoint(save_weights_only=True) to an extension-less `ckpt-{epoch}`, then tf_keras's
+    SidecarEvaluator with max_evaluations=1: it evaluates ckpt-1 and stops."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)  # the guide runs on the default device
+    out = subprocess.run([sys.executable, str(TUTORIALS / "evaluator_migration.py")], capture_output=True,
+                         text=True, timeout=600, env=env, cwd=TUTORIALS)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout)
+    fit_accuracy, fit_loss = map(float, re.findall(r"45/45 .* - accuracy: ([\d.]+) - loss: ([\d.]+)", text)[-1])
+    (evaluation,) = re.findall(r"^\d+/\d+ - \S+ - \S+ - accuracy: ([\d.]+) - loss: ([\d.]+)$", text, re.MULTILINE)
+    eval_accuracy, eval_loss = map(float, evaluation)
+    # TF's range, with room for an unseeded run (jdist's three: fit 0.711-0.786, evaluation 0.256-0.303 / 0.917-0.942)
+    assert TF_EVALUATOR["fit_loss"][0] - 0.1 < fit_loss < TF_EVALUATOR["fit_loss"][1] + 0.1
+    assert fit_accuracy > TF_EVALUATOR["fit_accuracy"][0] - 0.06
+    assert eval_loss < TF_EVALUATOR["eval_loss"][1] + 0.08 and eval_accuracy > TF_EVALUATOR["eval_accuracy"][0] - 0.04
+    assert text.rstrip().splitlines()[-1] == "['checkpoint', 'ckpt-1.npz']"  # TF: checkpoint, ckpt-1.data/.index

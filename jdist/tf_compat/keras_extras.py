@@ -224,18 +224,33 @@ def add_reset_states() -> None:
 def model_checkpoint_class() -> type:
     """`tf.keras.callbacks.ModelCheckpoint` that also takes tf_keras's extension-less path. tf_keras writes a
     SavedModel directory there (observed: TF 2.21 with TF_USE_LEGACY_KERAS=1); a SavedModel is a TF graph, so
-    jdist writes the Keras 3 format inside that directory instead (`<path>/model.keras`, or
-    `<path>/model.weights.h5` with save_weights_only=True). Paths ending in .keras / .weights.h5 are Keras 3's."""
+    jdist writes the Keras 3 format inside that directory instead (`<path>/model.keras`). With
+    save_weights_only=True tf_keras writes TF-format weights at the prefix and names them in the directory's
+    `checkpoint` file (observed: `checkpoint`, `ckpt-1.data-00000-of-00001`, `ckpt-1.index` for `ckpt-{epoch}`),
+    and so does jdist (`model.save_weights(prefix)`: `ckpt-1.npz` and `checkpoint`), which
+    `tf.train.latest_checkpoint` and `SidecarEvaluator` read. Paths ending in .keras / .weights.h5 are Keras 3's."""
     import os
 
     import keras
 
+    suffix = ".weights.h5"
+
     class ModelCheckpoint(keras.callbacks.ModelCheckpoint):
         def __init__(self, filepath: Any, *args: Any, save_weights_only: bool = False, **kwargs: Any):
             path = os.fspath(filepath)
-            if not path.endswith((".keras", ".h5")):
-                path = os.path.join(path, "model.weights.h5" if save_weights_only else "model.keras")
+            self._jdist_prefix = not path.endswith((".keras", ".h5")) and save_weights_only
+            if self._jdist_prefix:
+                path += suffix  # Keras 3 checks the name; the prefix is what is saved (_get_file_path)
+            elif not path.endswith((".keras", ".h5")):
+                path = os.path.join(path, "model.keras")
             super().__init__(path, *args, save_weights_only=save_weights_only, **kwargs)
+
+        def _get_file_path(self, epoch: Any, batch: Any, logs: Any) -> str:
+            path = super()._get_file_path(epoch, batch, logs)
+            return path[:-len(suffix)] if self._jdist_prefix else path
+
+        def _checkpoint_exists(self, filepath: str) -> bool:
+            return os.path.exists(filepath + ".npz") if self._jdist_prefix else super()._checkpoint_exists(filepath)
 
     return ModelCheckpoint
 

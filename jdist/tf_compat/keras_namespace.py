@@ -43,6 +43,7 @@ def tf_keras() -> types.ModuleType:
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
     keras_saving.install()
+    from jdist.tf_compat.sidecar import SidecarEvaluator
     from jdist.tf_compat.unsupported import Unsupported
 
     return _Overlay(namespace, {
@@ -51,6 +52,7 @@ def tf_keras() -> types.ModuleType:
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
         "models": _Overlay(namespace.models, {"load_model": keras_saving.load_model}),
+        "utils": _Overlay(namespace.utils, {"SidecarEvaluator": SidecarEvaluator}),  # tf_keras's
         "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),

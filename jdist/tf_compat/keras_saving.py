@@ -79,9 +79,11 @@ def install() -> None:
         path = os.fspath(filepath)
         if path.endswith(".h5"):
             return keras_save_weights(self, filepath, *args, **kwargs)
-        from jdist.train.checkpoint import write_object
+        from jdist.train.checkpoint import write_index, write_object
 
         write_object(self, path)  # tf_keras's TF-format weights: a checkpoint rooted at the model
+        # ... named in the directory's `checkpoint` file, alone (tf_keras's, observed), for latest_checkpoint
+        write_index(os.path.dirname(path) or ".", path, [path], [])
 
     @functools.wraps(keras_load_weights)
     def load_weights(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> Any:
