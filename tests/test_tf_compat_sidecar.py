@@ -91,3 +91,38 @@ def test_sidecar_evaluator_needs_a_compiled_model(tmp_path):
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3)])
     with pytest.raises(ValueError, match="compiled model"):
         tf.keras.utils.SidecarEvaluator(model, _data(), checkpoint_dir=str(tmp_path))
+
+
+def test_checkpoints_iterator_follows_tf(tmp_path):
+    """TF 2.21 (observed): after two CheckpointManager saves, list(checkpoints_iterator(d, timeout=1)) was
+    [d/ckpt-2] at once (a poll would pass the timeout); a missing directory gave []; with timeout=0.5 and a
+    timeout_fn returning True on its second call, [d/ckpt-2] and two calls."""
+    import threading
+    import time
+
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), str(tmp_path), max_to_keep=3)
+    manager.save()
+    manager.save()
+    start = time.time()
+    assert list(tf.train.checkpoints_iterator(str(tmp_path), timeout=1)) == [str(tmp_path / "ckpt-2")]
+    assert time.time() - start < 0.5
+    assert list(tf.train.checkpoints_iterator(str(tmp_path / "missing"), timeout=1)) == []
+    calls = []
+
+    def timeout_fn():
+        calls.append(1)
+        return len(calls) >= 2
+
+    assert list(tf.train.checkpoints_iterator(str(tmp_path), timeout=0.5, timeout_fn=timeout_fn)) == [
+        str(tmp_path / "ckpt-2")]
+    assert calls == [1, 1]
+    # A checkpoint written while it waits is the next one yielded.
+    seen = []
+    later = threading.Timer(0.3, manager.save)
+    later.start()
+    for path in tf.train.checkpoints_iterator(str(tmp_path), timeout=3):
+        seen.append(os.path.basename(path))
+        if len(seen) == 2:
+            break
+    later.join()
+    assert seen == ["ckpt-2", "ckpt-3"]

@@ -12,32 +12,21 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from typing import Any, Iterator
+from typing import Any
 
 from jdist import train
-from jdist.train.checkpoint import latest_checkpoint, read_arrays
+from jdist.train.checkpoint import read_arrays
 
 _LOG = logging.getLogger("tensorflow")  # tf_keras logs there
-_POLL_SECONDS = 1.0
 _TIMEOUT_SECONDS = 180  # tf_keras's _CHECKPOINT_TIMEOUT_SEC: how long it waits before saying it found none
 
 
-def _new_checkpoints(directory: str) -> Iterator[str]:
-    """TF's `tf.train.checkpoints_iterator`: each checkpoint newer than the last one yielded, waiting for it."""
-    last, waited_since = None, time.monotonic()
-    while True:
-        found = latest_checkpoint(directory)
-        if found is not None and found != last:
-            last, waited_since = found, time.monotonic()
-            yield found
-            continue
-        if time.monotonic() - waited_since > _TIMEOUT_SECONDS:
-            _LOG.info("No checkpoints appear to be found after %s seconds in %s: save them with "
-                      "tf.train.Checkpoint / CheckpointManager or tf.keras.callbacks.ModelCheckpoint("
-                      "save_weights_only=True).", _TIMEOUT_SECONDS, directory)
-            waited_since = time.monotonic()
-        time.sleep(_POLL_SECONDS)
+def _timed_out(directory: str) -> bool:
+    """tf_keras's timeout_fn: say that nothing came, and keep waiting."""
+    _LOG.info("No checkpoints appear to be found after %s seconds in %s: save them with tf.train.Checkpoint / "
+              "CheckpointManager or tf.keras.callbacks.ModelCheckpoint(save_weights_only=True).",
+              _TIMEOUT_SECONDS, directory)
+    return False
 
 
 class SidecarEvaluator:
@@ -61,7 +50,8 @@ class SidecarEvaluator:
 
     def start(self) -> None:
         """Runs the loop: restore, evaluate, log the metrics; returns after the `max_evaluations`-th checkpoint."""
-        for path in _new_checkpoints(self.checkpoint_dir):
+        for path in train.checkpoints_iterator(self.checkpoint_dir, timeout=_TIMEOUT_SECONDS,
+                                               timeout_fn=lambda: _timed_out(self.checkpoint_dir)):
             self._restore(path)
             _LOG.info("Evaluation starts: Model weights loaded from latest checkpoint file %s", path)
             self.model.evaluate(self.data, steps=self.steps, callbacks=self.callbacks, verbose=2)
