@@ -1,4 +1,4 @@
-"""`jdist.GradientTape`: TF's `tf.GradientTape` for Keras models inside `strategy.run`.
+"""`jdist.GradientTape`: TF's `tf.GradientTape`, inside `strategy.run` and outside it.
 
     with jdist.GradientTape() as tape:
         predictions = model(images, training=True)
@@ -13,23 +13,26 @@ the gradient of `sum(target)` (TF's gradient of a non-scalar target). XLA comput
 repeated forward pass once. Python side effects before the `gradient` call (prints,
 appends) therefore happen twice while the step is traced, never when it runs again.
 
-It works inside `strategy.run` on a function that uses Keras objects (see
-`jdist.interop.keras_run`); elsewhere use `jax.grad` / `jax.value_and_grad` on a function of
-the weights (`model.stateless_call`).
+That is how it works inside `strategy.run` on a function that uses Keras objects (see
+`jdist.interop.keras_run`), and in a `tf.function` whose body records the tape, called
+outside any strategy (`jdist.interop.tf_function`: TF's default strategy). Anywhere else
+the tape is eager, as TF's outside `tf.function`: `gradient` replays the `with` block's
+statements from its source (`jdist.interop.eager_tape`).
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import keras_run
+from jdist.interop import eager_tape, keras_run
 from jdist.typing import ArrayLike, PyTree
 
 
 class GradientTape:
-    """Records nothing; `gradient` replays the replica function (see the module docstring)."""
+    """Records nothing; `gradient` replays the replica function or the eager block (see the module docstring)."""
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         self.persistent = persistent
@@ -37,16 +40,15 @@ class GradientTape:
         self._index = -1
         self._entry: dict[int, Any] = {}
         self._used = False
+        self._block: eager_tape.Block | None = None
 
     def __enter__(self) -> "GradientTape":
         frame = keras_run.current_frame()
         if frame is None and keras_run.building_models():
             return self  # run's eager call that builds the models: nothing is differentiated there
-        if frame is None:
-            raise RuntimeError(
-                "jdist.GradientTape records inside strategy.run on a function that uses Keras models "
-                "(their variables are the sources). Outside run, differentiate a function of the weights "
-                "with jax.grad / jax.value_and_grad (e.g. over model.stateless_call).")
+        if frame is None:  # eager, as TF's tape outside tf.function: replayed from its block (eager_tape)
+            self._block = eager_tape.enter(sys._getframe(1))
+            return self
         self._frame, self._index = frame, frame.tapes_entered
         frame.tapes_entered += 1
         if frame.replaying == self._index:  # the replayed tape: its sources become the differentiated inputs
@@ -69,6 +71,8 @@ class GradientTape:
     def gradient(self, target: ArrayLike, sources: PyTree, output_gradients: ArrayLike | None = None,
                  unconnected_gradients: object = None) -> PyTree:
         frame = self._frame
+        if self._block is not None:
+            return self._eager_gradient(sources, output_gradients, sys._getframe(1))
         if frame is None and keras_run.building_models():
             raise keras_run.ModelsBuilt  # the models called so far are built; the call ends here
         if frame is None:
@@ -97,3 +101,13 @@ class GradientTape:
 
         grads = jax.grad(replayed)(primal)
         return jax.tree.unflatten(treedef, grads)
+
+    def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, caller: Any) -> PyTree:
+        assert self._block is not None
+        if self._used and not self.persistent:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
+                               "(create it with persistent=True to call gradient() more than once).")
+        self._used = True
+        leaves, treedef = jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+        target = eager_tape.target_expression(self._block, caller)
+        return jax.tree.unflatten(treedef, eager_tape.gradient(self._block, target, leaves, output_gradients))

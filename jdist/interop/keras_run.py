@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 
+from jdist.interop import signature_jit
 from jdist.strategy import context, extensions
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.values import PerReplica, split_mark
@@ -425,8 +426,10 @@ class ReachedTarget(Exception):
 
 
 def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
-        objects: list) -> Any:
-    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring)."""
+        objects: list, compiled: bool = False) -> Any:
+    """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
+    `compiled`: one `jax.jit` program per argument signature (a `tf.function` called outside any
+    strategy); `strategy.run` compiles by itself otherwise."""
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
     _build_models(strategy, fn, args, kwargs, objects, keras)
@@ -441,7 +444,11 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
         cache[key] = (_stateful_fn(fn, objects, variables, receivers), receivers)
     replica_fn, receivers = cache[key]
     values = [v.value for v in variables]
-    out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
+    if compiled:
+        out, news, deferred = signature_jit.call(lambda values, args, kwargs: strategy.run(
+            replica_fn, args=(values, args, kwargs)), replica_fn, values, (tuple(args), dict(kwargs or {})))
+    else:
+        out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
     for variable, new in zip(variables, news):
         if isinstance(new, PerReplica):
             raise ValueError(

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import collections
 import functools
+import types
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
-from jdist.strategy import traced_functions
+from jdist.interop import keras_run
+from jdist.strategy import context, traced_functions
 from jdist.typing import PyTree
 
 _MAX_SIGNATURES = 32
@@ -52,6 +54,10 @@ class Function:
         self._site = traced_functions.Site()
         self._signatures: collections.OrderedDict[Any, None] = collections.OrderedDict()
         self._tracing_count = 0
+        # A body that records a GradientTape itself (not through a function it passes to strategy.run) runs,
+        # outside any strategy, through the default strategy as one compiled program (keras_run).
+        self._records_tape = "GradientTape" in getattr(getattr(func, "__func__", func), "__code__",
+                                                        types.SimpleNamespace(co_names=())).co_names
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -65,6 +71,8 @@ class Function:
             while len(self._signatures) > _MAX_SIGNATURES:
                 self._signatures.popitem(last=False)
         with traced_functions.active(self._site):
+            if self._records_tape and not context.has_strategy() and not context.in_replica_context():
+                return _run_outside_strategies(self.python_function, args, kwargs)
             return self.python_function(*args, **kwargs)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
@@ -80,6 +88,17 @@ class Function:
     def experimental_get_tracing_count(self) -> int:
         """How many input signatures this function has been called with (TF's count of traces)."""
         return self._tracing_count
+
+
+def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """A `tf.function` whose own body records a `GradientTape`, called outside any strategy: TF's default
+    strategy runs it, here as one compiled program that reads and assigns the Keras objects' variables,
+    so the tape, `apply_gradients` and metric updates work as in TF (`strategy.run` does the same per
+    replica)."""
+    from jdist.strategy.default import default_strategy
+
+    objects = keras_run.keras_objects(functools.partial(fn, *args, **kwargs))  # its own, and those passed to it
+    return keras_run.run(default_strategy(), fn, args, kwargs, objects, compiled=True)
 
 
 def function(func: Callable | None = None, *, input_signature: PyTree = None, autograph: bool = True,

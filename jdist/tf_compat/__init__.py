@@ -62,6 +62,7 @@ from jdist.tf_compat.dtypes import (
     uint64,
 )
 from jdist.tf_compat.eager import give_arrays_numpy
+from jdist.tf_compat.module import Module
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as TF's names do)
     abs,
@@ -210,7 +211,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n", "argmax",
+    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n",
+    "argmax",
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
     "config", "constant", "convert_to_tensor", "data", "device", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",

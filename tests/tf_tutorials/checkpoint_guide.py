@@ -1,9 +1,7 @@
 # TensorFlow's guide "Training checkpoints" (tensorflow/docs, site/en/guide/checkpoint.ipynb), its code cells in
 # order, Copyright The TensorFlow Authors, Apache License 2.0. Changed: `import tensorflow as tf` (marked); the
 # notebook's `!ls ./tf_ckpts` and the values a notebook displays (a cell's last expression) are printed
-# (marked `was:`); and the eager training step, which jdist's GradientTape does not record outside
-# `strategy.run` (its error names jax.grad), runs through OneDeviceStrategy.run on the built model
-# (marked `eager tape:`, 2 lines).
+# (marked `was:`).
 
 import jdist.tf_compat as tf  # was: import tensorflow as tf
 
@@ -43,7 +41,6 @@ iterator = iter(dataset)
 ckpt = tf.train.Checkpoint(step=tf.Variable(1), optimizer=opt, net=net, iterator=iterator)
 manager = tf.train.CheckpointManager(ckpt, './tf_ckpts', max_to_keep=3)
 
-_one_device = tf.distribute.OneDeviceStrategy('/cpu:0')  # eager tape: added
 def train_and_checkpoint(net, manager):
   ckpt.restore(manager.latest_checkpoint)
   if manager.latest_checkpoint:
@@ -53,7 +50,7 @@ def train_and_checkpoint(net, manager):
 
   for _ in range(50):
     example = next(iterator)
-    net(tf.zeros((1, 1))); loss = _one_device.run(lambda e: train_step(net, e, opt), args=(example,))  # eager tape: was: loss = train_step(net, example, opt)
+    loss = train_step(net, example, opt)
     ckpt.step.assign_add(1)
     if int(ckpt.step) % 10 == 0:
       save_path = manager.save()

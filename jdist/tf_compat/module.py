@@ -1,0 +1,99 @@
+"""`tf.Module`: TF's base class for objects that hold variables, with TF's variable discovery.
+
+TF finds a module's variables by walking its attributes (sorted by name), into nested modules,
+lists, tuples and dicts, each variable once. TF scripts subclass it for hand-written models
+(`self.w = tf.Variable(...)`) and read `trainable_variables` for the tape's sources.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, Callable, Iterator
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """`value` and what its lists, tuples and dicts hold; a module is a leaf (walked after its parent)."""
+    yield value
+    if isinstance(value, dict):
+        for key in sorted(value, key=str):
+            yield from _leaves(value[key])
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+
+
+def _attributes(module: "Module") -> list:
+    return [value for key, value in sorted(vars(module).items()) if not key.startswith("_Module__")]
+
+
+def _flatten(module: "Module", visit: Callable[[Any], bool], seen: set[int]) -> Iterator[Any]:
+    """TF's order: a module's own attributes (sorted by name) first, then each submodule found there."""
+    submodules = []
+    for attribute in _attributes(module):
+        for leaf in _leaves(attribute):
+            if id(leaf) in seen:
+                continue
+            seen.add(id(leaf))
+            if visit(leaf):
+                yield leaf
+            if isinstance(leaf, Module):
+                submodules.append(leaf)
+    for submodule in submodules:
+        yield from _flatten(submodule, visit, seen)
+
+
+def _is_variable(value: Any) -> bool:
+    import keras
+
+    return isinstance(value, keras.Variable)
+
+
+class Module:
+    """`tf.Module(name=None)`: `name` (the class name in snake case by default), `name_scope`,
+    `variables`, `trainable_variables`, `non_trainable_variables` and `submodules`, found as TF finds them."""
+
+    def __init__(self, name: str | None = None):
+        if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", name):
+            raise ValueError(f"'{name}' is not a valid module name. Module names must be valid Python "
+                             "identifiers (e.g. a valid class name).")
+        self.__name = name if name is not None else _snake_case(type(self).__name__)
+
+    @property
+    def name(self) -> str:
+        return self.__name
+
+    @property
+    def name_scope(self) -> contextlib.AbstractContextManager:
+        """Accepted for TF compatibility: JAX arrays carry no op names."""
+        return contextlib.nullcontext(self.__name + "/")
+
+    def _flatten(self, visit: Callable[[Any], bool]) -> tuple:
+        return tuple(_flatten(self, visit, {id(self)}))
+
+    @property
+    def variables(self) -> tuple:
+        return self._flatten(_is_variable)
+
+    @property
+    def trainable_variables(self) -> tuple:
+        return self._flatten(lambda v: _is_variable(v) and v.trainable)
+
+    @property
+    def non_trainable_variables(self) -> tuple:
+        return self._flatten(lambda v: _is_variable(v) and not v.trainable)
+
+    @property
+    def submodules(self) -> tuple:
+        return self._flatten(lambda v: isinstance(v, Module))
+
+    @classmethod
+    def with_name_scope(cls, method: Callable) -> Callable:
+        """Accepted for TF compatibility (see `name_scope`): `method` unchanged."""
+        return method
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.{type(self).__name__} object at {hex(id(self))}>"
