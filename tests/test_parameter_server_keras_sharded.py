@@ -151,3 +151,46 @@ def test_a_scheduled_tf_function_loads_and_pushes_its_keras_objects(cluster):
     assert float(objects[2].result()) == float(reference[2].result()) > 0  # the workers' metric updates arrived
     np.testing.assert_allclose(np.asarray(objects[0].layers[0].kernel), np.asarray(reference[0].layers[0].kernel),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_split_layer_named_beside_its_model_shares_its_pieces_on_the_worker(cluster):
+    """The worker's copy of the layer and of the model holding it (Keras pickles each on its own) read and train
+    the same pieces, as TF's one ShardedVariable whoever refers to it."""
+    strategy, coordinator = cluster
+
+    def objects_():
+        keras.utils.set_random_seed(0)
+        dense = keras.layers.Dense(5, name="d1")
+        return dense, keras.Sequential([keras.Input((4,)), dense, keras.layers.Dense(1, activation="sigmoid")])
+
+    def step_fn_(dense, model, optimizer, strategy):
+        def step_fn(iterator):
+            def replica_fn(x, y):
+                with jdist.GradientTape() as tape:
+                    pred = model(x, training=True)
+                    loss = keras.ops.mean(keras.losses.binary_crossentropy(y, pred))
+                    loss = loss + 0.1 * keras.ops.sum(keras.ops.square(dense.kernel))  # the layer's own reference
+                gradients = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+                return loss
+
+            x, y = next(iterator)
+            return strategy.run(replica_fn, args=(x, y))
+
+        return step_fn
+
+    with strategy.scope():
+        dense, model = objects_()
+        optimizer = keras.optimizers.SGD(0.1)
+    ref_dense, ref_model = objects_()  # unpartitioned, no strategy
+    assert len(dense.weights) == 6  # kernel and bias in three pieces each
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: iter(BATCHES)))
+    step = step_fn_(dense, model, optimizer, strategy)
+    losses = [coordinator.schedule(step, args=(iterator,)) for _ in range(3)]
+    coordinator.join()
+    ref_step, ref_batches = step_fn_(ref_dense, ref_model, keras.optimizers.SGD(0.1), jdist.get_strategy()), iter(BATCHES)
+    ref_losses = [float(np.asarray(ref_step(ref_batches))) for _ in range(3)]
+    np.testing.assert_allclose([float(v.fetch()) for v in losses], ref_losses, rtol=1e-6)
+    for layer, ref in zip(model.layers, ref_model.layers):
+        np.testing.assert_allclose(np.asarray(layer.kernel), np.asarray(ref.kernel), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(layer.bias), np.asarray(ref.bias), rtol=1e-6, atol=1e-6)

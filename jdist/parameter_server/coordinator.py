@@ -329,7 +329,8 @@ class ClusterCoordinator:
         variables = keras_state.worker_objects(fn, self._strategy)
         if not variables:
             return None
-        return self._strategy.keras_variable_store().sync_plan(variables, keras_state.optimizers_of(fn))
+        return self._strategy.keras_variable_store().sync_plan(variables, keras_state.optimizers_of(fn),
+                                                              keras_state.sharing_of(fn))
 
     def _token(self, fn: Callable) -> str:
         """A stable name for `fn` (kept alive here, so its id is never reused)."""

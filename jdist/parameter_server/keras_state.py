@@ -141,9 +141,10 @@ class KerasVariableStore:
                 self._refreshing = False
 
     # ------------------------------------------------------------ scheduling
-    def sync_plan(self, variables: Sequence[Any], optimizers: Sequence[Any] = ()) -> "SyncPlan":
+    def sync_plan(self, variables: Sequence[Any], optimizers: Sequence[Any] = (), sharing: Any = None) -> "SyncPlan":
         """What a worker needs to load and push these coordinator variables (checked: all made in the scope),
-        and to have the servers apply these optimizers' updates."""
+        to have the servers apply these optimizers' updates, and to make its copies share variables as
+        `sharing` says the originals do (`interop.keras_shared`)."""
         keys = []
         for variable in variables:
             key = self.key_of(variable)
@@ -157,17 +158,19 @@ class KerasVariableStore:
         specs = [self.optimizer_spec(optimizer) for optimizer in optimizers]
         self.flush()
         return SyncPlan(self.store_id, self._servers, self._timeout_s, keys, [self._server_of[k] for k in keys],
-                        [tuple(v.shape) for v in variables], specs)
+                        [tuple(v.shape) for v in variables], specs, sharing)
 
 
 class SyncPlan:
     """Sent with a scheduled function: which server holds each of its Keras variables, in the order found."""
 
     def __init__(self, store_id: str, servers: Sequence[Any], timeout_s: float, keys: list[int],
-                 server_of: list[int], shapes: list[tuple], optimizers: Sequence[OptimizerSpec] = ()):
+                 server_of: list[int], shapes: list[tuple], optimizers: Sequence[OptimizerSpec] = (),
+                 sharing: Any = None):
         self.store_id, self.servers, self.timeout_s = store_id, tuple(servers), timeout_s
         self.keys, self.server_of, self.shapes = keys, server_of, shapes
         self.optimizers = list(optimizers)  # whose apply_gradients the servers apply
+        self.sharing = sharing  # which variables of the function's Keras objects are one (None: none are)
 
     def load(self, variables: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
         """Assigns the servers' values to the worker's copies; returns (version, value) per variable."""
@@ -237,9 +240,10 @@ def pull(servers: Sequence[Any], store_id: str, server_of: Sequence[int], keys: 
 
 
 # ------------------------------------------------------------------ worker side
-def worker_objects(fn: Callable, strategy: Any) -> list:
+def worker_objects(fn: Callable, strategy: Any, sharing: Any = None) -> list:
     """The Keras variables of the objects `fn` uses, unbuilt optimizers built: the same list, in the same order,
-    on the coordinator (before sending `fn`) and on a worker (its copy)."""
+    on the coordinator (before sending `fn`) and on a worker (its copy, whose objects first share the variables
+    `sharing` names, as the coordinator's do: Keras pickles each object on its own)."""
     from jdist.interop import keras_run
 
     explicit: Any = getattr(fn, "keras_variables", None)
@@ -251,8 +255,25 @@ def worker_objects(fn: Callable, strategy: Any) -> list:
         return []
     import keras
 
+    if sharing is not None:
+        from jdist.interop import keras_shared
+
+        keras_shared.share([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], sharing)
     keras_run._build_optimizers(strategy, objects, keras)
     return keras_run._variables(objects)
+
+
+def sharing_of(fn: Callable) -> Any:
+    """Which variables the Keras models, layers and metrics `fn` uses share (None: none do), for its worker copy
+    (`interop.keras_shared`). Optimizers are left out: a worker builds its unbuilt ones after sharing."""
+    if callable(getattr(fn, "keras_variables", None)) or "keras" not in sys.modules:
+        return None
+    import keras
+
+    from jdist.interop import keras_run, keras_shared
+
+    objects = keras_run.keras_objects(fn)
+    return keras_shared.sharing([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)])
 
 
 def sendable(fn: Callable, strategy: Any) -> Any:

@@ -62,7 +62,7 @@ class WorkerProcess:
         from jdist.parameter_server.keras_state import optimizers_of, worker_objects
 
         if token not in self._keras_variables:
-            variables = worker_objects(fn, self._strategy)
+            variables = worker_objects(fn, self._strategy, keras_plan.sharing)
             optimizers = optimizers_of(fn)
             self._keras_variables[token] = (variables, optimizers, keras_plan.deferred_optimizers(variables,
                                                                                                  optimizers))
