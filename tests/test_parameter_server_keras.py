@@ -142,6 +142,52 @@ def test_kerass_fit_schedules_its_steps_on_the_workers_as_one_process_would(clus
     np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=1e-6)
 
 
+# TF 2.21 with TF_USE_LEGACY_KERAS=1 (tf_keras), one worker and one parameter server, this data batched by 4 and
+# repeated: Dense(1, kernel_initializer="ones") compiled with Adam(0.1), loss "mse" and steps_per_execution=3,
+# fit(epochs=2, steps_per_epoch=6) printed epoch losses 0.037888627499341965 and 0.0332152433693409, left kernel
+# [[0.7355888485908508], [0.7408608794212341]], bias [-0.18853861093521118], and `optimizer.iterations` 12, one per
+# step (the same 12 with steps_per_execution=1).
+TF_ADAM_FIT_LOSSES = [0.037888627499341965, 0.0332152433693409]
+TF_ADAM_FIT_WEIGHTS = [[[0.7355888485908508], [0.7408608794212341]], [-0.18853861093521118]]
+
+
+def test_kerass_fit_with_adam_applied_on_the_servers_gives_tfs_numbers(cluster):
+    """Each step's gradients go to the servers, which apply Adam there (its `iterations` advanced per step);
+    the next step of the same execution starts from the servers' values."""
+    from jdist import tf_compat as tf
+
+    strategy, _ = cluster
+    with strategy.scope():
+        model = keras.Sequential([keras.layers.Dense(1, kernel_initializer="ones")])
+        model.compile(keras.optimizers.Adam(0.1), loss="mse", steps_per_execution=3)
+    dataset = tf.data.Dataset.from_tensor_slices((FIT_X, FIT_Y)).batch(4).repeat()
+    history = model.fit(dataset, epochs=2, steps_per_epoch=6, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], TF_ADAM_FIT_LOSSES, rtol=1e-5)
+    for got, tf_value in zip(model.get_weights(), TF_ADAM_FIT_WEIGHTS):
+        np.testing.assert_allclose(got, tf_value, rtol=1e-5)
+    assert int(np.asarray(model.optimizer.iterations)) == 12
+
+
+def test_kerass_fit_with_a_loss_scale_optimizer_runs_it_on_the_worker(cluster):
+    """No single server can judge a loss scale (every gradient finite?): fit applies it on the worker's copy and
+    pushes the changes, which with one worker is what one process gives."""
+    strategy, _ = cluster
+
+    def make():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="ones")])
+        model.compile(keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(0.1)), loss="mse")
+        return model
+
+    with strategy.scope():
+        model = make()
+    history = model.fit(FIT_X, FIT_Y, batch_size=4, shuffle=False, epochs=2, steps_per_epoch=5, verbose=0)
+    reference = make()
+    want = reference.fit(FIT_X, FIT_Y, batch_size=4, shuffle=False, epochs=2, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], want.history["loss"], rtol=1e-6)
+    for got, ref in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
 def test_kerass_fit_under_the_strategy_refuses_what_tf_refuses(cluster):
     strategy, _ = cluster
     with strategy.scope():

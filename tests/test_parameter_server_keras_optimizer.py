@@ -194,3 +194,80 @@ def test_tf_kerass_rmsprop_without_momentum_overwrites_a_concurrent_update(clust
     for got_values, want in zip(got[0] + got[1], last[0] + last[1]):  # weights and rms slots
         np.testing.assert_allclose(got_values, want, rtol=1e-5, atol=1e-6)
     assert distance(got, in_turn) > 1e-3 and distance(alone[0], alone[1]) > 1e-3
+
+
+class _MeetingBatches:
+    """A dataset for `fit` whose copy on each worker first waits until both workers have asked for a batch (so both
+    loaded the same servers' values for their step), then yields the batch of its arrival index: 0 or 1."""
+
+    def __init__(self, meeting: str):
+        self.meeting, self.coordinator = meeting, os.getpid()
+
+    def __iter__(self):
+        return self._batches()
+
+    def _batches(self):
+        if os.getpid() == self.coordinator:  # fit reads one batch here to build the model
+            yield FIT_BATCHES[0]
+            return
+        for index in (0, 1):
+            try:
+                os.close(os.open(os.path.join(self.meeting, str(index)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                continue
+        deadline = time.monotonic() + 60
+        while len(os.listdir(self.meeting)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        while True:
+            yield FIT_BATCHES[index]
+
+
+FIT_BATCHES = [(BATCHES[i][0], BATCHES[i][1].astype(np.float32)) for i in (0, 1)]
+
+
+def _fit_model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(0.1), loss="mse")
+    return model
+
+
+def test_kerass_fit_has_the_servers_apply_the_optimizer_in_turn(cluster, tmp_path):
+    """As a scheduled function's apply_gradients: two workers' fit steps from the same values are applied one after
+    the other on the servers (TF 2.21: the optimizer runs on the servers; `iterations` counts every step), not
+    each applied to its own copy and the changes added up."""
+    strategy, _ = cluster
+    with strategy.scope():
+        model = _fit_model()
+    start = [np.asarray(w) for w in model.get_weights()]
+    history = model.fit(_MeetingBatches(str(tmp_path)), epochs=1, steps_per_epoch=2, verbose=0)
+    assert sorted(os.listdir(tmp_path)) == ["0", "1"]  # each worker ran one step
+    assert int(np.asarray(model.optimizer.iterations)) == 2
+
+    def gradients(index):
+        here = _fit_model()
+        here.set_weights(start)
+        x, y = FIT_BATCHES[index]
+
+        def loss(values):
+            pred, _ = here.stateless_call(values, [], x, training=True)
+            return keras.ops.mean(keras.ops.square(pred - y))
+
+        return [np.asarray(g) for g in jax.grad(loss)([v.value for v in here.trainable_variables])]
+
+    def applied(order):
+        reference = _fit_model()
+        reference.set_weights(start)
+        for index in order:
+            reference.optimizer.apply_gradients(zip(gradients(index), reference.trainable_variables))
+        return reference.get_weights()
+
+    distance = lambda a, b: max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))  # noqa: E731
+    got = model.get_weights()
+    want = min((applied((0, 1)), applied((1, 0))), key=lambda w: distance(got, w))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    summed = [s + a - s + b - s for s, a, b in zip(start, applied((0,)), applied((1,)))]  # the push path's result
+    assert distance(summed, want) > 1e-3
+    assert np.isfinite(history.history["loss"][0])

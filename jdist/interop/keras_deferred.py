@@ -9,7 +9,9 @@ each of these optimizers' `apply_gradients` calls `sink(optimizer, grads, variab
 with the gradients (None gradients dropped; inside `strategy.run`: summed over the
 replicas, as TF's `apply_gradients` sums them, and handed on once the compiled replica
 function has run) and leaves its variables and the model's unchanged: a read of them
-later in the same function sees the values from before the update.
+later in the same function sees the values from before the update. A function that runs several steps
+(Keras's `fit` executions, `interop.keras_ps_fit`) calls `step_boundary()` between them: the updates so far
+are applied and the variables loaded again, so each step starts from the servers' values, as TF's steps read them.
 """
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ from jdist.interop import keras_run
 
 Sink = Callable[[Any, list, list], None]
 _SINKS: dict[int, Sink] = {}
+_BOUNDARIES: list[Callable[[], None] | None] = []
 
 
 @contextlib.contextmanager
-def deferred(optimizers: Sequence[Any], sink: Sink) -> Iterator[None]:
-    """While open, `apply_gradients` of each of `optimizers` hands `(optimizer, grads, variables)` to `sink`."""
+def deferred(optimizers: Sequence[Any], sink: Sink, between: Callable[[], None] | None = None) -> Iterator[None]:
+    """While open, `apply_gradients` of each of `optimizers` hands `(optimizer, grads, variables)` to `sink`;
+    `step_boundary()` calls `between` (which hands on what the sink got and loads the variables again)."""
     patched = []
+    _BOUNDARIES.append(between)
     try:
         for optimizer in optimizers:
             if id(optimizer) in _SINKS:
@@ -37,6 +42,7 @@ def deferred(optimizers: Sequence[Any], sink: Sink) -> Iterator[None]:
             patched.append(optimizer)
         yield
     finally:
+        _BOUNDARIES.pop()
         for optimizer in patched:
             _SINKS.pop(id(optimizer), None)
             optimizer.__dict__.pop("apply_gradients", None)  # back to the class's method
@@ -67,3 +73,16 @@ def deliver(optimizer: Any, variables: list, grads: list) -> None:
             "applied elsewhere (on the parameter servers), and no one receives them now. Run that step only "
             "where it was compiled (a function scheduled with the ClusterCoordinator).")
     sink(optimizer, list(grads), list(variables))
+
+
+def defers(optimizer: Any) -> bool:
+    """Whether `optimizer`'s updates are applied elsewhere now (inside `deferred`)."""
+    return id(optimizer) in _SINKS
+
+
+def step_boundary() -> None:
+    """Between two steps of one function: the updates deferred so far are applied and the variables loaded again
+    (a no-op where no one asked for it)."""
+    between = _BOUNDARIES[-1] if _BOUNDARIES else None
+    if between is not None:
+        between()

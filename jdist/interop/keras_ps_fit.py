@@ -5,9 +5,12 @@ epoch loop and the callbacks, each execution of `steps_per_execution` train step
 whichever worker is free, the model's, optimizer's and metrics' variables live on the parameter
 servers, and an epoch ends with `coordinator.join()` and the metrics read from the servers. Here
 the same loop schedules Keras's own compiled train step (`model.train_function`) on the workers:
-each worker's copy of the model loads the variables from the servers before its steps and pushes
-what changed after (`parameter_server/keras_state.py`), so the servers add up every worker's
-gradient steps and metric updates.
+each worker's copy of the model loads the variables from the servers before each step, its
+gradients go to the servers, which apply the optimizer to their current values (as a scheduled
+function's `optimizer.apply_gradients`, `interop/keras_deferred.py`), and the metrics' and other
+variables' changes are pushed after it (`parameter_server/keras_state.py`). A `LossScaleOptimizer`,
+whose scale no single server can judge, is applied on the worker instead, its changes pushed with
+the rest (exact for one worker).
 
 As in TF: `steps_per_epoch` is required, `verbose=1` is refused ("auto" means 2, a line per
 epoch), and callbacks of the user's own with batch-level hooks are refused; Keras's and jdist's
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import functools
 from typing import Any
+
+import numpy as np
 
 from jdist.strategy.base import Strategy
 
@@ -43,22 +48,33 @@ class TrainSteps:
         return [*model.trainable_variables, *model.non_trainable_variables, *model.optimizer.variables,
                 *model.metrics_variables]
 
+    def keras_optimizers(self) -> list:
+        """The optimizer whose updates the servers apply: the model's, unless it scales the loss."""
+        import keras
+
+        optimizer = self.model.optimizer
+        return [] if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) else [optimizer]
+
     def __call__(self, iterator: Any, steps: int) -> dict:
         from keras.src.backend.jax.trainer import _distribute_data
         from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
         from keras.src.utils.python_utils import pythonify_logs
+
+        from jdist.interop import keras_deferred
 
         model = self.model
         if self.tf_keras_labels:
             from jdist.interop import keras_labels
 
             keras_labels.expand_compiled_labels()
-        model.make_train_function()
 
         def batches():
             for _ in range(steps):
                 yield _distribute_data(unpack_x_y_sample_weight(_as_tuple(next(iterator))))
 
+        if keras_deferred.defers(model.optimizer):
+            return pythonify_logs(self._steps_applied_on_servers(batches()))
+        model.make_train_function()
         state = model._get_jax_state(trainable_variables=True, non_trainable_variables=True,
                                      optimizer_variables=True, metrics_variables=True, purge_model_variables=False)
         model._jax_state_synced = False
@@ -67,6 +83,52 @@ class TrainSteps:
         model._jax_state = dict(zip(names, state))
         model.jax_state_sync()
         return pythonify_logs(logs)
+
+
+    def _steps_applied_on_servers(self, batches: Any) -> Any:
+        """Keras's train step without its optimizer update, one step at a time: the gradients go to the
+        servers, and the next step starts from their values (`keras_deferred.step_boundary`)."""
+        from jdist.interop import keras_deferred
+
+        model = self.model
+        step = self.__dict__.get("_gradient_step")
+        if step is None:
+            step = self.__dict__["_gradient_step"] = _gradient_step(model)
+        groups = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables,
+                  model.metrics_variables)
+        logs: Any = {}
+        for index, data in enumerate(batches):
+            if index:
+                keras_deferred.step_boundary()
+            logs, grads, non_trainable, metrics = step(tuple([v.value for v in g] for g in groups), data)
+            for variable, value in zip([*groups[1], *groups[3]], [*non_trainable, *metrics]):
+                variable.assign(value)
+            keras_deferred.deliver(model.optimizer, list(groups[0]), [np.asarray(g) for g in grads])
+        return logs
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_gradient_step", None)  # compiled where it runs
+        return state
+
+
+def _gradient_step(model: Any) -> Any:
+    """Keras's JAX `train_step` up to the optimizer: (logs, gradients, non-trainable and metric values)."""
+    import jax
+
+    def step(state: tuple, data: Any) -> tuple:
+        from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
+
+        trainable, non_trainable, optimizer_variables, metrics = state
+        x, y, sample_weight = unpack_x_y_sample_weight(data)
+        grad_fn = jax.value_and_grad(model.compute_loss_and_updates, has_aux=True)
+        (_, aux), grads = grad_fn(trainable, non_trainable, metrics, x, y, sample_weight, training=True,
+                                  optimizer_variables=optimizer_variables)
+        unscaled_loss, y_pred, non_trainable, metrics = aux
+        logs, metrics = model._update_metrics_variables(metrics, unscaled_loss, x, y, y_pred, sample_weight)
+        return logs, grads, non_trainable, metrics
+
+    return jax.jit(step)
 
 
 def _as_tuple(element: Any) -> Any:

@@ -295,9 +295,15 @@ def sendable(fn: Callable, strategy: Any) -> Any:
 
 
 def optimizers_of(fn: Callable) -> list:
-    """The Keras optimizers `fn` uses (none for a function that names its variables itself)."""
-    if callable(getattr(fn, "keras_variables", None)) or "keras" not in sys.modules:
+    """The Keras optimizers `fn` uses whose updates the servers apply (for a function that names its variables
+    itself, those its `keras_optimizers()` names, if it has one)."""
+    if "keras" not in sys.modules:
         return []
+    if callable(getattr(fn, "keras_variables", None)):
+        if not hasattr(fn, "keras_optimizers"):
+            return []
+        named: Any = fn.keras_optimizers()  # pyright: ignore[reportFunctionMemberAccess]
+        return list(named)
     import keras
 
     from jdist.interop import keras_run

@@ -69,11 +69,21 @@ class WorkerProcess:
         variables, optimizers, specs = self._keras_variables[token]
         pulled = keras_plan.load(variables)
         updates: list = []
+
+        def send() -> None:
+            keras_plan.push(variables, pulled)
+            keras_plan.apply(updates, variables, pulled)
+            updates.clear()
+
+        def between_steps() -> None:  # a function of several steps (fit's executions): each loads anew
+            send()
+            pulled[:] = keras_plan.load(variables)
+
         with deferred([o for o in optimizers if id(o) in specs],
-                      lambda optimizer, grads, targets: updates.append((specs[id(optimizer)], grads, targets))):
+                      lambda optimizer, grads, targets: updates.append((specs[id(optimizer)], grads, targets)),
+                      between_steps):
             out = fn(*self._resolve(args), **self._resolve(kwargs))
-        keras_plan.push(variables, pulled)
-        keras_plan.apply(updates, variables, pulled)
+        send()
         return out
 
     def _resolve(self, tree: Any) -> Any:
