@@ -174,3 +174,43 @@ def test_gradient_called_inside_the_tapes_block_replays_only_up_to_it():
     for a, b in zip(model.get_weights(), twin.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-7)
     assert int(optimizer.iterations.numpy()) == 2
+
+
+def test_a_subclassed_model_is_built_by_the_first_tf_function_call():
+    """TF's quickstart for experts: an unbuilt subclassed Model, first called in a `tf.function` train step (TF
+    builds it in the first trace). Its first step equals the same step, eager, on a twin built from the same seed."""
+    import keras
+
+    class MyModel(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.d1 = tf.keras.layers.Dense(16, activation="relu")
+            self.d2 = tf.keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.d2(self.d1(x))
+
+    x, y, _ = _setup()
+    assert x[..., tf.newaxis].shape == (64, 8, 1)  # the quickstart's `x_train[..., tf.newaxis]`
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    trained = []
+    for compiled in (True, False):
+        keras.utils.set_random_seed(0)
+        model, optimizer = MyModel(), tf.keras.optimizers.SGD(0.1)
+
+        def train_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_object(labels, model(images, training=True))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            return loss
+
+        if not compiled:
+            model(x[:1])  # built eagerly first, from the same seed
+        step = tf.function(train_step) if compiled else train_step
+        losses = [float(step(x[i:i + 16], y[i:i + 16])) for i in range(0, 64, 16)]
+        trained.append((losses, model.get_weights()))
+    (compiled_losses, compiled_weights), (eager_losses, eager_weights) = trained
+    np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-6)
+    for a, b in zip(compiled_weights, eager_weights):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

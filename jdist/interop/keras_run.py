@@ -197,7 +197,8 @@ def _build_models(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs:
 
         def call_once_built(*a: Any, **k: Any) -> Any:
             out = call(*a, **k)
-            waiting.discard(id(model))
+            if model.built:  # not yet inside a subclassed Model's own build, which calls `call` symbolically
+                waiting.discard(id(model))
             if not waiting:
                 raise ModelsBuilt
             return out

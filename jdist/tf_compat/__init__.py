@@ -139,6 +139,7 @@ from jdist.tf_compat.variables import Variable
 
 # TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).
 __version__ = f"2.21.0+jdist.{jdist.__version__}"
+newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 
 _OPS = [
@@ -217,7 +218,7 @@ __all__ = [
     "config", "constant", "convert_to_tensor", "data", "device", "distribute", "divide", "double", "dtypes", "equal",
     "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
     "greater_equal", "half", "identity", "int16", "io", "int32", "int64", "int8", "less", "less_equal",
-    "logical_and", "logical_not", "logical_or", "math", "matmul", "maximum", "minimum", "multiply",
+    "logical_and", "logical_not", "logical_or", "math", "newaxis", "matmul", "maximum", "minimum", "multiply",
     "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
     "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
     "reduce_prod", "reduce_sum", "reshape", "round", "saved_model", "shape", "sign", "size", "split", "sqrt", "square",
