@@ -18,8 +18,8 @@ Python side effect inside it (a print) happens again in the replay.
 from __future__ import annotations
 
 import ast
+import functools
 import linecache
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +62,12 @@ def _tree(filename: str) -> ast.Module:
             f"GradientTape outside strategy.run replays its block from the source file, and {filename!r} has "
             "none (code typed at an interactive prompt or built with exec). Put the step in a function in a "
             "file, or compute the gradients with jax.grad over model.stateless_call.")
+    return _parsed(filename, source)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(filename: str, source: str) -> ast.Module:
+    """A training loop enters a tape and calls `gradient` every step: its file is parsed once (per content)."""
     return ast.parse(source, filename)
 
 
@@ -141,7 +147,3 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     grads = iter(jax.grad(replayed)(primal))
     by_id = {id(s): next(grads) for s in variables + arrays}
     return [by_id[id(s)] for s in sources]
-
-
-def caller(depth: int) -> types.FrameType:
-    return sys._getframe(depth + 1)

@@ -80,11 +80,7 @@ class GradientTape:
                 "tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")
         if frame.replaying == self._index:
             raise keras_run.ReachedTarget(target)
-        if self._used and not self.persistent:
-            raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
-                               "(create it with persistent=True to call gradient() more than once).")
-        self._used = True
-        leaves, treedef = jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+        leaves, treedef = self._sources(sources)
         unknown = [getattr(v, "path", type(v).__name__) for v in leaves if id(v) not in self._entry]
         if unknown:
             raise ValueError(
@@ -102,12 +98,16 @@ class GradientTape:
         grads = jax.grad(replayed)(primal)
         return jax.tree.unflatten(treedef, grads)
 
-    def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, caller: Any) -> PyTree:
-        assert self._block is not None
+    def _sources(self, sources: PyTree) -> tuple[list, Any]:
+        """Marks the tape used (once, unless persistent) and flattens `sources` down to the variables."""
         if self._used and not self.persistent:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
                                "(create it with persistent=True to call gradient() more than once).")
         self._used = True
-        leaves, treedef = jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+        return jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+
+    def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, caller: Any) -> PyTree:
+        assert self._block is not None
+        leaves, treedef = self._sources(sources)
         target = eager_tape.target_expression(self._block, caller)
         return jax.tree.unflatten(treedef, eager_tape.gradient(self._block, target, leaves, output_gradients))

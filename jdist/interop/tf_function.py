@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import types
 from typing import Any, Callable
 
 import jax
@@ -56,8 +55,8 @@ class Function:
         self._tracing_count = 0
         # A body that records a GradientTape itself (not through a function it passes to strategy.run) runs,
         # outside any strategy, through the default strategy as one compiled program (keras_run).
-        self._records_tape = "GradientTape" in getattr(getattr(func, "__func__", func), "__code__",
-                                                        types.SimpleNamespace(co_names=())).co_names
+        code = getattr(getattr(func, "__func__", func), "__code__", None)
+        self._records_tape = code is not None and "GradientTape" in code.co_names
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
