@@ -30,7 +30,7 @@ def _code_names(path: pathlib.Path) -> list[tuple[int, str]]:
     return [(tok.start[0], tok.string) for tok in tokens if tok.type == tokenize.NAME]
 
 
-REEXPORTS = {pathlib.Path("__init__.py"), pathlib.Path("tf_compat/distribute.py")}
+REEXPORTS = {pathlib.Path("__init__.py"), pathlib.Path("tf_compat/distribute_namespace.py")}
 
 
 def test_no_module_outside_the_parameter_server_package_names_its_types():

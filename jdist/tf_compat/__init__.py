@@ -17,7 +17,6 @@ what to use instead.
 """
 from __future__ import annotations
 
-import sys as _sys
 from typing import Any
 
 import jdist
@@ -26,20 +25,21 @@ from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.tf_compat import (
-    config as _config,
-    dtypes as _dtypes,
-    errors as _errors,
+    device_config as _config,
+    dtype_table as _dtypes,
+    error_types as _errors,
     gfile as _gfile,
+    importer as _importer,
     keras_namespace as _keras_namespace,
-    nest as _nest,
+    nest_ops as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
     reductions as _reductions,
     unsupported as _unsupported,
 )
 from jdist.tf_compat.device import device
-from jdist.tf_compat.distribute import distribute
-from jdist.tf_compat.dtypes import (
+from jdist.tf_compat.distribute_namespace import distribute
+from jdist.tf_compat.dtype_table import (
     DType,
     as_dtype,
     bfloat16,
@@ -133,13 +133,16 @@ from jdist.tf_compat.reductions import (
     reduce_sum,
 )
 from jdist.tf_compat.servers import ConfigProto
-from jdist.tf_compat.tpu import experimental_connect_to_cluster, tpu
+from jdist.tf_compat.tpu_setup import experimental_connect_to_cluster, tpu
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
 
 # TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).
 __version__ = f"2.21.0+jdist.{jdist.__version__}"
 newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
+# `from jdist.tf_compat.keras.layers import Dense`, `import jdist.tf_compat.compat.v1 as tf1`: submodule paths
+# import as TF's do (jdist.tf_compat.importer).
+_importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 
 _OPS = [
@@ -170,10 +173,6 @@ io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
 compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
-# TF scripts import it as a module (`import tensorflow.compat.v1 as tf1`, in TF's migration guides): the port
-# `import jdist.tf_compat.compat.v1 as tf1` finds these namespaces, and their TF1 names raise the way forward.
-_sys.modules[f"{__name__}.compat"] = compat  # pyright: ignore[reportArgumentType]
-_sys.modules[f"{__name__}.compat.v1"] = compat.v1  # pyright: ignore[reportArgumentType]
 # Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model).
 saved_model = Namespace(
     "tf.saved_model", save=_saved_model.save, load=_saved_model.load, SaveOptions=_saved_model.SaveOptions,
@@ -212,7 +211,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "Variable", "__version__", "abs", "add", "add_n",
+    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "Variable", "__version__",
+    "abs", "add", "add_n",
     "argmax",
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
     "config", "constant", "convert_to_tensor", "data", "device", "distribute", "divide", "double", "dtypes", "equal",

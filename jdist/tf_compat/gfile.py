@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING
 
-from jdist.tf_compat.errors import (
+from jdist.tf_compat.error_types import (
     AlreadyExistsError,
     FailedPreconditionError,
     InvalidArgumentError,

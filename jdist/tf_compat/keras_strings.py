@@ -144,7 +144,7 @@ def install_model_dispatch() -> None:
 def keras_input(keras_input_fn: Callable) -> Callable:
     """`tf.keras.Input` / `tf.keras.layers.Input`: string dtypes give a `HostInput`, others Keras's (a tf dtype
     passed by name)."""
-    from jdist.tf_compat.dtypes import DType, string
+    from jdist.tf_compat.dtype_table import DType, string
 
     def Input(*args: Any, dtype: Any = None, **kwargs: Any) -> Any:  # noqa: N802 (TF's name)
         if dtype is string or (isinstance(dtype, str) and dtype == "string") or dtype in (str, bytes):

@@ -22,7 +22,7 @@ class Namespace:
         raise not_provided(f"{self.__name__}.{name}")
 
     def __dir__(self) -> list[str]:
-        return sorted(k for k in self.__dict__ if k != "__name__")
+        return sorted(k for k in self.__dict__ if not k.startswith("__"))  # not what importing it sets
 
     def __repr__(self) -> str:
         return f"<jdist.tf_compat namespace {self.__name__}>"

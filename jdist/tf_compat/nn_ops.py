@@ -8,7 +8,7 @@ from jax.typing import DTypeLike
 
 from jdist.losses import compute_average_loss, scale_regularization_loss
 from jdist.strategy import context
-from jdist.tf_compat.dtypes import numpy_dtype
+from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
-from jdist.tf_compat.dtypes import numpy_dtype
+from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:

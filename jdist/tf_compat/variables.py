@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from jdist.tf_compat.dtypes import numpy_dtype
+from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
 

@@ -21,7 +21,7 @@ import jax
 
 import jdist.tpu
 from jdist.cluster import ClusterResolver, ClusterSpec
-from jdist.tf_compat.errors import NotFoundError
+from jdist.tf_compat.error_types import NotFoundError
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.unsupported import alternative
 

@@ -13,7 +13,7 @@ from typing import Any
 import jdist
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.servers import Server
-from jdist.tf_compat.tpu import TPUClusterResolver
+from jdist.tf_compat.tpu_setup import TPUClusterResolver
 
 
 class CrossDeviceOps:
