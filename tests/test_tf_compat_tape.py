@@ -214,3 +214,102 @@ def test_a_subclassed_model_is_built_by_the_first_tf_function_call():
     np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-6)
     for a, b in zip(compiled_weights, eager_weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_unconnected_source_gets_none_or_zeros_as_in_tf():
+    # TF 2.21, eager: y = w*w + stop_gradient(u)*2 with x watched -> [4.0, None, None, None] for [w, u, int i, x];
+    # with UnconnectedGradients.ZERO (or "zero") [4.0, 0.0, 0.0]; an int source gets int32 0; "bogus" raises.
+    w, u, i = tf.Variable(2.0), tf.Variable(3.0), tf.Variable(3)
+    x = tf.constant(4.0)
+    with tf.GradientTape(persistent=True) as t:
+        t.watch(x)
+        y = w * w + tf.stop_gradient(u) * 2.0
+    grads = t.gradient(y, [w, u, i, x])
+    assert float(grads[0]) == 4.0 and grads[1:] == [None, None, None]
+    zero = t.gradient(y, [w, u, i, x], unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    assert [float(g) for g in zero] == [4.0, 0.0, 0.0, 0.0] and np.asarray(zero[2]).dtype == np.int32
+    assert [float(g) for g in t.gradient(y, [w, u], unconnected_gradients="zero")] == [4.0, 0.0]
+    with pytest.raises(ValueError, match="Unknown value for unconnected_gradients: 'bogus'"):
+        t.gradient(y, [w], unconnected_gradients="bogus")
+
+    @tf.function
+    def compiled():
+        with tf.GradientTape() as tape:
+            target = w * 3.0
+        return tape.gradient(target, [w, u])
+
+    grads = compiled()  # TF 2.21: [3.0, None]
+    assert float(grads[0]) == 3.0 and grads[1] is None
+
+
+# TF 2.21 (Keras 3, MirroredStrategy on 2 logical CPUs): two Dense(1) heads on one input, Adam(0.1) built in the
+# scope, three steps of a tf.function that runs the step; the loss reads head b on the first step only. On the
+# next two b's gradients are None, so Adam leaves b where step 1 put it (zeros would move it on by momentum, to
+# kernel -0.018800, bias 0.781200). Weights after the three steps, and iterations 3:
+TF_HEADS = {"dense/kernel": [0.095293045, 0.094479136, 0.093774602], "dense/bias": [-0.015987020],
+            "dense_1/kernel": [0.100000784, 0.100000776, 0.100000761], "dense_1/bias": [0.900000811]}
+
+
+@pytest.mark.parametrize("make", [lambda: tf.distribute.MirroredStrategy(),
+                                  lambda: tf.distribute.OneDeviceStrategy("cpu:0")], ids=["mirrored", "one_device"])
+def test_adam_skips_a_variable_whose_gradient_is_none_inside_run(make):
+    keras = tf.keras
+    x = np.arange(24, dtype=np.float32).reshape(8, 3) / 10
+    y = np.arange(8, dtype=np.float32).reshape(8, 1) / 8
+    strategy = make()
+    replicas = strategy.num_replicas_in_sync
+    with strategy.scope():
+        inputs = keras.Input((3,))
+        a = keras.layers.Dense(1, kernel_initializer=keras.initializers.Constant(0.1), name="dense")
+        b = keras.layers.Dense(1, kernel_initializer=keras.initializers.Constant(0.2), bias_initializer="ones",
+                               name="dense_1")
+        model = keras.Model(inputs, [a(inputs), b(inputs)])
+        optimizer = keras.optimizers.Adam(0.1)
+        optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def train(use_b):
+        def step():
+            with tf.GradientTape() as tape:
+                pa, pb = model(x)
+                loss = tf.reduce_mean((pa - y) ** 2) / replicas  # every replica holds the whole batch
+                if use_b:
+                    loss = loss + tf.reduce_mean((pb - y) ** 2) / replicas
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return strategy.run(step)
+
+    with pytest.warns(UserWarning, match=r"Gradients do not exist for variables \['dense_1/kernel', 'dense_1/bias'\]"):
+        for use_b in (True, False, False):
+            train(use_b)
+    got = {v.path: np.asarray(v.numpy()).ravel().tolist() for v in model.trainable_variables}
+    assert got.keys() == TF_HEADS.keys()
+    for path, expected in TF_HEADS.items():
+        np.testing.assert_allclose(got[path], expected, atol=2e-7, err_msg=path)
+    assert int(optimizer.iterations.numpy()) == 3
+
+
+def test_a_print_in_an_eager_tapes_block_prints_once(capsys):
+    v = tf.Variable(2.0)
+    seen = []
+    with tf.GradientTape() as tape:
+        y = v * v
+        print("inside the block")
+        seen.append(1)  # other side effects happen again in the replay (documented)
+    assert float(tape.gradient(y, v)) == 4.0
+    assert capsys.readouterr().out == "inside the block\n"
+    assert seen == [1, 1]
+
+
+def test_a_host_read_in_an_eager_tapes_block_names_the_line_and_the_fix():
+    v = tf.Variable(2.0)
+    with tf.GradientTape() as tape:
+        y = v * v
+        ratio = float(y) / 2  # TF reads it eagerly; the replay has no value to give
+    line = test_a_host_read_in_an_eager_tapes_block_names_the_line_and_the_fix.__code__.co_firstlineno + 4
+    with pytest.raises(RuntimeError, match=rf"reads one on the host at .*test_tf_compat_tape.py:{line} .*"
+                                           r"move that read after the block"):
+        tape.gradient(y, v)
+    assert ratio == 2.0

@@ -12,20 +12,24 @@ differentiation, and evaluates the `gradient` call's target expression (`loss`) 
 bound (or, for a `gradient` call inside the block, the block's statements up to it and that call's
 target). Keras variables are read through a `StatelessScope`, so what the block assigned (metric
 updates, BatchNormalization's statistics) is assigned once, by the eager run, not again. The
-block must be the `with` statement's own body in a source file (not typed at a prompt), and a
-Python side effect inside it (a print) happens again in the replay.
+block must be the `with` statement's own body in a source file (not typed at a prompt). A `print`
+written in the block is silent in the replay, so it prints once, as TF's; other Python side effects
+(an append, a print in a function the block calls) happen again.
 """
 from __future__ import annotations
 
 import ast
 import functools
 import linecache
+import traceback
 import types
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from jdist.interop import unconnected
 
 
 class _Reached(Exception):
@@ -110,8 +114,24 @@ def target_expression(block: Block, frame: types.FrameType) -> ast.expr:
     return (running or [max(calls, key=lambda c: (c.lineno, c.col_offset))])[0].args[0]
 
 
-def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any) -> list:
-    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block`."""
+def _host_read(block: Block, err: BaseException) -> RuntimeError:
+    """The error for a block that reads a value on the host, which the replay's abstract values cannot give."""
+    lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__) if frame.filename == block.filename]
+    where = f"{block.filename}:{lines[-1]}" if lines else block.filename
+    return RuntimeError(
+        f"tape.gradient replays the tape's `with` block under jax.grad, where values are abstract, and the block "
+        f"reads one on the host at {where} (float(), .numpy(), an `if` on a tensor): move that read after the "
+        "block, or run the step in a tf.function (or strategy.run), which compiles it instead of replaying it.")
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    """`print` in the replay of a block."""
+
+
+def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any,
+             unconnected_gradients: Any = None) -> list:
+    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block` (None for a source
+    the target does not depend on, as TF's, see `jdist.interop.unconnected`)."""
     import keras
 
     variables = [s for s in sources if isinstance(s, keras.Variable)]
@@ -130,6 +150,7 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
 
     def replayed(values: list) -> Any:
         namespace = dict(block.namespace)
+        namespace["print"] = _silent  # the eager run printed already
         for array, value in zip(arrays, values[len(variables):]):
             for name in names[id(array)]:
                 namespace[name] = value
@@ -139,11 +160,13 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
                 result = jnp.asarray(eval(expression, namespace))
             except _Reached as reached:  # `gradient` called inside the block: the statements up to it
                 result = jnp.asarray(reached.target)
+            except jax.errors.ConcretizationTypeError as err:
+                raise _host_read(block, err) from err
         if output_gradients is not None:
             result = result * jnp.asarray(output_gradients)
         return jnp.sum(result)
 
     primal = [jnp.asarray(v.value) for v in variables] + [jnp.asarray(a) for a in arrays]
-    grads = iter(jax.grad(replayed)(primal))
+    grads = iter(unconnected.gradients(replayed, primal, unconnected_gradients))
     by_id = {id(s): next(grads) for s in variables + arrays}
     return [by_id[id(s)] for s in sources]

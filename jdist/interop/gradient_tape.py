@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import eager_tape, keras_run
+from jdist.interop import eager_tape, keras_run, unconnected
 from jdist.typing import ArrayLike, PyTree
 
 
@@ -72,7 +72,7 @@ class GradientTape:
                  unconnected_gradients: object = None) -> PyTree:
         frame = self._frame
         if self._block is not None:
-            return self._eager_gradient(sources, output_gradients, sys._getframe(1))
+            return self._eager_gradient(sources, output_gradients, unconnected_gradients, sys._getframe(1))
         if frame is None and keras_run.building_models():
             raise keras_run.ModelsBuilt  # the models called so far are built; the call ends here
         if frame is None:
@@ -95,8 +95,7 @@ class GradientTape:
                 return jnp.sum(jnp.asarray(target_value) * output_gradients)
             return jnp.sum(jnp.asarray(target_value))
 
-        grads = jax.grad(replayed)(primal)
-        return jax.tree.unflatten(treedef, grads)
+        return jax.tree.unflatten(treedef, unconnected.gradients(replayed, primal, unconnected_gradients))
 
     def _sources(self, sources: PyTree) -> tuple[list, Any]:
         """Marks the tape used (once, unless persistent) and flattens `sources` down to the variables."""
@@ -106,8 +105,10 @@ class GradientTape:
         self._used = True
         return jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
 
-    def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, caller: Any) -> PyTree:
+    def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, unconnected_gradients: Any,
+                        caller: Any) -> PyTree:
         assert self._block is not None
         leaves, treedef = self._sources(sources)
         target = eager_tape.target_expression(self._block, caller)
-        return jax.tree.unflatten(treedef, eager_tape.gradient(self._block, target, leaves, output_gradients))
+        grads = eager_tape.gradient(self._block, target, leaves, output_gradients, unconnected_gradients)
+        return jax.tree.unflatten(treedef, grads)

@@ -24,6 +24,7 @@ from jdist import data, saved_model as _saved_model, train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
+from jdist.interop.unconnected import UnconnectedGradients
 from jdist.tf_compat import (
     device_config as _config,
     dtype_table as _dtypes,
@@ -211,7 +212,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "Variable", "__version__",
+    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "UnconnectedGradients", "Variable", "__version__",
     "abs", "add", "add_n",
     "argmax",
     "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",

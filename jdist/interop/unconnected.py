@@ -1,0 +1,69 @@
+"""TF's gradient for a source the target does not depend on: `None` by default, zeros on request.
+
+`jax.grad` gives zeros for an input the output does not use; `tf.GradientTape.gradient` gives None
+(`unconnected_gradients=tf.UnconnectedGradients.NONE`, its default) or zeros (`ZERO`), and None for a source
+that is not floating point. The difference is not cosmetic: Keras's optimizers skip a None gradient, but apply
+a zero one (Adam moves a variable on a zero gradient through its momentum). A source is connected when the
+linearized target reads its tangent, the rule of TF's recorded graph: `stop_gradient` cuts it, `0 * x` does not.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Literal
+
+
+class UnconnectedGradients(enum.Enum):
+    """`tf.UnconnectedGradients`: what `gradient` gives for a source the target does not depend on."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+def _mode(unconnected_gradients: Any) -> UnconnectedGradients:
+    if unconnected_gradients is None:
+        return UnconnectedGradients.NONE
+    if isinstance(unconnected_gradients, UnconnectedGradients):
+        return unconnected_gradients
+    try:
+        return UnconnectedGradients(unconnected_gradients)
+    except ValueError:  # TF 2.21's message (observed)
+        raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}") from None
+
+
+def _reads(closed: Any) -> list[bool]:
+    """For each input of a jaxpr: whether its output reads it (any output of an equation that reads a needed
+    value is needed; a nested jaxpr counts as one equation)."""
+    jaxpr = closed.jaxpr
+    needed = {v for v in jaxpr.outvars if not isinstance(v, Literal)}
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in needed for v in eqn.outvars):
+            needed.update(v for v in eqn.invars if not isinstance(v, Literal))
+    return [v in needed for v in jaxpr.invars]
+
+
+def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gradients: Any = None) -> list:
+    """d target / d primal[i] for each i, the scalar `target` taking the list `primal`; a source that is not
+    floating point, or that the target does not depend on, gets None (zeros with `UnconnectedGradients.ZERO`)."""
+    mode = _mode(unconnected_gradients)
+    floating = [i for i, value in enumerate(primal) if jnp.issubdtype(jnp.result_type(value), jnp.inexact)]
+
+    def of_floating(values: list) -> jax.Array:
+        full = list(primal)
+        for i, value in zip(floating, values):
+            full[i] = value
+        return target(full)
+
+    subset = [primal[i] for i in floating]
+    value, linear = jax.linearize(of_floating, subset)
+    (grads,) = jax.linear_transpose(linear, subset)(jnp.ones_like(value))
+    connected = _reads(jax.make_jaxpr(linear)(subset))
+    result: list = [None] * len(primal)
+    for i, grad, used in zip(floating, grads, connected):
+        result[i] = grad if used or mode is UnconnectedGradients.ZERO else None
+    if mode is UnconnectedGradients.ZERO:  # TF: zeros for every unconnected source, integer ones included
+        result = [jnp.zeros_like(primal[i]) if g is None else g for i, g in enumerate(result)]
+    return result
