@@ -9,18 +9,25 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # Many tests compile the same program afresh: the same model under the same strategy from a new `jit`, and every
 # worker process of the multi-process tests the train step its peers and the workers before it compiled. Two XLA
-# compilation caches for the session turn the repeats into loads: this process's own (set below through jax.config)
-# and one that the processes the tests start inherit through the environment. The second keeps only programs that
-# took 0.3 s or more to compile. Neither has a size bound: with one, JAX lists the whole folder at every write.
-# Without it, a process that reads an entry while another writes it gets a warning and compiles the program
-# itself; in a multi-process job only process 0 writes.
+# compilation caches for the session turn the repeats into loads: one for the pytest processes (set below through
+# jax.config) and one that the processes the tests start inherit through the environment. The second keeps only
+# programs that took 0.3 s or more to compile. Neither has a size bound: with one, JAX lists the whole folder at
+# every write. Without it, a process that reads an entry while another writes it gets a warning and compiles the
+# program itself; in a multi-process job only process 0 writes. The first pytest process makes both folders and
+# removes them at its exit; pytest-xdist's workers (`-n 2`, the README's command) find them in the environment.
 import atexit  # noqa: E402
+import json  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
-_xla_caches = {name: tempfile.mkdtemp(prefix=f"jdist-tests-xla-cache-{name}-") for name in ("main", "children")}
-for _folder in _xla_caches.values():
-    atexit.register(shutil.rmtree, _folder, True)
+_CACHES_ENV = "JDIST_TESTS_XLA_CACHES"
+if _CACHES_ENV in os.environ:
+    _xla_caches = json.loads(os.environ[_CACHES_ENV])
+else:
+    _xla_caches = {name: tempfile.mkdtemp(prefix=f"jdist-tests-xla-cache-{name}-") for name in ("main", "children")}
+    for _folder in _xla_caches.values():
+        atexit.register(shutil.rmtree, _folder, True)
+    os.environ[_CACHES_ENV] = json.dumps(_xla_caches)
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _xla_caches["children"])
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
@@ -67,3 +74,14 @@ def every_strategy(request):
     """Each preset strategy in turn: one device, mirrored (8), a data x model layout (2 x 4),
     FSDP (8, every leaf split) and central storage (parameters in host memory)."""
     return _presets()[request.param]()
+
+
+# The longest files first (seconds in one serial run on 2 cores, summed from junit): with `-n 2`, a long file
+# taken last would leave the other worker idle at the end. A stale entry changes the order, never a result.
+SLOWEST_FILES = {"test_tf_tutorials.py": 270, "test_multiworker.py": 171, "test_docs.py": 131, "test_pipeline.py": 66,
+                 "test_checkpoint_crash.py": 49, "test_benchmark_tools.py": 44, "test_parameter_server.py": 43}
+
+
+def pytest_collection_modifyitems(config, items):
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a serial run keeps pytest's own order
+        items.sort(key=lambda item: -SLOWEST_FILES.get(item.path.name, 0))
