@@ -215,7 +215,7 @@ def test_binary_crossentropy_of_a_sigmoid_output_uses_its_logits_as_tfs_keras():
 # tf.keras.optimizers.legacy.X(0.1); its values after (the same with the gradient an IndexedSlices of
 # tf.gather). tf_keras's RMSprop without momentum divides by sqrt(rms) + epsilon, Keras 3's by
 # sqrt(rms + epsilon): the small gradients' steps differ. SGD, Adam, Adagrad, Adadelta, Adamax, Ftrl and RMSprop
-# with momentum 0.9 gave Keras 3's values to float32 rounding; Nadam differed in the third digit (not changed yet).
+# with momentum 0.9 gave Keras 3's values to float32 rounding; Nadam differed in the third digit (its schedule).
 LEGACY_GRADIENTS = [[1e-5, 1e-4, 1e-3, 1e-2, 1.0], [-3e-5, 2e-4, -1e-3, 5e-2, -0.5]]
 TF_LEGACY_RMSPROP = {
     "plain": [0.9919768571853638, 0.39946249127388, 0.9132353067398071, 0.37309929728507996, 0.831214189529419],
@@ -238,3 +238,30 @@ def test_legacy_rmsprop_takes_tf_kerass_steps(name, kwargs):
     assert optimizer.applied_from_step_reads is (name != "momentum")
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     assert type(restored) is type(optimizer) and restored.get_config() == optimizer.get_config()
+
+
+# TF 2.21 with TF_USE_LEGACY_KERAS=1: tf.keras.optimizers.legacy.Nadam(learning_rate=0.1) on v = [1, -2, 0.5] and
+# w = [[0.3]], the loss sum(v**2 * [1, 3, 0.1]) + sum(exp(w)), four apply_gradients; v and w after each step.
+# Keras 3's Nadam differs from the second step (momentum schedule 0.96**step, tf_keras's 0.96**(0.004*step)).
+TF_LEGACY_NADAM = [
+    ([0.8943548202514648, -1.8943548202514648, 0.39435499906539917], 0.1943548023700714),
+    ([0.8199734091758728, -1.8178977966308594, 0.3246710002422333], 0.11975370347499847),
+    ([0.7527292966842651, -1.7475086450576782, 0.26472729444503784], 0.051875099539756775),
+    ([0.6877163052558899, -1.6781890392303467, 0.20995579659938812], -0.014355200342833996),
+]
+
+
+def test_legacy_nadam_takes_tf_kerass_steps():
+    optimizer = tf.keras.optimizers.legacy.Nadam(learning_rate=0.1)
+    v, w = keras.Variable(np.array([1.0, -2.0, 0.5], np.float32)), keras.Variable(np.array([[0.3]], np.float32))
+    scale = np.array([1.0, 3.0, 0.1], np.float32)
+    for expected_v, expected_w in TF_LEGACY_NADAM:
+        grads = [2 * np.asarray(v) * scale, np.exp(np.asarray(w))]
+        optimizer.apply_gradients(zip(grads, [v, w]))
+        np.testing.assert_allclose(np.asarray(v), expected_v, rtol=5e-6, atol=2e-6)
+        np.testing.assert_allclose(float(np.asarray(w)[0, 0]), expected_w, rtol=5e-6, atol=2e-6)
+    assert int(optimizer.iterations) == 4 and optimizer.get_config()["schedule_decay"] == 0.004
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert type(restored) is type(optimizer) and restored.get_config() == optimizer.get_config()
+    with pytest.raises(ValueError, match="does not support tf.keras.optimizers.LearningRateSchedules"):
+        tf.keras.optimizers.legacy.Nadam(keras.optimizers.schedules.ExponentialDecay(0.1, 10, 0.9))

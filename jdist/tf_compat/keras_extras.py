@@ -187,7 +187,8 @@ def legacy_optimizers() -> Namespace:
     """`tf.keras.optimizers.legacy`: TF 2.21's tf_keras optimizers (TF_USE_LEGACY_KERAS=1) exist in Keras 3 only
     as an ImportError. jdist serves Keras 3's optimizer of the same name where its update rule and defaults match
     (SGD lr 0.01; Adam lr 0.001, betas 0.9/0.999, epsilon 1e-7), and tf_keras's rule where they differ
-    (`legacy_optimizers.RMSprop`: epsilon added after the square root). Keras 2's `decay=` (inverse-time decay
+    (`legacy_optimizers.RMSprop`: epsilon added after the square root; `legacy_optimizers.Nadam`: tf_keras's
+    momentum schedule). Keras 2's `decay=` (inverse-time decay
     per step) has no Keras 3 argument: it is refused unless 0."""
     import keras
 

@@ -2,8 +2,10 @@
 
 `tf.keras.optimizers.legacy.X` (TF 2.21, TF_USE_LEGACY_KERAS=1) is served by Keras 3's `X`
 where both compute the same update (observed: SGD, Adam, Adagrad, Adadelta, Adamax, Ftrl
-and RMSprop with momentum agree to float32 rounding after two steps; Nadam differs in the third
-digit and is still Keras 3's). tf_keras's RMSprop without momentum does not: it divides by
+and RMSprop with momentum agree to float32 rounding after two steps). Nadam does not: tf_keras's
+momentum schedule is `beta_1 * (1 - 0.5 * 0.96 ** (schedule_decay * step))` with `schedule_decay`
+0.004, where Keras 3 uses `0.96 ** step`; they differ in the third digit from the second step.
+tf_keras's RMSprop without momentum does not: it divides by
 `sqrt(rms) + epsilon`, where Keras 3 (and TF's `ResourceApplyRMSProp`, which tf_keras uses
 only with momentum) divides by `sqrt(rms + epsilon)`. With the default epsilon 1e-7 the two
 differ wherever gradients are near 1e-3 or smaller: there Keras 3's step shrinks and
@@ -55,3 +57,48 @@ class RMSprop(keras.optimizers.RMSprop):
             denominator = ops.subtract(velocity, ops.square(average_grad))
         self.assign_sub(variable, ops.divide(ops.multiply(lr, gradient),
                                              ops.add(ops.sqrt(denominator), self.epsilon)))
+
+
+@keras.saving.register_keras_serializable(package="jdist.legacy")
+class Nadam(keras.optimizers.Nadam):
+    """tf_keras's `optimizers.legacy.Nadam`: Keras 3's update with tf_keras's momentum schedule,
+    `beta_1 * (1 - 0.5 * 0.96 ** (schedule_decay * step))` (schedule_decay 0.004, its `decay` in get_config)."""
+
+    def __init__(self, learning_rate: Any = 0.001, beta_1: float = 0.9, beta_2: float = 0.999,
+                 epsilon: float = 1e-7, name: str = "Nadam", schedule_decay: float = 0.004, **kwargs: Any):
+        if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):  # TF 2.21's refusal
+            raise ValueError("The Nadam optimizer does not support tf.keras.optimizers.LearningRateSchedules as "
+                             "the learning rate.")
+        super().__init__(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, name=name,
+                         **kwargs)
+        self.schedule_decay = schedule_decay
+
+    def _momentum(self, step: Any, dtype: Any) -> Any:
+        return self.beta_1 * (1.0 - 0.5 * ops.power(ops.cast(0.96, dtype), self.schedule_decay * step))
+
+    def _backend_update_step(self, grads: Any, trainable_variables: Any, learning_rate: Any) -> None:
+        dtype = self._u_product.dtype
+        self.assign(self._u_product,
+                    self._u_product * self._momentum(ops.cast(self.iterations + 1, dtype), dtype))
+        super(keras.optimizers.Nadam, self)._backend_update_step(grads, trainable_variables, learning_rate)
+
+    def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        u_t = self._momentum(ops.cast(self.iterations + 1, dtype), dtype)
+        u_t_1 = self._momentum(ops.cast(self.iterations + 2, dtype), dtype)
+        u_product_t = ops.cast(self._u_product, dtype)
+        u_product_t_1 = u_product_t * u_t_1
+        beta_2_power = ops.power(ops.cast(self.beta_2, dtype), ops.cast(self.iterations + 1, dtype))
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        m_hat = ops.add(ops.divide(ops.multiply(u_t_1, m), 1 - u_product_t_1),
+                        ops.divide(ops.multiply(1 - u_t, gradient), 1 - u_product_t))
+        v_hat = ops.divide(v, 1 - beta_2_power)
+        self.assign_sub(variable, ops.divide(ops.multiply(m_hat, lr), ops.add(ops.sqrt(v_hat), self.epsilon)))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "schedule_decay": self.schedule_decay}
