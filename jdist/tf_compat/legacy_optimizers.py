@@ -74,23 +74,29 @@ class Nadam(keras.optimizers.Nadam):
         self.schedule_decay = schedule_decay
 
     def _momentum(self, step: Any, dtype: Any) -> Any:
-        return self.beta_1 * (1.0 - 0.5 * ops.power(ops.cast(0.96, dtype), self.schedule_decay * step))
+        schedule: Any = ops.power(ops.cast(0.96, dtype), self.schedule_decay * step)
+        return self.beta_1 * (1.0 - 0.5 * schedule)
+
+    def _step(self, ahead: int, dtype: Any) -> Any:
+        """The step number `ahead` steps after the iterations done (1: the step being taken)."""
+        iterations: Any = self.iterations
+        return ops.cast(iterations + ahead, dtype)
 
     def _backend_update_step(self, grads: Any, trainable_variables: Any, learning_rate: Any) -> None:
         dtype = self._u_product.dtype
         self.assign(self._u_product,
-                    self._u_product * self._momentum(ops.cast(self.iterations + 1, dtype), dtype))
+                    self._u_product * self._momentum(self._step(1, dtype), dtype))
         super(keras.optimizers.Nadam, self)._backend_update_step(grads, trainable_variables, learning_rate)
 
     def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> None:
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
         gradient = ops.cast(gradient, dtype)
-        u_t = self._momentum(ops.cast(self.iterations + 1, dtype), dtype)
-        u_t_1 = self._momentum(ops.cast(self.iterations + 2, dtype), dtype)
-        u_product_t = ops.cast(self._u_product, dtype)
+        u_t = self._momentum(self._step(1, dtype), dtype)
+        u_t_1 = self._momentum(self._step(2, dtype), dtype)
+        u_product_t: Any = ops.cast(self._u_product, dtype)
         u_product_t_1 = u_product_t * u_t_1
-        beta_2_power = ops.power(ops.cast(self.beta_2, dtype), ops.cast(self.iterations + 1, dtype))
+        beta_2_power: Any = ops.power(ops.cast(self.beta_2, dtype), self._step(1, dtype))
         index = self._get_variable_index(variable)
         m, v = self._momentums[index], self._velocities[index]
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
