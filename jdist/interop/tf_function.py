@@ -84,9 +84,51 @@ class Function:
             instance.__dict__[f"_jdist_function_{id(self)}"] = bound
         return bound
 
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> "ConcreteFunction":
+        """TF's: this function for one input signature (TensorSpecs or example arrays; its `input_signature`
+        when none is given). `tf.saved_model.save(signatures=...)` exports it."""
+        if not args and not kwargs and self.options.get("input_signature") is not None:
+            args = tuple(self.options["input_signature"])
+        return ConcreteFunction(self, args, kwargs)
+
+    def traced_arguments(self) -> list[tuple[Any, list]]:
+        """The arguments of each signature this function was called with, as (treedef, leaves): arrays as
+        `jax.ShapeDtypeStruct`s, Python values as themselves (what `tf.saved_model.save` exports)."""
+        traced = []
+        for key in self._signatures:
+            if key == "input_signature":
+                continue
+            treedef, leaf_keys = key
+            leaves = []
+            for leaf_key in leaf_keys:
+                if leaf_key[0] == "array":
+                    leaves.append(jax.ShapeDtypeStruct(leaf_key[1], np.dtype(leaf_key[2])))
+                elif leaf_key[0] == "value":
+                    leaves.append(leaf_key[2])
+                else:
+                    raise ValueError(f"{self.python_function.__name__} was called with an argument of kind "
+                                     f"{leaf_key[0]!r}; only calls with arrays and Python numbers or strings can be "
+                                     "saved.")
+            traced.append((treedef, leaves))
+        return traced
+
     def experimental_get_tracing_count(self) -> int:
         """How many input signatures this function has been called with (TF's count of traces)."""
         return self._tracing_count
+
+
+class ConcreteFunction:
+    """`f.get_concrete_function(...)`: `f` for one input signature (`args`, `kwargs`: TensorSpecs or arrays)."""
+
+    def __init__(self, function: Function, args: tuple, kwargs: dict):
+        self.function, self.args, self.kwargs = function, args, kwargs
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict]:
+        return self.args, self.kwargs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
 
 
 def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:

@@ -21,8 +21,9 @@ from jdist.saved_model.options import SaveOptions
 
 DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
 _ALTERNATIVE = ("jdist's tf.saved_model.save takes a Keras 3 model (a built Sequential, functional or subclassed "
-                "model); save other objects' variables with tf.train.Checkpoint and rebuild the object in code, or "
-                "serialize a JAX function yourself with jax.export")
+                "model) or, through jdist.tf_compat, a tf.Module; save other objects' variables with "
+                "tf.train.Checkpoint and rebuild the object in code, or serialize a JAX function yourself with "
+                "jax.export")
 
 
 def contains_saved_model(export_dir: Any) -> bool:

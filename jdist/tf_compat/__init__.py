@@ -32,6 +32,8 @@ from jdist.tf_compat import (
     gfile as _gfile,
     importer as _importer,
     keras_namespace as _keras_namespace,
+    module_loading as _module_loading,
+    module_saving as _module_saving,
     nest_ops as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
@@ -174,9 +176,10 @@ io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
 compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
-# Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model).
+# Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model);
+# a tf.Module: its variables and its tf.functions' programs (module_saving, module_loading).
 saved_model = Namespace(
-    "tf.saved_model", save=_saved_model.save, load=_saved_model.load, SaveOptions=_saved_model.SaveOptions,
+    "tf.saved_model", save=_module_saving.save_any, load=_module_loading.load_any, SaveOptions=_saved_model.SaveOptions,
     LoadOptions=_saved_model.LoadOptions, contains_saved_model=_saved_model.contains_saved_model,
     DEFAULT_SERVING_SIGNATURE_DEF_KEY=_saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY,
 )

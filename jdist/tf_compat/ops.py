@@ -205,9 +205,13 @@ def where(condition: TensorLike, x: TensorLike | None = None, y: TensorLike | No
     return xp(condition, x, y).where(condition, x, y)
 
 
-def shape(input: TensorLike, out_type: DTypeLike = "int32", name: str | None = None) -> np.ndarray:  # noqa: A002
-    """`tf.shape`: the shape as an int32 array; static inside compiled code (shapes are known when tracing)."""
-    return np.asarray(np.shape(input), dtype=numpy_dtype(out_type))
+def shape(input: TensorLike, out_type: DTypeLike = "int32", name: str | None = None) -> Tensor:  # noqa: A002
+    """`tf.shape`: the shape as an int32 array; static inside compiled code (shapes are known when tracing),
+    except a free dimension of an exported program (a saved function's `None`), which is a traced value."""
+    dims = np.shape(input)
+    if all(isinstance(d, int) for d in dims):
+        return np.asarray(dims, dtype=numpy_dtype(out_type))
+    return jnp.stack([jnp.asarray(d, dtype=numpy_dtype(out_type)) for d in dims])
 
 
 def rank(input: TensorLike, name: str | None = None) -> np.ndarray:  # noqa: A002

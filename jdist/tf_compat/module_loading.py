@@ -1,0 +1,207 @@
+"""`tf.saved_model.load` of a saved `tf.Module`: an object with its variables and its functions, without its class.
+
+Each function keeps the programs `module_saving` exported, one per signature; a call picks the one its
+arguments match (arrays by dtype and by every fixed dimension, Python values by equality), runs it on the
+variables' current values and assigns what it returns for them, as TF's loaded functions assign.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from jdist.saved_model import format as fmt
+from jdist.tf_compat.module_saving import decode
+
+_NO_MATCH = "Could not find matching concrete function to call loaded from the SavedModel."  # TF 2.21's words
+
+
+class _Program:
+    """One exported (function, signature) and how to bind a call's arguments to it."""
+
+    def __init__(self, directory: str, entry: dict):
+        from jax import export
+
+        with open(os.path.join(directory, fmt.FUNCTIONS, entry["file"]), "rb") as f:
+            self.exported = export.deserialize(bytearray(f.read()))
+        self.specs: list[dict] = entry["specs"]
+        self.tree = entry["tree"]
+        self.outputs = entry["outputs"]
+        self.parameters: list[str] = entry["parameters"]
+        self.input_signature: bool = entry["input_signature"]
+
+    def leaves(self, args: tuple, kwargs: dict) -> list | None:
+        """The call's argument leaves in the saved order, or None when its structure differs."""
+        if len(args) > len(self.parameters):
+            return None
+        bound = dict(zip(self.parameters, args))
+        if set(bound) & set(kwargs):
+            return None
+        bound.update(kwargs)
+        saved_args = self.tree["args"]["tuple"] if self.tree["args"] else []
+        saved_kwargs = (self.tree["kwargs"] or {}).get("dict", {})
+        names = self.parameters[:len(saved_args)] + sorted(saved_kwargs)  # jax.tree's order of the kwargs
+        if set(bound) != set(names):
+            return None
+        return [leaf for name in names for leaf in jax.tree.leaves(bound[name])]
+
+    def matches(self, leaves: list) -> bool:
+        if len(leaves) != len(self.specs):
+            return False
+        for leaf, spec in zip(leaves, self.specs):
+            if "array" in spec:
+                shape = np.shape(leaf)
+                dtype = np.dtype(getattr(leaf, "dtype", None) or np.asarray(leaf).dtype)
+                if isinstance(leaf, (list, tuple, float)) and dtype == np.float64:
+                    dtype = np.dtype(np.float32)  # TF reads Python floats as float32
+                if (len(shape) != len(spec["array"]) or dtype != np.dtype(spec["dtype"])
+                        or any(d is not None and d != s for d, s in zip(spec["array"], shape))):
+                    return False
+            elif spec["value"] != leaf or type(spec["value"]) is not type(leaf):
+                return False
+        return True
+
+    def __call__(self, variables: list, leaves: list) -> Any:
+        arrays = [np.asarray(leaf, dtype=spec["dtype"]) for leaf, spec in zip(leaves, self.specs) if "array" in spec]
+        outputs, new_values = self.exported.call([v.value for v in variables], arrays)
+        for variable, value in zip(variables, new_values):
+            variable.assign(value)
+        return decode(self.outputs, list(outputs))
+
+
+class LoadedFunction:
+    """A saved `tf.function`: calls the program its arguments match."""
+
+    def __init__(self, name: str, programs: list[_Program], variables: list):
+        self.__name__ = name
+        self._programs, self._variables = programs, variables
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for program in self._programs:
+            leaves = program.leaves(args, kwargs)
+            if leaves is not None and program.matches(leaves):
+                return program(self._variables, leaves)
+        got = ", ".join([_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()])
+        saved = "; ".join(", ".join(_describe_spec(s) for s in p.specs) for p in self._programs)
+        if self._programs and self._programs[0].input_signature:
+            raise TypeError(f"Binding inputs to tf.function failed: {self.__name__}({got}) does not match its "
+                            f"input_signature ({saved}).")
+        raise ValueError(f"{_NO_MATCH} Got: {self.__name__}({got}); saved signatures: {saved}. jdist saves the "
+                         "signatures a function was called with before tf.saved_model.save (or its input_signature).")
+
+
+class _Signature:
+    """`loaded.signatures[key]`: called with keyword arguments, returns a dict (`output_0`, ... unless the
+    function returns a dict), as TF's signatures; `structured_input_signature` and `structured_outputs` as TF's
+    (a dimension free in every saved program is None; an argument of unknown rank has shape None)."""
+
+    def __init__(self, name: str, programs: list[_Program], variables: list):
+        self._function = LoadedFunction(name, programs, variables)
+        self._programs = programs
+
+    def __call__(self, **kwargs: Any) -> dict:
+        return self._named(self._function(**kwargs))
+
+    @staticmethod
+    def _named(outputs: Any) -> dict:
+        if isinstance(outputs, dict):
+            return outputs
+        return {f"output_{i}": leaf for i, leaf in enumerate(jax.tree.leaves(outputs))}
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict]:
+        from jdist.input.tensor_spec import TensorSpec
+
+        first = self._programs[0]
+        names = first.parameters[:len(first.specs)]
+        ranks = {len(p.specs[0]["array"]) for p in self._programs if "array" in p.specs[0]}
+        specs = {}
+        for i, name in enumerate(names):
+            spec = first.specs[i]
+            shape = None if len(ranks) > 1 else [d for d in spec.get("array", [])]
+            specs[name] = TensorSpec(shape, spec.get("dtype", "float32"), name=name)
+        return (), specs
+
+    @property
+    def structured_outputs(self) -> dict:
+        from jdist.input.tensor_spec import TensorSpec
+
+        first = self._programs[0]
+        avals = first.exported.out_avals[:len(jax.tree.leaves(decode(first.outputs, list(range(1000)))))]
+        leaves = [TensorSpec(None if len(self._programs) > 1 else [d if isinstance(d, int) else None
+                                                                     for d in a.shape], a.dtype) for a in avals]
+        named = self._named(decode(first.outputs, leaves))
+        return {k: TensorSpec(v.shape, v.dtype, name=k) for k, v in named.items()}
+
+
+class LoadedModule:
+    """The loaded object (TF's `_UserObject`): the module's variables by attribute path, its functions."""
+
+    def __init__(self) -> None:
+        self.signatures: dict[str, _Signature] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.__dict__.get("__call__")
+        if function is None:
+            raise TypeError("The saved module had no @tf.function __call__.")
+        return function(*args, **kwargs)
+
+
+def _describe(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"TensorSpec(shape={tuple(value.shape)}, dtype={np.dtype(value.dtype).name})"
+    return repr(value)
+
+
+def _describe_spec(spec: dict) -> str:
+    if "array" in spec:
+        return f"TensorSpec(shape={tuple(spec['array'])}, dtype={spec['dtype']})"
+    return repr(spec["value"])
+
+
+def _place(root: Any, path: str, value: Any) -> None:
+    """Sets `value` at an attribute path (`sub.w`, `layers.0.kernel`) under `root`, making the objects between."""
+    parts = path.split(".")
+    holder = root
+    for part in parts[:-1]:
+        child = getattr(holder, part, None)
+        if child is None:
+            child = LoadedModule()
+            setattr(holder, part, child)
+        holder = child
+    setattr(holder, parts[-1], value)
+
+
+def load(directory: str, description: dict) -> LoadedModule:
+    """The object `module_saving.save` wrote to `directory`."""
+    from jdist.tf_compat.variables import Variable
+
+    root = LoadedModule()
+    with np.load(os.path.join(directory, fmt.VARIABLES)) as data:
+        variables = [Variable(data[f"v{i}"], trainable=saved["trainable"])
+                     for i, saved in enumerate(description["variables"])]
+    for variable, saved in zip(variables, description["variables"]):
+        _place(root, saved["path"], variable)
+    for name, entries in description["functions"].items():
+        function = LoadedFunction(name, [_Program(directory, entry) for entry in entries], variables)
+        if name == "__call__":
+            root.__dict__["__call__"] = function
+        else:
+            setattr(root, name, function)
+    root.signatures = {key: _Signature(saved["function"], [_Program(directory, e) for e in saved["entries"]],
+                                       variables) for key, saved in description["signatures"].items()}
+    return root
+
+
+def load_any(export_dir: Any, tags: Any = None, options: Any = None) -> Any:
+    """`tf.saved_model.load`: a saved `tf.Module` (this module), else a Keras model's (`jdist.saved_model`)."""
+    from jdist import saved_model
+    from jdist.saved_model.loaded import read_description
+
+    directory = os.fspath(export_dir)
+    description = read_description(directory)
+    if description.get("kind") == "tf.Module":
+        return load(directory, description)
+    return saved_model.load(export_dir, tags=tags, options=options)

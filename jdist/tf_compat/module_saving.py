@@ -1,0 +1,276 @@
+"""`tf.saved_model.save` / `load` for a `tf.Module`: its variables, and its `tf.function`s as JAX programs.
+
+TF's SavedModel guide saves a `tf.Module` whose `@tf.function` methods compute from its variables and
+assign them, and loads it without its class: the loaded object has the module's variables under the same
+attribute names and its functions for each input signature they were traced with (or their
+`input_signature`). jdist does the same with `jax.export`: each (function, signature) becomes one program
+that takes the variables' values and the array arguments and returns the outputs and the variables' new
+values, which the loaded function assigns. Observed in TF 2.21: a call that matches no saved signature is a
+ValueError ("Could not find matching concrete function ..."), one against an `input_signature` a TypeError;
+`signatures` is {} unless exactly one function with an `input_signature` returns tensors (then it is
+`serving_default`) or `signatures=` names them; the loaded object has no `variables` attribute.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from jdist.interop.tf_function import Function
+from jdist.saved_model import format as fmt
+
+KIND = "tf.Module"
+_SERVING = "serving_default"
+_MAX_RANK = 4  # an argument of unknown rank (TensorSpec(None)) is exported for each rank up to this
+
+
+def _variable_paths(module: Any) -> dict[int, str]:
+    """Each variable's attribute path from `module` (`v`, `sub.w`, `layers.0.kernel`), first path found."""
+    import keras
+
+    from jdist.tf_compat.module import Module
+
+    paths: dict[int, str] = {}
+
+    def walk(value: Any, path: str, seen: set[int]) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, keras.Variable):
+            paths.setdefault(id(value), path)
+        elif isinstance(value, Module):
+            for key, item in sorted(vars(value).items()):
+                if not key.startswith("_"):
+                    walk(item, f"{path}.{key}" if path else key, seen)
+        elif isinstance(value, dict):
+            for key in sorted(value, key=str):
+                walk(value[key], f"{path}.{key}", seen)
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{path}.{i}", seen)
+
+    walk(module, "", set())
+    return paths
+
+
+def _functions(module: Any) -> dict[str, Function]:
+    """The module's `@tf.function` methods, bound to it (TF saves those found as attributes)."""
+    return {name: getattr(module, name) for name in sorted(dir(type(module)))
+            if isinstance(getattr(type(module), name, None), Function)}
+
+
+def _spec_of(value: Any) -> dict:
+    """A JSON description of one argument leaf: an array spec (None for a free dimension) or a Python value."""
+    from jdist.input.tensor_spec import TensorSpec
+
+    if isinstance(value, TensorSpec):
+        if value.shape is None:  # unknown rank: exported for ranks 0 to _MAX_RANK (`_ranked`)
+            return {"array": None, "dtype": str(np.dtype(value.dtype))}
+        return {"array": list(value.shape), "dtype": str(np.dtype(value.dtype))}
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return {"array": list(value.shape), "dtype": str(np.dtype(value.dtype))}
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return {"value": value}
+    raise ValueError(f"tf.saved_model.save: a traced call passed a {type(value).__name__}; jdist saves calls "
+                     "whose arguments are arrays and Python numbers or strings.")
+
+
+def _signatures_of(function: Function) -> list[tuple[Any, list[dict]]]:
+    """(argument tree, leaf specs) for each signature the function was traced with, or its input_signature."""
+    signature = function.options.get("input_signature")
+    if signature is not None:
+        leaves, tree = jax.tree.flatten((tuple(signature), {}), is_leaf=lambda x: x is None)
+        return [(tree, [_spec_of(leaf) for leaf in leaves])]
+    return [(tree, [_spec_of(leaf) for leaf in leaves]) for tree, leaves in function.traced_arguments()]
+
+
+def _encode(tree: Any) -> Any:
+    """An output structure as JSON: null, "leaf", {"dict": ...}, {"list": ...} or {"tuple": ...}."""
+    if tree is None:
+        return None
+    if isinstance(tree, dict):  # in the dict's own order, as TF returns it (`_flat` follows it)
+        return {"dict": {str(k): _encode(v) for k, v in tree.items()}}
+    if isinstance(tree, (list, tuple)):
+        return {type(tree).__name__: [_encode(v) for v in tree]}
+    return "leaf"
+
+
+def _flat(tree: Any) -> list:
+    """The leaves of an output structure in `_encode`'s order."""
+    if tree is None:
+        return []
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _flat(value)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for value in tree for leaf in _flat(value)]
+    return [tree]
+
+
+def decode(structure: Any, leaves: list) -> Any:
+    """The outputs rebuilt from `_encode`'s structure and the program's flat outputs (consumed in order)."""
+    if structure is None:
+        return None
+    if structure == "leaf":
+        return leaves.pop(0)
+    if "dict" in structure:
+        return {k: decode(v, leaves) for k, v in structure["dict"].items()}
+    items = [decode(v, leaves) for v in structure.get("list", structure.get("tuple", []))]
+    return tuple(items) if "tuple" in structure else items
+
+
+def _export(function: Function, variables: list, tree: Any, specs: list[dict]) -> tuple[bytes, Any]:
+    """`_export_with` each free dimension its own size, or, when the function needs some to agree (`x - y`
+    of two [None, 1] arguments), one size per axis position across the arguments."""
+    try:
+        return _export_with(function, variables, tree, specs, by_axis=False)
+    except Exception:
+        return _export_with(function, variables, tree, specs, by_axis=True)
+
+
+def _export_with(function: Function, variables: list, tree: Any, specs: list[dict],
+                 by_axis: bool) -> tuple[bytes, Any]:
+    """One program: (variable values, array arguments) -> (flat outputs, new variable values)."""
+    import keras
+    from jax import export
+
+    scope = export.SymbolicScope()
+    free = iter(range(10_000))
+
+    def abstract(spec: dict) -> jax.ShapeDtypeStruct:
+        dims = ", ".join((f"a{axis}" if by_axis else f"d{next(free)}") if d is None else str(d)
+                         for axis, d in enumerate(spec["array"]))
+        shape = export.symbolic_shape(f"({dims})" if dims else "()", scope=scope) if dims else ()
+        return jax.ShapeDtypeStruct(shape, np.dtype(spec["dtype"]))
+
+    arrays = [abstract(spec) for spec in specs if "array" in spec]
+    structure: list = []
+
+    def program(values: list, array_args: list) -> tuple[list, list]:
+        it = iter(array_args)
+        leaves = [next(it) if "array" in spec else spec["value"] for spec in specs]
+        args, kwargs = jax.tree.unflatten(tree, leaves)
+        with keras.StatelessScope(state_mapping=list(zip(variables, values))) as stateless:
+            outputs = function.python_function(*args, **kwargs)
+            new_values = [stateless.get_current_value(v) for v in variables]
+        structure.append(_encode(outputs))
+        flat = [jax.numpy.asarray(leaf) for leaf in _flat(outputs)]
+        return flat, [v if n is None else n for v, n in zip(values, new_values)]
+
+    weights = [jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype)) for v in variables]
+    exported = export.export(jax.jit(program))(weights, arrays)
+    return bytes(exported.serialize()), structure[0]
+
+
+def _write(function: Function, variables: list, tree: Any, specs: list[dict], functions_dir: str,
+           file: str, input_signature: bool) -> list[dict]:
+    """Exports one signature (one program per rank 0-4 for an argument of unknown rank, those that trace)."""
+    entries = []
+    for i, concrete in enumerate(_ranked(specs)):
+        try:
+            program, outputs = _export(function, variables, tree, concrete)
+        except Exception:
+            if concrete is specs:  # no unknown rank: the error is the user's to see
+                raise
+            continue
+        with open(os.path.join(functions_dir, f"{file}.{i}"), "wb") as f:
+            f.write(program)
+        entries.append({"file": f"{file}.{i}", "specs": concrete, "tree": _tree_json(tree), "outputs": outputs,
+                        "input_signature": input_signature, "parameters": _parameters(function)})
+    if not entries:
+        raise ValueError(f"tf.saved_model.save: {function.python_function.__name__} could not be exported for any "
+                         "rank of its TensorSpec(None) arguments; give their shapes.")
+    return entries
+
+
+def _ranked(specs: list[dict]) -> list[list[dict]]:
+    """`specs` itself, or one copy per rank 0-4 (every dimension free) of each argument of unknown rank."""
+    unknown = [i for i, spec in enumerate(specs) if spec.get("array", ()) is None]
+    if not unknown:
+        return [specs]
+    copies = []
+    for rank in range(_MAX_RANK + 1):
+        copy = [dict(spec, array=[None] * rank) if i in unknown else spec for i, spec in enumerate(specs)]
+        copies.append(copy)
+    return copies
+
+
+def save(module: Any, directory: str, signatures: Any = None) -> None:
+    """Writes `module`'s variables and traced functions to `directory` (see the module docstring)."""
+    variables = list(module.variables)
+    paths = _variable_paths(module)
+    functions_dir = os.path.join(directory, fmt.FUNCTIONS)
+    os.makedirs(functions_dir, exist_ok=True)
+    description: dict[str, Any] = {"format": fmt.FORMAT, "version": fmt.VERSION, "kind": KIND,
+                                   "variables": [{"path": paths.get(id(v), f"variables.{i}"),
+                                                  "trainable": bool(v.trainable)} for i, v in enumerate(variables)],
+                                   "functions": {}, "signatures": {}}
+    candidates = []
+    for name, function in _functions(module).items():
+        entries = []
+        has_signature = function.options.get("input_signature") is not None
+        for i, (tree, specs) in enumerate(_signatures_of(function)):
+            entries += _write(function, variables, tree, specs, functions_dir, f"{name}.{i}", has_signature)
+        if entries:
+            description["functions"][name] = entries
+            if has_signature and entries[0]["outputs"] is not None:
+                candidates.append((name, entries))
+    if signatures is None:  # TF's choice: the one function with an input_signature that returns tensors
+        chosen = dict([(_SERVING, candidates[0])]) if len(candidates) == 1 else {}
+    else:
+        chosen = _given_signatures(signatures, variables, functions_dir)
+    description["signatures"] = {key: {"function": name, "entries": entries}
+                                 for key, (name, entries) in chosen.items()}
+    arrays = {f"v{i}": np.asarray(v.value) for i, v in enumerate(variables)}
+    os.makedirs(os.path.join(directory, "variables"), exist_ok=True)
+    np.savez(os.path.join(directory, fmt.VARIABLES), **arrays)  # pyright: ignore[reportArgumentType]
+    with open(os.path.join(directory, fmt.DESCRIPTION), "w") as f:
+        json.dump(description, f, indent=1)
+
+
+def _parameters(function: Function) -> list[str]:
+    import inspect
+
+    return [p for p in inspect.signature(function.python_function).parameters]
+
+
+def _tree_json(tree: Any) -> Any:
+    """An argument tree ((args...), {kwargs}) as JSON: the positions and keyword names of its leaves."""
+    args, kwargs = jax.tree.unflatten(tree, list(range(tree.num_leaves)))
+    return {"args": _encode(args), "kwargs": _encode(kwargs)}
+
+
+def _given_signatures(signatures: Any, variables: list, functions_dir: str) -> dict[str, tuple[str, list]]:
+    """`signatures=`: a concrete function (`serving_default`), or a dict of them by signature key."""
+    given = signatures if isinstance(signatures, dict) else {_SERVING: signatures}
+    chosen = {}
+    for key, concrete in given.items():
+        function = getattr(concrete, "function", None)
+        if not isinstance(function, Function):
+            raise TypeError(f"tf.saved_model.save(signatures=...): {key!r} is a {type(concrete).__name__}; pass "
+                            "f.get_concrete_function(tf.TensorSpec(...)) of a @tf.function method.")
+        leaves, tree = jax.tree.flatten((tuple(concrete.args), dict(concrete.kwargs)), is_leaf=lambda x: x is None)
+        specs = [_spec_of(leaf) for leaf in leaves]
+        chosen[key] = (function.python_function.__name__, _write(function, variables, tree, specs, functions_dir,
+                                                 f"signature.{key}", True))
+    return chosen
+
+
+def is_module(obj: Any) -> bool:
+    from jdist.tf_compat.module import Module
+
+    return isinstance(obj, Module)
+
+
+def save_any(obj: Any, export_dir: Any, signatures: Any = None, options: Any = None) -> None:
+    """`tf.saved_model.save`: a `tf.Module` (this module), else a Keras model (`jdist.saved_model`)."""
+    from jdist import saved_model
+
+    if not is_module(obj):
+        saved_model.save(obj, export_dir, signatures=signatures, options=options)
+        return
+    directory = os.fspath(export_dir)
+    os.makedirs(directory, exist_ok=True)
+    save(obj, directory, signatures)
