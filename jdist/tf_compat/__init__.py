@@ -32,12 +32,15 @@ from jdist.tf_compat import (
     gfile as _gfile,
     importer as _importer,
     keras_namespace as _keras_namespace,
+    linalg_ops as _linalg_ops,
+    linalg_solvers as _linalg_solvers,
     module_loading as _module_loading,
     module_saving as _module_saving,
     nest_ops as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
     reductions as _reductions,
+    sparse as _sparse,
     unsupported as _unsupported,
 )
 from jdist.tf_compat.device import device
@@ -65,6 +68,7 @@ from jdist.tf_compat.dtype_table import (
     uint64,
 )
 from jdist.tf_compat.eager import give_arrays_numpy
+from jdist.tf_compat.linalg_ops import einsum, eye, matmul, norm, tensordot
 from jdist.tf_compat.module import Module
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as TF's names do)
@@ -92,7 +96,6 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     logical_and,
     logical_not,
     logical_or,
-    matmul,
     maximum,
     minimum,
     multiply,
@@ -136,6 +139,7 @@ from jdist.tf_compat.reductions import (
     reduce_sum,
 )
 from jdist.tf_compat.servers import ConfigProto
+from jdist.tf_compat.sparse import SparseTensor
 from jdist.tf_compat.tpu_setup import experimental_connect_to_cluster, tpu
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
@@ -162,12 +166,16 @@ _MATH_ONLY = ["log", "floor", "ceil", "is_nan", "is_finite"]
 dtypes = Namespace("tf.dtypes", DType=DType, as_dtype=as_dtype, cast=_ops.cast, **_dtypes.ALL)
 math = Namespace(
     "tf.math", **{name: getattr(_reductions if name.startswith("reduce_") else _ops, name)
-                  for name in _OPS + _MATH_ONLY if name not in ("print", "range")},
+                  for name in _OPS + _MATH_ONLY if name not in ("print", "range", "matmul")},
+    matmul=matmul, l2_normalize=_linalg_ops.l2_normalize,
     softmax=_nn_ops.softmax, log_softmax=_nn_ops.log_softmax, sigmoid=_nn_ops.sigmoid,
     divide_no_nan=lambda x, y, name=None: _ops.where(_ops.equal(y, 0), _ops.zeros_like(_ops.divide(x, y)),
                                                      _ops.divide(x, _ops.where(_ops.equal(y, 0), 1, y))),
 )
-nn = Namespace("tf.nn", **_nn_ops.NN)
+nn = Namespace("tf.nn", **_nn_ops.NN, l2_normalize=_linalg_ops.l2_normalize)
+# tf.linalg (jdist.tf_compat.linalg_ops, linalg_solvers); its LinearOperator classes raise unsupported.py's message.
+linalg = Namespace("tf.linalg", **_linalg_ops.NAMES, **_linalg_solvers.NAMES)
+sparse = Namespace("tf.sparse", **_sparse.NAMES)
 random = Namespace("tf.random", **_nn_ops.RANDOM)
 # jdist's iterators end as Python's do (OutOfRangeError is StopIteration); tf.io.gfile raises the others.
 errors = Namespace("tf.errors", **_errors.ERRORS)
@@ -216,18 +224,17 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "UnconnectedGradients", "Variable", "__version__",
-    "abs", "add", "add_n",
-    "argmax",
-    "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat", "complex128", "complex64", "concat",
-    "config", "constant", "convert_to_tensor", "data", "device", "distribute", "divide", "double", "dtypes", "equal",
-    "errors", "exp", "expand_dims", "fill", "float16", "float32", "float64", "function", "gather", "greater",
-    "greater_equal", "half", "identity", "int16", "io", "int32", "int64", "int8", "less", "less_equal",
-    "logical_and", "logical_not", "logical_or", "math", "newaxis", "matmul", "maximum", "minimum", "multiply",
-    "negative", "nest", "nn", "not_equal", "one_hot", "ones", "ones_like", "pow", "print", "random", "range",
-    "rank", "reduce_all", "reduce_any", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "reshape", "round", "saved_model", "shape", "sign", "size", "split", "sqrt", "square",
-    "squeeze", "stack", "stop_gradient", "string", "subtract", "tanh", "tile", "tpu", "train", "transpose", "uint16",
-    "uint32", "uint64", "uint8", "unstack", "where", "zeros", "zeros_like",
+    "abs", "add", "add_n", "argmax", "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat",
+    "complex128", "complex64", "concat", "config", "constant", "convert_to_tensor", "data", "device", "distribute",
+    "divide", "double", "dtypes", "einsum", "equal", "errors", "eye", "exp", "expand_dims", "fill", "float16",
+    "float32", "float64", "function", "gather", "greater", "greater_equal", "half", "identity", "int16", "io",
+    "int32", "int64", "int8", "less", "less_equal", "linalg", "logical_and", "logical_not", "logical_or", "math",
+    "newaxis", "matmul", "maximum", "minimum", "multiply", "negative", "nest", "nn", "norm", "not_equal", "one_hot",
+    "ones", "ones_like", "pow", "print", "random", "range", "rank", "reduce_all", "reduce_any", "reduce_logsumexp",
+    "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "reshape", "round", "saved_model",
+    "shape", "sign", "size", "sparse", "SparseTensor", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient",
+    "string", "subtract", "tanh", "tensordot", "tile", "tpu", "train", "transpose", "uint16", "uint32", "uint64",
+    "uint8", "unstack", "where", "zeros", "zeros_like",
 ]
 
 

@@ -77,6 +77,19 @@ _MESSAGES = {
         f"See {DOCS}."),
 }
 
+# TF 2.21's tf.linalg.LinearOperator classes: structured matrices with their own algebra, not ported.
+_LINEAR_OPERATOR = (
+    "jdist does not provide `{name}`: tf.linalg's LinearOperator classes (structured matrices) are not "
+    "ported. Build the matrix densely (tf.linalg.diag(d) for LinearOperatorDiag, tf.eye for "
+    "LinearOperatorIdentity, tf.linalg.band_part(m, -1, 0) for LinearOperatorLowerTriangular, the matrix "
+    "itself for LinearOperatorFullMatrix) and use tf.linalg's functions (matmul, solve, triangular_solve, "
+    "cholesky_solve, logdet), which are jax.numpy / jax.scipy.linalg inside compiled code. " + f"See {DOCS}."
+)
+for _kind in ("", "Adjoint", "BlockDiag", "BlockLowerTriangular", "Circulant", "Circulant2D", "Circulant3D",
+              "Composition", "Diag", "FullMatrix", "Householder", "Identity", "Inversion", "Kronecker",
+              "LowRankUpdate", "LowerTriangular", "Permutation", "ScaledIdentity", "Toeplitz", "Tridiag", "Zeros"):
+    _MESSAGES[f"tf.linalg.LinearOperator{_kind}"] = _LINEAR_OPERATOR
+
 
 def alternative(path: str) -> str | None:
     """The error message for `path` (or a prefix of it) with its way forward, None for an unlisted name."""
