@@ -157,3 +157,11 @@ def test_value_sized_ops_name_the_way_in_compiled_code():
         jax.jit(tf.sparse.from_dense)(jnp.ones((2, 2)))
     with pytest.raises(ValueError, match="data-dependent number of entries.*to_dense"):
         jax.jit(tf.sparse.add)(SP, SP)
+
+
+def test_eager_jax_values_are_checked_as_on_the_host():
+    # Concrete JAX indices (outside compiled code) are checked as TF checks them; from_dense of a JAX array works.
+    on_device = tf.SparseTensor(jnp.asarray([[1, 2], [0, 0]]), jnp.asarray([2.0, 1.0]), [3, 4])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="out of order"):
+        tf.sparse.to_dense(on_device)
+    assert tf.sparse.from_dense(jnp.asarray([[0.0, 3.0]])).indices.tolist() == [[0, 1]]

@@ -100,9 +100,9 @@ def einsum(equation: str, *inputs: TensorLike, **kwargs: Any) -> Tensor:
 def tensordot(a: TensorLike, b: TensorLike, axes: int | Sequence[Any], name: str | None = None) -> Tensor:
     """`tf.tensordot` / `tf.linalg.tensordot`: `axes` an int (last of a with first of b) or two axis lists."""
     x, y = convert_to_tensor(a), convert_to_tensor(b)
-    if not isinstance(axes, int):
-        axes = tuple(list(np.atleast_1d(np.asarray(side)).tolist()) for side in axes)  # pyright: ignore[reportAssignmentType]
-    return xp(x, y).tensordot(x, y, axes)  # pyright: ignore[reportArgumentType, reportCallIssue]
+    pairs: Any = int(np.asarray(axes)) if np.ndim(axes) == 0 else \
+        tuple(np.atleast_1d(np.asarray(side)).tolist() for side in np.asarray(axes, dtype=object))
+    return xp(x, y).tensordot(x, y, pairs)
 
 
 def trace(x: TensorLike, name: str | None = None) -> Tensor:

@@ -26,16 +26,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _host_numpy(fn: F) -> F:
-    """Runs `fn` as is on JAX inputs; on host inputs with 64-bit types, returning numpy arrays."""
+    """Runs `fn` as is on JAX inputs or while JAX traces (numpy constants inside `jax.jit` / `strategy.run`);
+    on host inputs outside a trace with 64-bit types, returning numpy arrays."""
 
     @functools.wraps(fn)
     def op(*args: Any, **kwargs: Any) -> Any:
-        if is_jax(args, kwargs):
+        if is_jax(args, kwargs) or _tracing():
             return fn(*args, **kwargs)
         with jax.enable_x64(True):
             return jax.tree.map(np.asarray, fn(*args, **kwargs))
 
     return op  # pyright: ignore[reportReturnType]
+
+
+def _tracing() -> bool:
+    """Whether JAX is tracing here (a new value is a tracer), so results must stay JAX values."""
+    return isinstance(jnp.zeros(()), jax.core.Tracer)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _matrix(x: TensorLike, op: str, square: bool = True) -> jax.Array:

@@ -118,6 +118,11 @@ class SparseTensor:
         return f"SparseTensor(indices={self._indices!r}, values={self._values!r}, dense_shape={list(self._shape)})"
 
 
+def _traced(*values: Any) -> bool:
+    """Whether any of `values` is a tracer (compiled code: its values are unknown)."""
+    return any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(values))  # pyright: ignore[reportAttributeAccessIssue]
+
+
 def _sparse(value: Any, op: str) -> SparseTensor:
     if not isinstance(value, SparseTensor):
         raise TypeError(f"tf.sparse.{op}: Input must be a SparseTensor, got {type(value).__name__}; "
@@ -150,7 +155,7 @@ def to_dense(sp_input: SparseTensor, default_value: TensorLike | None = None, va
     """`tf.sparse.to_dense`: the dense tensor, `default_value` (0) where there is no entry."""
     sp = _sparse(sp_input, "to_dense")
     module = xp(sp.indices, sp.values)
-    if module is np:
+    if not _traced(sp.indices):  # concrete values (host or eager JAX) are checked as TF checks them
         _validate(sp, order=validate_indices)
     fill = 0 if default_value is None else default_value
     out = module.full(sp.shape, fill, dtype=sp.values.dtype)
@@ -163,10 +168,11 @@ def to_dense(sp_input: SparseTensor, default_value: TensorLike | None = None, va
 def from_dense(tensor: TensorLike, name: str | None = None) -> SparseTensor:
     """`tf.sparse.from_dense`: the non-zero entries, in row-major order; on the host."""
     x = convert_to_tensor(tensor)
-    if is_jax(x):
+    if _traced(x):
         raise ValueError("tf.sparse.from_dense has a data-dependent number of entries, which compiled code "
                          "(strategy.run, jax.jit) cannot produce; convert on the host, or build "
                          "tf.SparseTensor(indices, values, dense_shape) from indices of a fixed count")
+    x = np.asarray(x)
     indices = np.argwhere(x != 0).astype(np.int64)
     return SparseTensor(indices, x[tuple(indices.T)], x.shape)
 
