@@ -281,3 +281,26 @@ def test_numpy_constants_inside_compiled_code():
     step = jax.jit(lambda x: x @ L.inv(tf.eye(2) * 2.0) + L.det(np.float32([[2.0, 0.0], [0.0, 2.0]])))
     np.testing.assert_allclose(step(jnp.ones((2, 2))), np.full((2, 2), 4.5))
     assert tf.tensordot(M, M.T, np.int64(1)).tolist() == [[14, 32], [32, 77]]  # axes as a numpy int
+
+
+W = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])
+# (id, scalar function of a matrix, input, TF 2.21's gradient): printed by tf.GradientTape, e.g.
+# `with tf.GradientTape() as t: t.watch(x); y = tf.reduce_sum(W * tf.linalg.cholesky(x))` then t.gradient(y, x).
+# TF's cholesky gradient is symmetric; eigh's lands on the lower triangle it reads.
+GRADIENTS = [
+    ("cholesky", lambda x: jnp.sum(W * L.cholesky(x)), S, [[0.22855341, 0.04289323], [0.04289323, 1.41421342]]),
+    ("cholesky_lower_triangle", lambda x: jnp.sum(W * L.cholesky(x)), A,
+     [[0.22855341, 0.04289323], [0.04289323, 1.41421342]]),
+    ("eigh", lambda x: jnp.sum(W[0] * L.eigh(x)[0]), A, [[1.62126780, 0.0], [0.97014242, 1.37873209]]),
+    ("eigvalsh", lambda x: jnp.sum(W[0] * L.eigvalsh(x)), A, [[1.62126780, 0.0], [0.97014242, 1.37873209]]),
+    ("logdet", lambda x: L.logdet(x), A, [[0.375, -0.25], [-0.25, 0.5]]),
+    ("triangular_solve", lambda x: jnp.sum(W * L.triangular_solve(x, jnp.ones((2, 2)))), A,
+     [[0.10416667, 0.0], [-0.58333337, -0.38888890]]),
+    ("det", lambda x: L.det(x), A, [[3.0, -2.0], [-1.0, 4.0]]),
+    ("l2_normalize_of_zeros", lambda x: jnp.sum(W * L.l2_normalize(x - x)), A, [[0.0, 0.0], [0.0, 0.0]]),
+]
+
+
+@pytest.mark.parametrize("fn, x, expected", [case[1:] for case in GRADIENTS], ids=[case[0] for case in GRADIENTS])
+def test_gradients_are_tfs(fn, x, expected):
+    np.testing.assert_allclose(jax.grad(fn)(jnp.asarray(x)), expected, rtol=2e-5, atol=2e-6)

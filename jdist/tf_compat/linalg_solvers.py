@@ -5,7 +5,7 @@ the host (numpy or Python inputs) it runs with 64-bit types enabled and returns 
 float64 as in TF. TF 2.21's semantics, observed: `svd` returns `(s, u, v)` with `v` not transposed and
 `full_matrices=False`; `qr` is reduced; `eigh` (ascending eigenvalues), `cholesky` and `triangular_solve`
 read one triangle only (the lower, unless `lower=False`); `cholesky` of a matrix that is not positive definite
-gives NaNs, not an error; `inv` and `solve` of a singular matrix are an error on the host (compiled code
+gives NaNs, not an error (its gradient is symmetric, eigh's on the lower triangle, as TF's); `inv` and `solve` of a singular matrix are an error on the host (compiled code
 cannot raise on values: there they give inf/NaN, as LAPACK does).
 """
 from __future__ import annotations
@@ -79,12 +79,27 @@ def qr(input: TensorLike, full_matrices: bool = False, name: str | None = None) 
     return q, r
 
 
+def _from_lower(x: jax.Array) -> jax.Array:
+    """The Hermitian matrix that `x`'s lower triangle defines (what TF's eigh and cholesky read)."""
+    strict = jnp.tril(x, -1)
+    return jnp.tril(x) + jnp.conj(jnp.swapaxes(strict, -1, -2))
+
+
+def _cholesky(x: jax.Array) -> jax.Array:
+    """TF's cholesky: the value from the lower triangle, the gradient symmetric, `(g + adjoint(g)) / 2` (TF 2.21's
+    gradient, observed)."""
+    hermitian = (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2
+    return jax.lax.linalg.cholesky(hermitian + jax.lax.stop_gradient(_from_lower(x) - hermitian),
+                                   symmetrize_input=False)
+
+
 @_host_numpy
 def eigh(tensor: TensorLike, name: str | None = None) -> Any:
     """`tf.linalg.eigh`: `(e, v)`, eigenvalues ascending, of the matrix the lower triangle defines (each
     eigenvector's sign is the solver's choice, and may differ from TF's)."""
     x = _matrix(tensor, "eigh")
-    v, e = jax.lax.linalg.eigh(x, lower=True, symmetrize_input=False, sort_eigenvalues=True)
+    # Through _from_lower the gradient lands on the lower triangle, as TF 2.21's does (observed).
+    v, e = jax.lax.linalg.eigh(_from_lower(x), lower=True, symmetrize_input=False, sort_eigenvalues=True)
     return e, v
 
 
@@ -97,7 +112,7 @@ def eigvalsh(tensor: TensorLike, name: str | None = None) -> Tensor:
 def cholesky(input: TensorLike, name: str | None = None) -> Tensor:  # noqa: A002
     """`tf.linalg.cholesky`: lower `L` with `L @ adjoint(L) = input`, from the lower triangle; NaN if the
     matrix is not positive definite (TF 2.21 on CPU too)."""
-    return jax.lax.linalg.cholesky(_matrix(input, "cholesky"), symmetrize_input=False)
+    return _cholesky(_matrix(input, "cholesky"))
 
 
 def _broadcast_batch(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -186,7 +201,7 @@ def slogdet(input: TensorLike, name: str | None = None) -> Any:  # noqa: A002
 def logdet(matrix: TensorLike, name: str | None = None) -> Tensor:
     """`tf.linalg.logdet`: the log determinant of a Hermitian positive definite matrix, through its Cholesky
     factor (NaN if it is not positive definite, as in TF)."""
-    low = jax.lax.linalg.cholesky(_matrix(matrix, "logdet"), symmetrize_input=False)
+    low = _cholesky(_matrix(matrix, "logdet"))
     return 2.0 * jnp.sum(jnp.log(jnp.real(jnp.diagonal(low, axis1=-2, axis2=-1))), axis=-1)
 
 
