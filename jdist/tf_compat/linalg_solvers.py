@@ -5,8 +5,9 @@ the host (numpy or Python inputs) it runs with 64-bit types enabled and returns 
 float64 as in TF. TF 2.21's semantics, observed: `svd` returns `(s, u, v)` with `v` not transposed and
 `full_matrices=False`; `qr` is reduced; `eigh` (ascending eigenvalues), `cholesky` and `triangular_solve`
 read one triangle only (the lower, unless `lower=False`); `cholesky` of a matrix that is not positive definite
-gives NaNs, not an error (its gradient is symmetric, eigh's on the lower triangle, as TF's); `inv` and `solve` of a singular matrix are an error on the host (compiled code
-cannot raise on values: there they give inf/NaN, as LAPACK does).
+gives NaNs, not an error, and its gradient is symmetric (eigh's lands on the lower triangle), as TF's; `inv`
+and `solve` of a singular matrix are an error on the host (compiled code cannot raise on values: there they
+give inf/NaN, as LAPACK does). Host values inside a traced function stay traced.
 """
 from __future__ import annotations
 
