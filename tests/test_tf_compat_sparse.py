@@ -74,6 +74,16 @@ OBSERVED = [
     ("transpose", lambda: tf.sparse.transpose(SP), ([[0, 0], [2, 1]], np.float32([1, 2]), [4, 3])),
     ("eye", lambda: tf.sparse.eye(2), ([[0, 0], [1, 1]], np.float32([1, 1]), [2, 2])),
     ("map_values", lambda: tf.sparse.map_values(tf.math.square, SP), ([[0, 0], [1, 2]], np.float32([1, 4]), [3, 4])),
+    ("concat", lambda: tf.sparse.concat(1, [SP, SP]), ([[0, 0], [0, 4], [1, 2], [1, 6]], np.float32([1, 1, 2, 2]),
+                                                       [3, 8])),
+    ("reshape", lambda: tf.sparse.reshape(SP, [4, 3]), ([[0, 0], [2, 0]], np.float32([1, 2]), [4, 3])),
+    ("reshape_inferred", lambda: tf.sparse.reshape(SP, [-1, 3]), ([[0, 0], [2, 0]], np.float32([1, 2]), [4, 3])),
+    ("retain", lambda: tf.sparse.retain(SP, [True, False]), ([[0, 0]], np.float32([1]), [3, 4])),
+    ("slice", lambda: tf.sparse.slice(SP, [0, 1], [2, 3]), ([[1, 1]], np.float32([2]), [2, 3])),
+    ("slice_clipped", lambda: tf.sparse.slice(SP, [1, 1], [5, 5]), ([[0, 1]], np.float32([2]), [2, 3])),
+    ("concat_reshape_retain", lambda: tf.sparse.retain(tf.sparse.reshape(tf.sparse.concat(0, [SP, SP]), [-1, 6]),
+                                                       np.array([True, False, True, True])),
+     ([[0, 0], [2, 0], [3, 0]], np.float32([1, 1, 2]), [4, 6])),
     ("times_scalar", lambda: SP * 2.0, ([[0, 0], [1, 2]], np.float32([2, 4]), [3, 4])),
     ("times_dense", lambda: SP * np.ones((3, 4), np.float32) * 3, ([[0, 0], [1, 2]], np.float32([3, 6]), [3, 4])),
     ("divided", lambda: SP / 2.0, ([[0, 0], [1, 2]], np.float32([0.5, 1]), [3, 4])),
@@ -136,6 +146,8 @@ IN_RUN = [
                                                                                                          np.float32))),
     ("structure", lambda sp, b: tf.sparse.to_dense(tf.sparse.transpose(tf.sparse.reorder(sp * 2.0)))),
     ("returned", lambda sp, b: tf.sparse.map_values(lambda v: v + 1, sp)),
+    ("concat_reshape_retain", lambda sp, b: tf.sparse.retain(tf.sparse.reshape(tf.sparse.concat(0, [sp, sp]), [-1, 6]),
+                                                             np.array([True, False, True, True]))),
 ]
 
 

@@ -5,7 +5,8 @@ static `dense_shape`; it passes into and out of `strategy.run` and `jax.jit` (in
 leaves, the shape is part of its structure). On the host the ops check their input as TF does (observed):
 `to_dense` rejects out-of-order, repeated and out-of-bounds indices (`validate_indices=False` keeps the order
 and repeat checks off, the last repeat wins). Compiled code cannot raise on values, so there they are not
-checked, and ops whose result size depends on values (`from_dense`, sparse + sparse `add`) are host only.
+checked, and ops whose result size depends on values (`from_dense`, sparse + sparse `add`, `slice`, `retain`
+by a traced mask) are host only.
 """
 from __future__ import annotations
 
@@ -334,8 +335,78 @@ def map_values(op: Callable[..., Any], *args: Any, **kwargs: Any) -> SparseTenso
     return first.with_values(op(*map(unwrap, args), **{k: unwrap(v) for k, v in kwargs.items()}))
 
 
+def concat(axis: int, sp_inputs: Sequence[SparseTensor], expand_nonconcat_dims: bool = False,
+           name: str | None = None) -> SparseTensor:
+    """`tf.sparse.concat`: SparseTensors joined along `axis` (the other dimensions equal), entries reordered."""
+    parts = [_sparse(sp, "concat") for sp in sp_inputs]
+    if not parts or expand_nonconcat_dims:
+        raise ValueError("jdist's tf.sparse.concat takes a non-empty list and expand_nonconcat_dims=False")
+    rank = len(parts[0].shape)
+    axis = int(axis) % rank
+    for sp in parts[1:]:
+        if [n for i, n in enumerate(sp.shape) if i != axis] != [n for i, n in enumerate(parts[0].shape) if i != axis]:
+            raise invalid(f"tf.sparse.concat: shapes {list(parts[0].shape)} and {list(sp.shape)} differ outside "
+                          f"axis {axis}")
+    module = xp(*[(sp.indices, sp.values) for sp in parts])
+    offsets = np.cumsum([0] + [sp.shape[axis] for sp in parts[:-1]])
+    shifted = [sp.indices + module.asarray(np.eye(rank, dtype=np.int64)[axis] * offset, dtype=sp.indices.dtype)
+               for sp, offset in zip(parts, offsets)]
+    shape = tuple(sum(sp.shape[axis] for sp in parts) if i == axis else n for i, n in enumerate(parts[0].shape))
+    joined = SparseTensor._make(module.concatenate(shifted), module.concatenate([sp.values for sp in parts]), shape)
+    return reorder(joined)
+
+
+def reshape(sp_input: SparseTensor, shape: Sequence[int], name: str | None = None) -> SparseTensor:
+    """`tf.sparse.reshape`: the same entries in row-major order of a new shape (one dimension may be -1)."""
+    sp = _sparse(sp_input, "reshape")
+    size = int(np.prod(sp.shape))
+    new = [int(n) for n in np.asarray(shape).reshape(-1)]
+    if new.count(-1) == 1:
+        known = int(np.prod([n for n in new if n != -1]))
+        new[new.index(-1)] = size // known if known else 0
+    if int(np.prod(new)) != size:
+        raise invalid(f"tf.sparse.reshape: cannot reshape a SparseTensor of shape {list(sp.shape)} ({size} "
+                      f"elements) to {list(np.asarray(shape).reshape(-1))}")
+    module = xp(sp.indices, sp.values)
+    flat = module.zeros_like(sp.indices[:, 0])
+    for i, n in enumerate(sp.shape):
+        flat = flat * n + sp.indices[:, i]
+    coords = []
+    for n in reversed(new):
+        coords.append(flat % n)
+        flat = flat // n
+    return SparseTensor._make(module.stack(coords[::-1], axis=1), sp.values, tuple(new))
+
+
+def retain(sp_input: SparseTensor, to_retain: TensorLike) -> SparseTensor:
+    """`tf.sparse.retain`: the entries where `to_retain` (one bool per entry) is true; a host mask."""
+    sp = _sparse(sp_input, "retain")
+    if _traced(to_retain):
+        raise ValueError("tf.sparse.retain with a mask computed in compiled code has a data-dependent number of "
+                         "entries; pass a host (numpy) mask, or multiply the values by the mask instead")
+    keep = np.asarray(to_retain, bool)
+    if keep.shape != (sp.values.shape[0],):
+        raise invalid(f"tf.sparse.retain: to_retain must be a bool vector of length {sp.values.shape[0]}, got shape "
+                      f"{keep.shape}")
+    return SparseTensor._make(sp.indices[keep], sp.values[keep], tuple(sp.shape))
+
+
+def slice(sp_input: SparseTensor, start: Sequence[int], size: Sequence[int],  # noqa: A001
+          name: str | None = None) -> SparseTensor:
+    """`tf.sparse.slice`: the entries in the box at `start` of `size` (clipped to the shape), shifted; host only."""
+    sp = _sparse(sp_input, "slice")
+    if _traced(sp.indices):
+        raise ValueError("tf.sparse.slice has a data-dependent number of entries, which compiled code cannot "
+                         "produce; slice tf.sparse.to_dense(sp) there")
+    first = np.asarray(start, np.int64).reshape(-1)
+    end = np.minimum(first + np.asarray(size, np.int64).reshape(-1), np.asarray(sp.shape))
+    idx = np.asarray(sp.indices)
+    keep = ((idx >= first) & (idx < end)).all(axis=1)
+    return SparseTensor(idx[keep] - first, np.asarray(sp.values)[keep], tuple((end - first).tolist()))
+
+
 NAMES = dict(
     SparseTensor=SparseTensor, to_dense=to_dense, from_dense=from_dense, reorder=reorder, transpose=transpose,
     sparse_dense_matmul=sparse_dense_matmul, reduce_sum=reduce_sum, reduce_max=reduce_max, add=add, eye=eye,
-    map_values=map_values,
+    map_values=map_values, concat=concat, reshape=reshape, retain=retain, slice=slice,
 )
