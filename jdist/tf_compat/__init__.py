@@ -144,6 +144,61 @@ from jdist.tf_compat.tpu_setup import experimental_connect_to_cluster, tpu
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable
 
+# ---- TF's everyday math, array and nn ops (math_ops, scans, segment_ops, array_ops, scatter_ops, nn_extra,
+# random_ops): imports
+# isort: split
+from jdist.tf_compat import (
+    math_ops as _math_ops,
+    nn_extra as _nn_extra,
+    random_ops as _random_ops,
+    scans as _scans,
+    segment_ops as _segment_ops,
+)
+from jdist.tf_compat.array_ops import (
+    argsort,
+    broadcast_to,
+    linspace,
+    meshgrid,
+    pad,
+    repeat,
+    reverse,
+    roll,
+    searchsorted,
+    sequence_mask,
+    slice,
+    sort,
+    strided_slice,
+    unique,
+)
+from jdist.tf_compat.math_ops import (
+    acos,
+    asin,
+    atan,
+    atan2,
+    cos,
+    cosh,
+    floor,
+    realdiv,
+    sin,
+    sinh,
+    tan,
+    truediv,
+)
+from jdist.tf_compat.nn_ops import sigmoid
+from jdist.tf_compat.scans import cumsum
+from jdist.tf_compat.scatter_ops import (
+    boolean_mask,
+    gather_nd,
+    scatter_nd,
+    tensor_scatter_nd_add,
+    tensor_scatter_nd_update,
+)
+
+_MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS}
+_MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k}
+_MATH_OPS_RANDOM = _random_ops.RANDOM_EXTRA
+# ---- end of the everyday math, array and nn ops: imports
+
 # TF's version string, marked: scripts that print or compare it see the TF API jdist follows (2.21).
 __version__ = f"2.21.0+jdist.{jdist.__version__}"
 newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
@@ -166,17 +221,19 @@ _MATH_ONLY = ["log", "floor", "ceil", "is_nan", "is_finite"]
 dtypes = Namespace("tf.dtypes", DType=DType, as_dtype=as_dtype, cast=_ops.cast, **_dtypes.ALL)
 math = Namespace(
     "tf.math", **{name: getattr(_reductions if name.startswith("reduce_") else _ops, name)
-                  for name in _OPS + _MATH_ONLY if name not in ("print", "range", "matmul")},
+                  for name in _OPS + _MATH_ONLY if name not in ("print", "range", "matmul")}
+       | {k: v for k, v in _MATH_OPS_MATH.items() if k != "l2_normalize"},  # linalg's l2_normalize, as TF's
     matmul=matmul, l2_normalize=_linalg_ops.l2_normalize,
     softmax=_nn_ops.softmax, log_softmax=_nn_ops.log_softmax, sigmoid=_nn_ops.sigmoid,
     divide_no_nan=lambda x, y, name=None: _ops.where(_ops.equal(y, 0), _ops.zeros_like(_ops.divide(x, y)),
                                                      _ops.divide(x, _ops.where(_ops.equal(y, 0), 1, y))),
 )
-nn = Namespace("tf.nn", **_nn_ops.NN, l2_normalize=_linalg_ops.l2_normalize)
+nn = Namespace("tf.nn", **_nn_ops.NN, **{k: v for k, v in _MATH_OPS_NN.items() if k != "l2_normalize"},
+               l2_normalize=_linalg_ops.l2_normalize)  # tf.nn.l2_normalize is tf.linalg's in TF 2.21
 # tf.linalg (jdist.tf_compat.linalg_ops, linalg_solvers); its LinearOperator classes raise unsupported.py's message.
 linalg = Namespace("tf.linalg", **_linalg_ops.NAMES, **_linalg_solvers.NAMES)
 sparse = Namespace("tf.sparse", **_sparse.NAMES)
-random = Namespace("tf.random", **_nn_ops.RANDOM)
+random = Namespace("tf.random", **_nn_ops.RANDOM, **_MATH_OPS_RANDOM)
 # jdist's iterators end as Python's do (OutOfRangeError is StopIteration); tf.io.gfile raises the others.
 errors = Namespace("tf.errors", **_errors.ERRORS)
 # tf.io is tf.io.gfile only; its other names (TFRecord, parsing) raise unsupported.py's message.
@@ -235,6 +292,11 @@ __all__ = [
     "shape", "sign", "size", "sparse", "SparseTensor", "split", "sqrt", "square", "squeeze", "stack", "stop_gradient",
     "string", "subtract", "tanh", "tensordot", "tile", "tpu", "train", "transpose", "uint16", "uint32", "uint64",
     "uint8", "unstack", "where", "zeros", "zeros_like",
+    # the everyday math, array and nn ops
+    "acos", "argsort", "asin", "atan", "atan2", "boolean_mask", "broadcast_to", "cos", "cosh", "cumsum", "floor",
+    "gather_nd", "linspace", "meshgrid", "pad", "realdiv", "repeat", "reverse", "roll", "scatter_nd", "searchsorted",
+    "sequence_mask", "sigmoid", "sin", "sinh", "slice", "sort", "strided_slice", "tan", "tensor_scatter_nd_add",
+    "tensor_scatter_nd_update", "truediv", "unique",
 ]
 
 

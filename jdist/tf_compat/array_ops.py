@@ -1,0 +1,223 @@
+"""TF's array ops: `tf.pad`, `tf.sort`, `tf.unique`, `tf.roll`, `tf.linspace`, `tf.strided_slice`, ...
+
+On numpy or JAX as `ops`. TF's rules, observed in TF 2.21: `argsort`, `unique`'s indices and `searchsorted` are
+int32; `pad`'s REFLECT omits the edge and SYMMETRIC repeats it, and each needs paddings smaller than (REFLECT)
+or at most (SYMMETRIC) the dimension; `unique` keeps first-occurrence order; `linspace` of ints is float64;
+`meshgrid` indexes 'xy' by default; `sequence_mask` without `maxlen` is as long as the longest length.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from jax.typing import DTypeLike
+
+from jdist.tf_compat.dtype_table import numpy_dtype
+from jdist.tf_compat.ops import _index_dtype, convert_to_tensor, is_jax, xp
+from jdist.tf_compat.segment_ops import descending_order
+from jdist.typing import ShapeLike, Tensor, TensorLike
+
+
+def _ints(value: TensorLike) -> list[int]:
+    """A host list of ints from an int, list or 1-D array argument (a static shape, axis or paddings)."""
+    if is_jax(value):
+        try:
+            value = np.asarray(value)
+        except Exception as error:
+            raise ValueError("this argument sets the output's shape and must be known when tracing: pass Python "
+                             "ints or a numpy array, not a value computed inside the compiled function") from error
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+_PAD_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}
+
+
+def pad(tensor: TensorLike, paddings: TensorLike, mode: str = "CONSTANT", constant_values: TensorLike = 0,
+        name: str | None = None) -> Tensor:
+    """`tf.pad`: `paddings[d] = [before, after]` for each dimension d; mode CONSTANT, REFLECT or SYMMETRIC."""
+    x = convert_to_tensor(tensor)
+    upper = str(mode).upper()
+    if upper not in _PAD_MODES:
+        raise ValueError(f'Value of argument `mode` expected to be one of "CONSTANT", "REFLECT", or "SYMMETRIC". '
+                         f"Received `mode` = {mode}")
+    widths = np.asarray(_ints(paddings)).reshape(-1, 2)
+    if widths.shape[0] != x.ndim:
+        raise ValueError(f"tf.pad: `paddings` needs one [before, after] pair per dimension of the input "
+                         f"({x.ndim}); got {widths.tolist()}")
+    if upper != "CONSTANT":
+        limit = np.asarray(x.shape) - (1 if upper == "REFLECT" else 0)
+        if np.any(widths.max(axis=1) > limit):
+            bound = "less than" if upper == "REFLECT" else "at most"
+            raise ValueError(f"tf.pad: in {upper} mode each padding must be {bound} its dimension's size "
+                             f"{list(x.shape)}; got {widths.tolist()}")
+        return xp(x).pad(x, [tuple(w) for w in widths.tolist()], mode=_PAD_MODES[upper])
+    fill = np.asarray(constant_values) if not is_jax(constant_values) else constant_values
+    if x.dtype.kind in "iub" and np.dtype(fill.dtype).kind == "f":
+        raise TypeError(f"tf.pad: constant_values {constant_values!r} does not fit the input's dtype {x.dtype} "
+                        "(TF: 'Cannot convert ... to EagerTensor'); cast one of them")
+    return xp(x, fill).pad(x, [tuple(w) for w in widths.tolist()], mode="constant",
+                           constant_values=fill.astype(x.dtype))
+
+
+def _direction(direction: str) -> bool:
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise ValueError("Argument `direction` should be one of ASCENDING, DESCENDING. "
+                         f"Received: direction={direction}")
+    return direction == "DESCENDING"
+
+
+def sort(values: TensorLike, axis: int = -1, direction: str = "ASCENDING", name: str | None = None) -> Tensor:
+    x = convert_to_tensor(values)
+    module = xp(x)
+    if _direction(direction):
+        return module.take_along_axis(x, descending_order(x, axis), axis=axis)
+    return module.sort(x, axis=axis)
+
+
+def argsort(values: TensorLike, axis: int = -1, direction: str = "ASCENDING", stable: bool = False,
+            name: str | None = None) -> Tensor:
+    """int32 indices that sort `values`; always stable (equal values keep their order, one order TF allows)."""
+    x = convert_to_tensor(values)
+    module = xp(x)
+    if _direction(direction):
+        order = descending_order(x, axis)
+    else:
+        order = module.argsort(x, axis=axis, stable=True)
+    return order.astype(np.int32)
+
+
+def unique(x: TensorLike, out_idx: DTypeLike = "int32", name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`(y, idx)`: the distinct values of a 1-D `x` in first-occurrence order, and `x == y[idx]`. On the host
+    only: its length depends on the values."""
+    if is_jax(x):
+        raise ValueError("tf.unique has a data-dependent length, which compiled code (strategy.run, jax.jit) cannot "
+                         "produce; call it on the host, or use jnp.unique(x, size=n, fill_value=...) (sorted order)")
+    values = convert_to_tensor(x)
+    if values.ndim != 1:
+        raise ValueError(f"tf.unique takes a 1-D tensor; got shape {values.shape}")
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # sorted-unique position -> first-occurrence rank
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return values[np.sort(first)], rank[inverse.reshape(-1)].astype(numpy_dtype(out_idx))
+
+
+def reverse(tensor: TensorLike, axis: Sequence[int], name: str | None = None) -> Tensor:
+    x = convert_to_tensor(tensor)
+    return xp(x).flip(x, tuple(_ints(axis)))
+
+
+def roll(input: TensorLike, shift: int | Sequence[int], axis: int | Sequence[int],  # noqa: A002
+         name: str | None = None) -> Tensor:
+    """Shift entries along each axis, wrapping round (shifts on the same axis add up)."""
+    x = convert_to_tensor(input)
+    shifts, axes = _ints(shift), _ints(axis)
+    if len(shifts) != len(axes):
+        raise ValueError(f"tf.roll: `shift` and `axis` must have the same length; got {shifts} and {axes}")
+    return xp(x).roll(x, tuple(shifts), tuple(axes))
+
+
+def repeat(input: TensorLike, repeats: int | Sequence[int], axis: int | None = None,  # noqa: A002
+           name: str | None = None) -> Tensor:
+    """Repeat each element (along `axis`; over the flattened input when None, as TF's)."""
+    x = convert_to_tensor(input)
+    counts = _ints(repeats)
+    return xp(x).repeat(x, counts[0] if len(counts) == 1 else np.asarray(counts), axis=axis)
+
+
+def broadcast_to(input: TensorLike, shape: ShapeLike, name: str | None = None) -> Tensor:  # noqa: A002
+    x = convert_to_tensor(input)
+    return xp(x).broadcast_to(x, tuple(_ints(shape)))
+
+
+def linspace(start: TensorLike, stop: TensorLike, num: int, name: str | None = None, axis: int = 0) -> Tensor:
+    """`num` evenly spaced values from `start` to `stop` inclusive; of ints float64, as TF's."""
+    first, last = convert_to_tensor(start), convert_to_tensor(stop)
+    dtype = np.result_type(first.dtype, last.dtype)
+    target = np.dtype(np.float64) if dtype.kind in "iub" else dtype
+    if is_jax(first, last):
+        import jax
+
+        target = jax.dtypes.canonicalize_dtype(target)
+    return xp(first, last).linspace(first, last, int(num), axis=axis).astype(target)
+
+
+def meshgrid(*args: TensorLike, indexing: str = "xy", name: str | None = None) -> list[Tensor]:
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"tf.meshgrid: `indexing` must be 'xy' or 'ij', got {indexing!r}")
+    arrays = [convert_to_tensor(a) for a in args]
+    return list(xp(*arrays).meshgrid(*arrays, indexing=indexing))
+
+
+def sequence_mask(lengths: TensorLike, maxlen: int | None = None, dtype: DTypeLike = "bool",
+                  name: str | None = None) -> Tensor:
+    """`mask[..., j] = j < lengths[...]`, `maxlen` long (the longest length when None: a host value)."""
+    lengths = convert_to_tensor(lengths)
+    module = xp(lengths)
+    if maxlen is None:
+        maxlen = _ints(module.max(lengths) if lengths.size else 0)[0]
+    mask = module.arange(_ints(maxlen)[0]) < module.expand_dims(lengths, -1)
+    return mask.astype(numpy_dtype(dtype))
+
+
+def slice(input_: TensorLike, begin: ShapeLike, size: ShapeLike, name: str | None = None) -> Tensor:  # noqa: A001
+    """`size[d]` entries from `begin[d]` on each dimension d (-1: to the end)."""
+    x = convert_to_tensor(input_)
+    starts, sizes = _ints(begin), _ints(size)
+    if len(starts) != x.ndim or len(sizes) != x.ndim:
+        raise ValueError(f"tf.slice: `begin` and `size` need one entry per dimension ({x.ndim}); got {starts}, {sizes}")
+    index = []
+    for start, length, dim in zip(starts, sizes, x.shape):
+        stop = dim if length == -1 else start + length
+        if start < 0 or stop > dim or length < -1:
+            raise ValueError(f"tf.slice: begin {starts} and size {sizes} reach outside the shape {list(x.shape)}")
+        index.append(np.s_[start:stop])
+    return x[tuple(index)]
+
+
+def strided_slice(input_: TensorLike, begin: ShapeLike, end: ShapeLike, strides: ShapeLike | None = None,
+                  begin_mask: int = 0, end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0,
+                  shrink_axis_mask: int = 0, var: object = None, name: str | None = None) -> Tensor:
+    """`x[begin[0]:end[0]:strides[0], ...]` (Python's slicing rules: negative indices count from the end, out of
+    range bounds clip); bit d of `begin_mask` / `end_mask` leaves that bound open, of `shrink_axis_mask` takes the
+    one entry at `begin[d]`. Ellipsis and new-axis masks are not taken: index the array instead (`x[..., None]`)."""
+    if ellipsis_mask or new_axis_mask:
+        raise ValueError("jdist's tf.strided_slice does not take ellipsis_mask or new_axis_mask; index the "
+                         "tensor instead, e.g. x[..., 1:3, None]")
+    x = convert_to_tensor(input_)
+    starts, stops = _ints(begin), _ints(end)
+    steps = [1] * len(starts) if strides is None else _ints(strides)
+    if not len(starts) == len(stops) == len(steps) or len(starts) > x.ndim:
+        raise ValueError(f"tf.strided_slice: begin {starts}, end {stops} and strides {steps} must have the same "
+                         f"length, at most the rank {x.ndim}")
+    index: list[int | slice] = []
+    for d, (start, stop, step) in enumerate(zip(starts, stops, steps)):
+        if step == 0:
+            raise ValueError("tf.strided_slice: strides must be non-zero")
+        if shrink_axis_mask >> d & 1:
+            index.append(start)
+            continue
+        index.append(np.s_[None if begin_mask >> d & 1 else start:None if end_mask >> d & 1 else stop:step])
+    return x[tuple(index)]
+
+
+def searchsorted(sorted_sequence: TensorLike, values: TensorLike, side: str = "left",
+                 out_type: DTypeLike = "int32", name: str | None = None) -> Tensor:
+    """Where each of `values` would go in `sorted_sequence` (both searched along their last axis, row by row)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"tf.searchsorted: `side` must be 'left' or 'right', got {side!r}")
+    table, queries = convert_to_tensor(sorted_sequence), convert_to_tensor(values)
+    if table.shape[:-1] != queries.shape[:-1]:
+        raise ValueError(f"tf.searchsorted: the leading dimensions of `sorted_sequence` {table.shape} and "
+                         f"`values` {queries.shape} must match")
+    module = xp(table, queries)
+    below = table[..., None, :] < queries[..., :, None] if side == "left" else \
+        table[..., None, :] <= queries[..., :, None]
+    return module.sum(below, axis=-1).astype(_index_dtype(queries, out_type))
+
+
+ARRAY_OPS = dict(
+    pad=pad, sort=sort, argsort=argsort, unique=unique, reverse=reverse, roll=roll, repeat=repeat,
+    broadcast_to=broadcast_to, linspace=linspace, meshgrid=meshgrid, sequence_mask=sequence_mask, slice=slice,
+    strided_slice=strided_slice, searchsorted=searchsorted,
+)

@@ -1,0 +1,103 @@
+"""TF's n-d indexing: `tf.gather_nd`, `tf.scatter_nd`, `tf.tensor_scatter_nd_update` / `_add`, `tf.boolean_mask`.
+
+On numpy or JAX as `ops`. `indices[..., :]` holds a coordinate into the leading dimensions of `params` (or of
+the output), so its last dimension is how many dimensions it indexes. TF's rules, observed in TF 2.21:
+`scatter_nd` adds up updates to the same coordinate; an index outside the shape is an error on the host (inside
+compiled code XLA drops the update); `boolean_mask` has a data-dependent shape and so runs on the host only here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
+from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
+
+
+def _coordinates(op: str, indices: ArrayLike, shape: tuple[int, ...]) -> tuple:
+    """The index tuple for `indices`'s last axis, after checking host indices lie inside `shape`."""
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{op}: `indices` must be integers, got {indices.dtype}")
+    depth = indices.shape[-1]
+    if depth > len(shape):
+        raise ValueError(f"{op}: indices' last dimension ({depth}) is more than the rank of the shape {list(shape)}")
+    if not is_jax(indices):
+        bounds = np.asarray(shape[:depth])
+        bad = np.any((indices < 0) | (indices >= bounds), axis=-1)
+        if np.any(bad):
+            first = indices[tuple(np.argwhere(bad)[0])].tolist()
+            raise IndexError(f"{op}: index {first} does not index into shape {list(shape)}")
+    return tuple(indices[..., i] for i in range(depth))
+
+
+def gather_nd(params: TensorLike, indices: TensorLike, batch_dims: int = 0, name: str | None = None,
+              bad_indices_policy: str = "") -> Tensor:
+    """`out[i...] = params[indices[i..., :]]`; with `batch_dims` b, indices index each of the b leading batch
+    entries of `params` separately."""
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    module = xp(params, indices)
+    batch = int(batch_dims)
+    coordinates = _coordinates("tf.gather_nd", indices, params.shape[batch:])
+    if batch:
+        leading = tuple(
+            module.arange(params.shape[d]).reshape((-1,) + (1,) * (indices.ndim - 2 - d)) for d in range(batch))
+        coordinates = leading + coordinates
+    return params[coordinates]
+
+
+def scatter_nd(indices: TensorLike, updates: TensorLike, shape: ShapeLike, bad_indices_policy: str = "",
+               name: str | None = None) -> Tensor:
+    """Zeros of `shape` with `updates` added at `indices` (updates to one coordinate add up)."""
+    indices, updates = convert_to_tensor(indices), convert_to_tensor(updates)
+    dims = tuple(int(s) for s in np.asarray(shape).reshape(-1))
+    module = xp(indices, updates)
+    return _add(module, module.zeros(dims, updates.dtype), indices, updates, "tf.scatter_nd")
+
+
+def _add(module, tensor: ArrayLike, indices: ArrayLike, updates: ArrayLike, op: str) -> Tensor:
+    coordinates = _coordinates(op, indices, tensor.shape)
+    if module is np:
+        out = np.array(tensor, copy=True)
+        np.add.at(out, coordinates, updates)
+        return out
+    return tensor.at[coordinates].add(updates, mode="drop")
+
+
+def tensor_scatter_nd_update(tensor: TensorLike, indices: TensorLike, updates: TensorLike,
+                             name: str | None = None) -> Tensor:
+    """A copy of `tensor` with `updates` written at `indices`."""
+    tensor, indices, updates = convert_to_tensor(tensor), convert_to_tensor(indices), convert_to_tensor(updates)
+    coordinates = _coordinates("tf.tensor_scatter_nd_update", indices, tensor.shape)
+    if xp(tensor, indices, updates) is np:
+        out = np.array(tensor, copy=True)
+        out[coordinates] = updates
+        return out
+    return xp(tensor).asarray(tensor).at[coordinates].set(updates, mode="drop")
+
+
+def tensor_scatter_nd_add(tensor: TensorLike, indices: TensorLike, updates: TensorLike, bad_indices_policy: str = "",
+                          name: str | None = None) -> Tensor:
+    tensor, indices, updates = convert_to_tensor(tensor), convert_to_tensor(indices), convert_to_tensor(updates)
+    module = xp(tensor, indices, updates)
+    return _add(module, module.asarray(tensor), indices, updates, "tf.tensor_scatter_nd_add")
+
+
+def boolean_mask(tensor: TensorLike, mask: TensorLike, axis: int | None = None,
+                 name: str = "boolean_mask") -> np.ndarray:
+    """The entries of `tensor` where the k-D `mask` (matching its dimensions from `axis`, 0 by default) is
+    True. On the host only: its length depends on the values."""
+    if is_jax(tensor, mask):
+        raise ValueError("tf.boolean_mask has a data-dependent shape, which compiled code (strategy.run, jax.jit) "
+                         "cannot produce; multiply by the mask (x * tf.cast(mask, x.dtype)) or use "
+                         "tf.where(mask, x, 0) to keep the shape, or mask on the host")
+    x, keep = np.asarray(convert_to_tensor(tensor)), np.asarray(mask, dtype=bool)
+    start = 0 if axis is None else int(axis) % x.ndim
+    if x.shape[start:start + keep.ndim] != keep.shape:
+        raise ValueError(f"tf.boolean_mask: the mask's shape {keep.shape} must match the tensor's dimensions "
+                         f"{x.shape[start:start + keep.ndim]} from axis {start} (tensor shape {x.shape})")
+    return x[(np.s_[:],) * start + (keep,)]
+
+
+SCATTER_OPS = dict(
+    gather_nd=gather_nd, scatter_nd=scatter_nd, tensor_scatter_nd_update=tensor_scatter_nd_update,
+    tensor_scatter_nd_add=tensor_scatter_nd_add, boolean_mask=boolean_mask,
+)
