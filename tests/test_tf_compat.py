@@ -85,7 +85,7 @@ def test_add_n_adds_in_order_and_checks_its_input():
 @pytest.mark.parametrize("get, name", [
     (lambda: tf.RaggedTensor, "tf.RaggedTensor"),
     (lambda: tf.distribute.experimental.rpc, "tf.distribute.experimental.rpc"),
-    (lambda: tf.nn.conv2d, "tf.nn.conv2d"),
+    (lambda: tf.nn.conv3d, "tf.nn.conv3d"),
     (lambda: tf.math.bessel_i0, "tf.math.bessel_i0"),
 ])
 def test_unknown_name_is_an_error_naming_it(get, name):

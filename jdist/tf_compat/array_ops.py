@@ -7,6 +7,7 @@ or at most (SYMMETRIC) the dimension; `unique` keeps first-occurrence order; `li
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 
 import numpy as np
@@ -51,7 +52,7 @@ def pad(tensor: TensorLike, paddings: TensorLike, mode: str = "CONSTANT", consta
             raise ValueError(f"tf.pad: in {upper} mode each padding must be {bound} its dimension's size "
                              f"{list(x.shape)}; got {widths.tolist()}")
         return xp(x).pad(x, [tuple(w) for w in widths.tolist()], mode=_PAD_MODES[upper])
-    fill = np.asarray(constant_values) if not is_jax(constant_values) else constant_values
+    fill = convert_to_tensor(constant_values)
     if x.dtype.kind in "iub" and np.dtype(fill.dtype).kind == "f":
         raise TypeError(f"tf.pad: constant_values {constant_values!r} does not fit the input's dtype {x.dtype} "
                         "(TF: 'Cannot convert ... to EagerTensor'); cast one of them")
@@ -99,7 +100,7 @@ def unique(x: TensorLike, out_idx: DTypeLike = "int32", name: str | None = None)
     order = np.argsort(first, kind="stable")  # sorted-unique position -> first-occurrence rank
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    return values[np.sort(first)], rank[inverse.reshape(-1)].astype(numpy_dtype(out_idx))
+    return np.asarray(values[np.sort(first)]), rank[inverse.reshape(-1)].astype(numpy_dtype(out_idx))
 
 
 def reverse(tensor: TensorLike, axis: Sequence[int], name: str | None = None) -> Tensor:
@@ -190,7 +191,7 @@ def strided_slice(input_: TensorLike, begin: ShapeLike, end: ShapeLike, strides:
     if not len(starts) == len(stops) == len(steps) or len(starts) > x.ndim:
         raise ValueError(f"tf.strided_slice: begin {starts}, end {stops} and strides {steps} must have the same "
                          f"length, at most the rank {x.ndim}")
-    index: list[int | slice] = []
+    index: list[int | builtins.slice] = []
     for d, (start, stop, step) in enumerate(zip(starts, stops, steps)):
         if step == 0:
             raise ValueError("tf.strided_slice: strides must be non-zero")

@@ -9,16 +9,17 @@ averages the entries inside the input only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
 from jdist.tf_compat.math_ops import erf, require_float, softplus
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tf_compat.scans import l2_normalize
-from jdist.typing import ShapeLike, Tensor, TensorLike
+from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
@@ -32,7 +33,8 @@ def gelu(features: TensorLike, approximate: bool = False, name: str | None = Non
     if approximate:
         inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
         return (0.5 * x * (1 + module.tanh(inner))).astype(x.dtype)
-    return (0.5 * x * (1 + erf(x / np.sqrt(2).astype(x.dtype)))).astype(x.dtype)
+    cdf = cast(ArrayLike, erf(x / np.sqrt(2).astype(x.dtype)))
+    return (0.5 * x * (1 + cdf)).astype(x.dtype)
 
 
 def silu(features: TensorLike, beta: float = 1.0) -> Tensor:

@@ -7,6 +7,8 @@ numpy) and inside compiled code, where the seed may be a traced value.
 """
 from __future__ import annotations
 
+from typing import Any, cast
+
 import jax
 import numpy as np
 from jax.typing import DTypeLike
@@ -79,10 +81,11 @@ def stateless_uniform(shape: ShapeLike, seed: TensorLike, minval: TensorLike = 0
             raise ValueError(f"For integer `dtype` argument {target}, argument `minval` and `maxval` must be both "
                              f"None or not None. Got `minval`={minval} and `maxval`={maxval}.")
         low, high = (np.iinfo(target).min, np.iinfo(target).max) if maxval is None else (minval, maxval)
+        low, high = cast(Any, low), cast(Any, high)  # ints or int arrays, as jax.random takes
         draw = jax.random.randint(key, size, low, high, jax.dtypes.canonicalize_dtype(target))
     else:
-        draw = jax.random.uniform(key, size, jax.dtypes.canonicalize_dtype(target), minval,
-                                  1.0 if maxval is None else maxval)
+        draw = jax.random.uniform(key, size, jax.dtypes.canonicalize_dtype(target), cast(Any, minval),
+                                  cast(Any, 1.0 if maxval is None else maxval))
     return _finish(draw, seed).astype(target) if not is_jax(seed) else draw
 
 

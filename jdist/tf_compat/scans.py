@@ -16,8 +16,8 @@ from jdist.tf_compat.ops import _index_dtype, convert_to_tensor, is_jax, xp
 from jdist.typing import ArrayLike, Axis, Tensor, TensorLike
 
 
-def _scan(kind: str, x: TensorLike, axis: int, exclusive: bool, reverse: bool) -> Tensor:
-    x = convert_to_tensor(x)
+def _scan(kind: str, value: TensorLike, axis: int, exclusive: bool, reverse: bool) -> Tensor:
+    x = convert_to_tensor(value)
     module = xp(x)
     axis = int(axis)
     if reverse:
@@ -41,7 +41,7 @@ def cumprod(x: TensorLike, axis: int = 0, exclusive: bool = False, reverse: bool
 
 
 def _axis(axis: Axis) -> int | tuple[int, ...] | None:
-    return tuple(int(a) for a in axis) if isinstance(axis, (list, tuple)) else axis
+    return axis if axis is None or isinstance(axis, int) else tuple(int(a) for a in axis)
 
 
 def reduce_variance(input_tensor: TensorLike, axis: Axis = None, keepdims: bool = False,
@@ -125,7 +125,7 @@ def bincount(arr: TensorLike, weights: TensorLike | None = None, minlength: int 
     return out[0] if axis is None or arr.ndim == 1 else out
 
 
-def _scatter_add(module, shape: tuple[int, ...], dtype: np.dtype, index: tuple, values: ArrayLike) -> Tensor:
+def _scatter_add(module, shape: tuple[int, ...], dtype: np.dtype, index: tuple, values: ArrayLike) -> ArrayLike:
     """`zeros(shape)` with `values` added at `index` (repeats add up)."""
     if module is np:
         out = np.zeros(shape, dtype=dtype)

@@ -7,6 +7,9 @@ compiled code XLA drops the update); `boolean_mask` has a data-dependent shape a
 """
 from __future__ import annotations
 
+from typing import cast
+
+import jax
 import numpy as np
 
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
@@ -59,7 +62,7 @@ def _add(module, tensor: ArrayLike, indices: ArrayLike, updates: ArrayLike, op: 
         out = np.array(tensor, copy=True)
         np.add.at(out, coordinates, updates)
         return out
-    return tensor.at[coordinates].add(updates, mode="drop")
+    return cast(jax.Array, tensor).at[coordinates].add(updates, mode="drop")
 
 
 def tensor_scatter_nd_update(tensor: TensorLike, indices: TensorLike, updates: TensorLike,

@@ -129,7 +129,7 @@ def unsorted_segment_max(data: TensorLike, segment_ids: TensorLike, num_segments
     return _segments(xp(data, ids), "max", data, ids, int(num_segments))[0]
 
 
-def descending_order(x: ArrayLike, axis: int = -1) -> Tensor:
+def descending_order(x: ArrayLike, axis: int = -1) -> ArrayLike:
     """Indices sorting `x` from largest to smallest along `axis`, equal values in their original order."""
     module = xp(x)
     if module is not np:
