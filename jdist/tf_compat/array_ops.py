@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
+import jax
 import numpy as np
 from jax.typing import DTypeLike
 
@@ -137,8 +138,6 @@ def linspace(start: TensorLike, stop: TensorLike, num: int, name: str | None = N
     dtype = np.result_type(first.dtype, last.dtype)
     target = np.dtype(np.float64) if dtype.kind in "iub" else dtype
     if is_jax(first, last):
-        import jax
-
         target = jax.dtypes.canonicalize_dtype(target)
     return xp(first, last).linspace(first, last, int(num), axis=axis).astype(target)
 
