@@ -5,7 +5,8 @@ payload, masked CRC-32C of the payload); each payload is an `Event` protobuf. A
 scalar needs only five protobuf fields, so they are encoded here by hand:
 `Event{wall_time=1 (double), step=2 (int64), file_version=3 (string), summary=5}`,
 `Summary{value=1 (repeated)}`, `Summary.Value{tag=1 (string), simple_value=2 (float)}`.
-TensorBoard reads `simple_value` scalars into its Scalars dashboard.
+TensorBoard reads `simple_value` scalars into its Scalars dashboard. `tf.summary` (jdist.tf_compat.summary)
+writes TF 2's form: `Summary.Value{tag=1, tensor=8 (TensorProto), metadata=9 (plugin name)}`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import os
 import socket
 import struct
 import time
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
 
 
 def _crc32c_table() -> list[int]:
@@ -64,18 +67,46 @@ def _length_delimited(number: int, payload: bytes) -> bytes:
     return _field(number, 2, _varint(len(payload)) + payload)
 
 
+# TensorProto's dtype enum for the dtypes tf.summary writes.
+_DT = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int32): 3, np.dtype(np.int64): 9,
+       np.dtype(np.bool_): 10}
+_DT_STRING = 7
+_DTYPE_OF = {v: k for k, v in _DT.items()}
+
+
+def encode_tensor_value(tag: str, value: np.ndarray, plugin_name: str, description: str = "") -> bytes:
+    """One serialized `Summary.Value` holding a tensor (numbers as tensor_content, strings as string_val)."""
+    value = np.asarray(value)
+    shape = b"".join(_length_delimited(2, _field(1, 0, _varint(d))) for d in value.shape)
+    if value.dtype.kind in "USO":
+        content = b"".join(_length_delimited(8, (v.encode() if isinstance(v, str) else bytes(v)))
+                           for v in value.reshape(-1).tolist())
+        tensor = _field(1, 0, _varint(_DT_STRING)) + _length_delimited(2, shape) + content
+    else:
+        if value.dtype not in _DT:
+            raise TypeError(f"event files hold float32, float64, int32, int64 or bool tensors, not {value.dtype}.")
+        data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
+        tensor = _field(1, 0, _varint(_DT[value.dtype])) + _length_delimited(2, shape) + _length_delimited(4, data)
+    metadata = _length_delimited(1, _length_delimited(1, plugin_name.encode()))
+    if description:
+        metadata += _length_delimited(3, description.encode())
+    return _length_delimited(1, tag.encode()) + _length_delimited(8, tensor) + _length_delimited(9, metadata)
+
+
 def encode_event(wall_time: float, step: int = 0, *, scalars: Mapping[str, float] | None = None,
-                 file_version: str | None = None) -> bytes:
-    """One serialized `Event` holding a file version or scalar summaries."""
+                 file_version: str | None = None, values: Sequence[bytes] = ()) -> bytes:
+    """One serialized `Event` holding a file version, scalar summaries or encoded `Summary.Value`s."""
     out = _field(1, 1, struct.pack("<d", wall_time)) + _field(2, 0, _varint(int(step)))
     if file_version is not None:
         out += _length_delimited(3, file_version.encode())
     if scalars:
-        values = b"".join(
+        simple = b"".join(
             _length_delimited(1, _length_delimited(1, tag.encode()) + _field(2, 5, struct.pack("<f", float(v))))
             for tag, v in scalars.items()
         )
-        out += _length_delimited(5, values)
+        out += _length_delimited(5, simple)
+    elif values:
+        out += _length_delimited(5, b"".join(_length_delimited(1, v) for v in values))
     return out
 
 
@@ -87,10 +118,10 @@ def frame_record(payload: bytes) -> bytes:
 class EventFileWriter:
     """Appends scalar events to `<log_dir>/events.out.tfevents.<time>.<host>.<pid>`."""
 
-    def __init__(self, log_dir: str | os.PathLike):
+    def __init__(self, log_dir: str | os.PathLike, filename_suffix: str = ""):
         os.makedirs(log_dir, exist_ok=True)
         now = time.time()
-        name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}"
+        name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}{filename_suffix}"
         self.path = os.path.join(os.fspath(log_dir), name)
         self._file = open(self.path, "ab")
         self._file.write(frame_record(encode_event(now, 0, file_version="brain.Event:2")))
@@ -99,6 +130,11 @@ class EventFileWriter:
     def add_scalars(self, step: int, scalars: Mapping[str, float], wall_time: float | None = None) -> None:
         self._file.write(frame_record(encode_event(time.time() if wall_time is None else wall_time, step,
                                                    scalars=scalars)))
+
+    def add_values(self, step: int, values: Sequence[bytes], wall_time: float | None = None) -> None:
+        """One event of `encode_tensor_value` results."""
+        self._file.write(frame_record(encode_event(time.time() if wall_time is None else wall_time, step,
+                                                   values=values)))
 
     def flush(self) -> None:
         self._file.flush()
@@ -188,4 +224,59 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
                         (scalar,) = struct.unpack("<f", v)
                 if tag is not None and scalar is not None:
                     out.append((step, tag, scalar))
+    return out
+
+
+def _tensor(buf: bytes) -> np.ndarray:
+    dtype, shape, content, strings = 0, [], b"", []
+    for number, _, value in _fields(buf):
+        if number == 1:
+            assert isinstance(value, int), "TensorProto.dtype is a varint"
+            dtype = value
+        elif number == 2:
+            assert isinstance(value, bytes), "TensorProto.tensor_shape is a message"
+            for _, _, dim in _fields(value):
+                assert isinstance(dim, bytes), "TensorShapeProto.dim is a message"
+                shape.append(next((s for n, _, s in _fields(dim) if n == 1), 0))
+        elif number == 4:
+            assert isinstance(value, bytes), "TensorProto.tensor_content is bytes"
+            content = value
+        elif number == 8:
+            assert isinstance(value, bytes), "TensorProto.string_val is bytes"
+            strings.append(value)
+    if dtype == _DT_STRING:
+        return np.array(strings, dtype=object).reshape(shape)
+    return np.frombuffer(content, dtype=_DTYPE_OF[dtype].newbyteorder("<")).reshape(shape).astype(_DTYPE_OF[dtype])
+
+
+def read_tensors(path: str | os.PathLike) -> list[tuple[int, str, str, np.ndarray]]:
+    """`(step, tag, plugin name, value)` for every tensor summary in an event file written by this module."""
+    out = []
+    for payload in iter_records(path):
+        step, summaries = 0, []
+        for number, _, value in _fields(payload):
+            if number == 2:
+                assert isinstance(value, int), "Event.step is a varint"
+                step = value if value < 1 << 63 else value - (1 << 64)
+            elif number == 5:
+                assert isinstance(value, bytes), "Event.summary is a message"
+                summaries.append(value)
+        for summary in summaries:
+            for _, _, value in _fields(summary):
+                assert isinstance(value, bytes), "Summary.value is a message"
+                tag, plugin, tensor = None, "", None
+                for vnum, _, v in _fields(value):
+                    assert isinstance(v, bytes), "Summary.Value's tag, tensor and metadata are messages"
+                    if vnum == 1:
+                        tag = v.decode()
+                    elif vnum == 8:
+                        tensor = _tensor(v)
+                    elif vnum == 9:
+                        for mnum, _, data in _fields(v):
+                            if mnum == 1:
+                                assert isinstance(data, bytes), "SummaryMetadata.plugin_data is a message"
+                                plugin = next((p.decode() for n, _, p in _fields(data)
+                                               if n == 1 and isinstance(p, bytes)), "")
+                if tag is not None and tensor is not None:
+                    out.append((step, tag, plugin, tensor))
     return out

@@ -88,3 +88,8 @@ def _cells(fn: Any) -> tuple:
 
 
 _EMPTY = object()
+
+
+def in_function() -> bool:
+    """Whether a `tf.function` call is running (its body is TF's graph mode, `tf.executing_eagerly()` False)."""
+    return bool(_ACTIVE)

@@ -9,7 +9,8 @@
 A bounded surface, listed in docs/tf_mapping.md: `tf.distribute` (jdist's strategies), TF's everyday
 ops and dtypes (`tf.cast`, `tf.reduce_sum`, `tf.float32`, ...: numpy on the host, `jax.numpy` inside
 compiled code, with TF's dtype rules; `jdist.tf_compat.ops`), `tf.nn`, `tf.math`, `tf.random`,
-`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io.gfile`, and `tf.keras`
+`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io.gfile`, control flow
+(`tf.cond`, `tf.while_loop`, ...), gradient clipping, `tf.debugging`, `tf.summary`, and `tf.keras`
 (TF 2.21's `tf.keras` namespace of Keras 3, on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
 A name outside it raises AttributeError naming it, and for the parts of TensorFlow jdist leaves out
 on purpose (TF graphs in `tf.saved_model`, `tf.estimator`, `tf.io` beyond `gfile`, ...) the error names
@@ -194,6 +195,30 @@ from jdist.tf_compat.scatter_ops import (
     tensor_scatter_nd_update,
 )
 
+# --- control flow, clipping, predicates, tf.debugging, tf.summary (imports) ---
+# isort: split
+from jdist.tf_compat import (
+    debugging as _debugging,
+    predicates as _predicates,
+    summary as _summary,
+)
+from jdist.tf_compat.clip_ops import clip_by_global_norm, clip_by_norm
+from jdist.tf_compat.control_flow import (
+    case,
+    cond,
+    foldl,
+    foldr,
+    group,
+    identity_n,
+    map_fn,
+    no_op,
+    scan,
+    while_loop,
+)
+from jdist.tf_compat.predicates import Tensor, executing_eagerly, get_logger, is_tensor
+
+# --- end control flow ... (imports) ---
+
 _MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS}
 _MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k}
 _MATH_OPS_RANDOM = _random_ops.RANDOM_EXTRA
@@ -266,6 +291,21 @@ config = Namespace(
 )
 
 
+# --- control flow, clipping, predicates, tf.debugging, tf.summary (names) ---
+debugging = Namespace("tf.debugging", **_debugging.NAMES)
+autograph = Namespace(
+    "tf.autograph", set_verbosity=_predicates.set_verbosity, get_verbosity=_predicates.get_verbosity,
+    experimental=Namespace("tf.autograph.experimental", do_not_convert=_predicates.do_not_convert),
+)
+summary = Namespace(
+    "tf.summary", create_file_writer=_summary.create_file_writer, scalar=_summary.scalar,
+    histogram=_summary.histogram, text=_summary.text, record_if=_summary.record_if,
+    should_record_summaries=_summary.should_record_summaries, SummaryWriter=_summary.SummaryWriter,
+    experimental=Namespace("tf.summary.experimental", set_step=_summary.set_step, get_step=_summary.get_step),
+)
+# --- end control flow ... (names) ---
+
+
 def __getattr__(name: str) -> Any:
     if name == "keras":
         return _keras_namespace.tf_keras()
@@ -298,6 +338,14 @@ __all__ = [
     "sequence_mask", "sigmoid", "sin", "sinh", "slice", "sort", "strided_slice", "tan", "tensor_scatter_nd_add",
     "tensor_scatter_nd_update", "truediv", "unique",
 ]
+
+# --- control flow, clipping, predicates, tf.debugging, tf.summary (__all__) ---
+__all__ += [
+    "Tensor", "autograph", "case", "clip_by_global_norm", "clip_by_norm", "cond", "debugging", "executing_eagerly",
+    "foldl", "foldr", "get_logger", "group", "identity_n", "is_tensor", "map_fn", "no_op", "scan", "summary",
+    "while_loop",
+]
+# --- end control flow ... (__all__) ---
 
 
 def __dir__() -> list[str]:

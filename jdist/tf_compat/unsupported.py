@@ -49,8 +49,9 @@ _MESSAGES = {
         "use grain or tf.data with TensorFlow installed as an input library; for other files Python's own "
         f"(open, os, shutil, pathlib; fsspec for cloud buckets). See {DOCS}."),
     "tf.summary": (
-        "jdist does not provide `{name}`: log with keras.callbacks.TensorBoard in fit, or a summary writer "
-        f"such as tensorboardX / clu.metric_writers in custom loops. See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.summary it has create_file_writer, scalar, histogram, text, "
+        "record_if, should_record_summaries and experimental.set_step / get_step; log images with a writer such "
+        f"as tensorboardX, or keras.callbacks.TensorBoard in fit. See {DOCS}."),
     "tf.lite": f"jdist does not provide `{{name}}`: convert from a Keras model with TensorFlow installed. See {DOCS}.",
     "tf.image": (
         "jdist does not provide `{name}`: resize and augment images in the input pipeline with numpy / "

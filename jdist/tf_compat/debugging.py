@@ -1,0 +1,192 @@
+"""`tf.debugging`: assertions and `check_numerics` with TF 2.21's errors and messages (observed).
+
+On values (eager, host) a failed check raises `tf.errors.InvalidArgumentError` at once. On traced values (inside
+`tf.function` / `strategy.run`) the check is a `jax.debug.callback`: it runs when the program runs and raises the
+same error on the host, which reaches the caller as JAX's runtime error naming it (the program's results are
+not returned). Static checks (`assert_rank`, `assert_shapes`) raise ValueError while tracing, as TF's do.
+`enable_check_numerics` turns on JAX's `jax_debug_nans` / `jax_debug_infs` (a FloatingPointError naming the
+first operation that made a NaN or Inf; compiled functions re-run op by op to find it).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.core import Tracer
+
+from jdist.tf_compat.error_types import InvalidArgumentError
+from jdist.tf_compat.ops import convert_to_tensor
+
+
+def _traced(*values: Any) -> bool:
+    return any(isinstance(v, Tracer) for v in values)
+
+
+def _prefix(message: str | None) -> str:
+    return f"{message}\n" if message else ""
+
+
+def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., None]:
+    def check_values(x: np.ndarray, y: np.ndarray, message: str | None, summarize: int | None) -> None:
+        try:
+            x_b, y_b = np.broadcast_arrays(x, y)
+        except ValueError:
+            raise InvalidArgumentError(message=f"{_prefix(message)}Incompatible shapes: {list(np.shape(x))} vs. "
+                                               f"{list(np.shape(y))}") from None
+        holds = compare(x_b, y_b)
+        if np.all(holds):
+            return
+        n = 3 if summarize is None else summarize
+        bad = np.argwhere(~holds)[:n]
+        raise InvalidArgumentError(message=(
+            f"{_prefix(message)}Condition x {symbol} y did not hold.\n"
+            f"Indices of first {len(bad)} different values:\n{bad}\n"
+            f"Corresponding x values:\n{x_b[tuple(bad.T)]}\nCorresponding y values:\n{y_b[tuple(bad.T)]}\n"
+            f"First {min(n, np.size(x))} elements of x:\n{np.ravel(x)[:n]}\n"
+            f"First {min(n, np.size(y))} elements of y:\n{np.ravel(y)[:n]}"))
+
+    def assertion(x: Any, y: Any, data: Any = None, summarize: int | None = None, message: str | None = None,
+                  name: str | None = None) -> None:
+        x, y = convert_to_tensor(x), convert_to_tensor(y)
+        if _traced(x, y):
+            jax.debug.callback(lambda a, b: check_values(np.asarray(a), np.asarray(b), message, summarize), x, y)
+            return None
+        check_values(np.asarray(x), np.asarray(y), message, summarize)
+        return None
+
+    assertion.__doc__ = f"`tf.debugging.assert_...`: InvalidArgumentError unless x {symbol} y everywhere."
+    return assertion
+
+
+assert_equal = _compare("==", np.equal)
+assert_not_equal = _compare("!=", np.not_equal)
+assert_greater = _compare(">", np.greater)
+assert_greater_equal = _compare(">=", np.greater_equal)
+assert_less = _compare("<", np.less)
+assert_less_equal = _compare("<=", np.less_equal)
+
+
+def _default_tolerance(dtype: Any) -> float:
+    """TF's default rtol/atol: 10 * machine epsilon of the dtype (TF 2.21: 1.1920929e-06 for float32)."""
+    dtype = np.dtype(dtype)
+    return float(10 * np.finfo(dtype).eps) if dtype.kind in "fc" else 0.0
+
+
+def assert_near(x: Any, y: Any, rtol: Any = None, atol: Any = None, data: Any = None, summarize: int | None = None,
+                message: str | None = None, name: str | None = None) -> None:
+    """`tf.debugging.assert_near`: InvalidArgumentError unless |x - y| <= atol + rtol * |y| everywhere."""
+    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    default = _default_tolerance(x.dtype)
+    rtol_v = default if rtol is None else float(rtol)
+    atol_v = default if atol is None else float(atol)
+
+    def check_values(a: np.ndarray, b: np.ndarray) -> None:
+        if np.all(np.abs(a - b) <= atol_v + rtol_v * np.abs(b)):
+            return
+        raise InvalidArgumentError(message=(
+            f"{message + '.  ' if message else ''}x and y not equal to tolerance rtol = {rtol_v:.8g}, "
+            f"atol = {atol_v:.8g}\nx (shape={a.shape} dtype={a.dtype}) = {a.ravel()[:summarize or 3]}\n"
+            f"y (shape={b.shape} dtype={b.dtype}) = {b.ravel()[:summarize or 3]}"))
+
+    if _traced(x, y):
+        jax.debug.callback(lambda a, b: check_values(np.asarray(a), np.asarray(b)), x, y)
+        return None
+    check_values(np.asarray(x), np.asarray(y))
+    return None
+
+
+def assert_rank(x: Any, rank: int, message: str | None = None, name: str | None = None) -> None:
+    """`tf.debugging.assert_rank`: ValueError with TF's message when x's rank (static in JAX) is not `rank`."""
+    shape = tuple(np.shape(x))
+    if len(shape) != int(rank):
+        lead = f"{message}.  " if message else ""
+        raise ValueError(f"{lead}Tensor  must have rank {int(rank)}.  Received rank {len(shape)}, shape {shape}")
+    return None
+
+
+def assert_shapes(shapes: Sequence[tuple[Any, Sequence[Any]]] | Mapping[Any, Sequence[Any]], data: Any = None,
+                  summarize: int | None = None, message: str | None = None, name: str | None = None) -> None:
+    """`tf.debugging.assert_shapes`: each tensor's shape against its spec of ints, names and None, names shared
+    across tensors (TF 2.21's messages). A spec of one entry also admits a scalar, as TF's."""
+    pairs = list(shapes.items()) if isinstance(shapes, Mapping) else list(shapes)
+    lead = f"{message}.  " if message else ""
+    sizes: dict[str, tuple[int, str]] = {}
+    for tensor, spec in pairs:
+        shape = tuple(np.shape(tensor))
+        spec = tuple(spec)
+        describe = f"shape={shape} dtype={np.dtype(getattr(tensor, 'dtype', np.asarray(tensor).dtype)).name}"
+        ranks = (0, 1) if len(spec) == 1 else (len(spec),)
+        if len(shape) not in ranks:
+            want = f"rank in {ranks}" if len(ranks) > 1 else f"rank {ranks[0]}"
+            raise ValueError(f"{lead}Tensor  must have {want}.  Received rank {len(shape)}, shape {shape}")
+        if not shape:
+            continue
+        for dim, (want, got) in enumerate(zip(spec, shape)):
+            if want is None:
+                continue
+            if isinstance(want, str):
+                if want not in sizes:
+                    sizes[want] = (got, f"Specified by tensor {describe} dimension {dim}.  ")
+                    continue
+                expected, origin = sizes[want]
+            else:
+                expected, origin = int(want), "Specified explicitly.  "
+            if got != expected:
+                raise ValueError(f"{lead}{origin}Tensor {describe} dimension {dim} must have size {expected}.  "
+                                 f"Received size {got}, shape {shape}")
+    return None
+
+
+def _numerics_problem(values: np.ndarray) -> str | None:
+    has_inf, has_nan = bool(np.isinf(values).any()), bool(np.isnan(values).any())
+    if has_inf and has_nan:
+        return "Inf and NaN"
+    return "Inf" if has_inf else "NaN" if has_nan else None
+
+
+def check_numerics(tensor: Any, message: str, name: str | None = None) -> Any:
+    """`tf.debugging.check_numerics`: the tensor, or InvalidArgumentError "<message> : Tensor had NaN values"."""
+    tensor = convert_to_tensor(tensor)
+    if np.dtype(tensor.dtype).kind != "f" and str(tensor.dtype) != "bfloat16":
+        raise InvalidArgumentError(message=f"check_numerics takes floating-point tensors (bfloat16, float16, "
+                                           f"float32, float64), got {tensor.dtype}.")
+
+    def check_values(values: Any) -> None:
+        problem = _numerics_problem(np.asarray(values, dtype=np.float64))
+        if problem is not None:
+            raise InvalidArgumentError(message=f"{message} : Tensor had {problem} values")
+
+    if _traced(tensor):
+        jax.debug.callback(check_values, tensor)
+    else:
+        check_values(tensor)
+    return tensor
+
+
+def enable_check_numerics(stack_height_limit: int = 30, path_length_limit: int = 50) -> None:
+    """`tf.debugging.enable_check_numerics`: JAX's `jax_debug_nans` and `jax_debug_infs` on."""
+    jax.config.update("jax_debug_nans", True)
+    jax.config.update("jax_debug_infs", True)
+
+
+def disable_check_numerics() -> None:
+    """`tf.debugging.disable_check_numerics`: JAX's `jax_debug_nans` and `jax_debug_infs` off."""
+    jax.config.update("jax_debug_nans", False)
+    jax.config.update("jax_debug_infs", False)
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """`tf.debugging.set_log_device_placement`: accepted, no effect; XLA places whole programs, and
+    `jax.debug.visualize_array_sharding(x)` shows where an array lives."""
+    return None
+
+
+NAMES = dict(
+    assert_equal=assert_equal, assert_not_equal=assert_not_equal, assert_greater=assert_greater,
+    assert_greater_equal=assert_greater_equal, assert_less=assert_less, assert_less_equal=assert_less_equal,
+    assert_near=assert_near, assert_rank=assert_rank, assert_shapes=assert_shapes, check_numerics=check_numerics,
+    enable_check_numerics=enable_check_numerics, disable_check_numerics=disable_check_numerics,
+    set_log_device_placement=set_log_device_placement,
+)

@@ -1,0 +1,87 @@
+"""`tf.Tensor`, `tf.is_tensor`, `tf.executing_eagerly`, `tf.get_logger` and `tf.autograph`'s switches.
+
+jdist's tensors are what its ops return: numpy arrays on the host (`tf.constant(1.)`, a `tf.data` map
+function), JAX arrays, and tracers inside compiled code. `isinstance(x, tf.Tensor)` is True for all of these
+(TF 2.21 says False for a numpy array: in TF a numpy array is not a tensor, in jdist it is the host's tensor),
+and False for a `tf.Variable`, as in TF 2.21 (observed); `tf.is_tensor` is also True for variables (observed).
+`tf.executing_eagerly()` is False inside a `tf.function` call (as TF 2.21's, observed) and while JAX traces
+(`strategy.run`, which jdist always compiles; TF 2.21 says True inside a `strategy.run` called eagerly, observed),
+True elsewhere.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.core import Tracer
+
+from jdist.strategy import traced_functions
+
+
+class _TensorMeta(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        if isinstance(value, (jax.Array, np.ndarray)):
+            return True
+        return isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_, np.object_))
+
+
+class Tensor(metaclass=_TensorMeta):
+    """`tf.Tensor` for `isinstance` checks and annotations: JAX arrays, tracers, numpy arrays and scalars."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise TypeError("tf.Tensor cannot be constructed directly: make one with tf.constant(value) or "
+                        "tf.convert_to_tensor(value).")
+
+
+def is_tensor(x: Any) -> bool:
+    """`tf.is_tensor`: a tensor (see `Tensor`) or a variable (TF 2.21: `tf.is_tensor(tf.Variable(1.))` is True)."""
+    if isinstance(x, Tensor):
+        return True
+    keras = sys.modules.get("keras")
+    return keras is not None and isinstance(x, keras.Variable)
+
+
+def tracing() -> bool:
+    """Whether JAX is tracing the code that calls this (`jax.jit`, `strategy.run`, a `lax` loop's body).
+
+    Asked of JAX's trace stack (no public alias), so that it makes no array: an array would start JAX's backend
+    before `tf.config.set_logical_device_configuration` can split the CPU."""
+    try:
+        from jax._src import core as jax_core
+        return bool(jax_core.unsafe_am_i_under_a_jit())
+    except (ImportError, AttributeError):  # a JAX without it: a traced zero is a Tracer
+        return isinstance(jnp.zeros(()), Tracer)
+
+
+def executing_eagerly() -> bool:
+    """False inside a `tf.function` call (TF's graph mode) and while JAX traces (`strategy.run`, `jax.jit`)."""
+    return not (traced_functions.in_function() or tracing())
+
+
+def get_logger() -> logging.Logger:
+    """`tf.get_logger()`: Python's logger named "tensorflow", as TF's."""
+    return logging.getLogger("tensorflow")
+
+
+_VERBOSITY = {"level": 0}
+
+
+def set_verbosity(level: int, alsologtostdout: bool = False) -> None:
+    """`tf.autograph.set_verbosity`: kept and unused; jdist has no AutoGraph (Python control flow on traced
+    values is the error it is in JAX: use tf.cond / tf.while_loop)."""
+    _VERBOSITY["level"] = int(level)
+
+
+def get_verbosity() -> int:
+    return _VERBOSITY["level"]
+
+
+def do_not_convert(func: Callable[..., Any] | None = None) -> Any:
+    """`tf.autograph.experimental.do_not_convert`: the function unchanged (jdist never converts); with no
+    function, the decorator itself (TF 2.21, observed)."""
+    return do_not_convert if func is None else func
