@@ -7,6 +7,7 @@ drawn from the buffer window, reproducible by seed) instead of TF's exact order.
 """
 from __future__ import annotations
 
+import itertools
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
@@ -243,6 +244,26 @@ def test_shuffle_is_tfs_window_and_reshuffles_per_pass():
     # repeat after shuffle reshuffles each repetition (TF: [0, 3, 2, 1, 1, 2, 3, 0] for range(4), seed 2)
     twice = values(D.range(4).shuffle(4, seed=2).repeat(2))
     assert sorted(twice[:4]) == sorted(twice[4:]) == [0, 1, 2, 3]
+
+
+def test_full_buffer_shuffle_of_a_small_repeated_dataset():
+    """A buffer holding every element is a uniform permutation per pass; `repeat()` draws a new one each
+    repetition (TF's guide multi_worker_cpu_gpu_training: 3 rows, `.shuffle(10).repeat().batch(64)`)."""
+    def first_batches():
+        ds = D.range(3).shuffle(10, seed=5).repeat().batch(64)
+        return [b.tolist() for b in itertools.islice(ds.as_numpy_iterator(), 4)]
+
+    batches = first_batches()
+    rows = [v for b in batches for v in b]
+    assert [len(b) for b in batches] == [64] * 4
+    passes = [tuple(rows[i:i + 3]) for i in range(0, 255, 3)]
+    assert all(sorted(p) == [0, 1, 2] for p in passes)
+    assert len(set(passes)) == 6  # every order of 3 appears among 85 passes
+    assert first_batches() == batches  # reproducible by seed
+    counts = np.zeros(4, int)
+    for seed in range(400):
+        counts[next(D.range(4).shuffle(4, seed=seed).as_numpy_iterator())] += 1
+    assert np.all(np.abs(counts - 100) < 35), counts
 
 
 def test_shuffle_window_statistics():
