@@ -191,3 +191,21 @@ def test_a_loop_that_never_reads_does_not_abort():
                             env=env, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "total" in result.stdout
+
+
+def test_a_failed_program_raises_where_its_outputs_are_read_not_in_the_next_wait():
+    strategy = jdist.MirroredStrategy()
+
+    def fail_on_host(x):
+        raise ValueError("the host check failed")
+
+    def step(x):
+        jax.debug.callback(fail_on_host, x)
+        return x + 1.0
+
+    values = strategy.experimental_distribute_values_from_function(lambda ctx: np.ones(2, np.float32))
+    failed = strategy.run(step, args=(values,))
+    with pytest.raises(Exception, match="the host check failed"):
+        jax.block_until_ready(strategy.experimental_local_results(failed))
+    dispatch.wait()  # the failed program is finished: nothing more to raise here
+    assert dispatch.pending() == 0

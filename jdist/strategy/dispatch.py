@@ -86,13 +86,20 @@ def dispatched_each(outputs: Any) -> Any:
 
 
 def wait(keep: int = 0) -> None:
-    """Blocks until at most `keep` registered programs are pending (0: all finished)."""
+    """Blocks until at most `keep` registered programs are pending (0: all finished).
+
+    A program that failed (a `tf.debugging` check, a host callback that raised) has finished, which
+    is all this waits for: its error is its caller's, raised where the caller reads its outputs (and
+    by whatever reads a value computed from them), never by an unrelated call that waits here."""
     while True:
         with _lock:
             if len(_pending) <= keep:
                 return
             oldest = _pending.popleft()
-        _block(oldest)
+        try:
+            _block(oldest)
+        except Exception:  # noqa: BLE001 - see the docstring: the outputs still hold the error
+            pass
 
 
 def pending() -> int:
