@@ -234,3 +234,4 @@ def test_check_numerics_inside_strategy_run_raises_when_the_step_runs():
     # jdist's bound on programs in flight (jdist.strategy.dispatch) waits for the failed step too; the error is
     # the caller's, raised where it reads the outputs above, not again by the next call that waits.
     dispatch.wait()
+    jax.effects_barrier()  # nothing left behind for the next tf.print (see check_numerics)

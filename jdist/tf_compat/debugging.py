@@ -1,9 +1,12 @@
 """`tf.debugging`: assertions and `check_numerics` with TF 2.21's errors and messages (observed).
 
 On values (eager, host) a failed check raises `tf.errors.InvalidArgumentError` at once. On traced values (inside
-`tf.function` / `strategy.run`) the check is a `jax.debug.callback`: it runs when the program runs and raises the
-same error on the host, which reaches the caller as JAX's runtime error naming it (the program's results are
-not returned). Static checks (`assert_rank`, `assert_shapes`) raise ValueError while tracing, as TF's do.
+`tf.function` / `strategy.run`) the check runs on the host when the program runs and raises the same error,
+which reaches the caller as JAX's runtime error naming it (the program's results are not returned):
+`check_numerics` through `jax.pure_callback` on the tensor it returns, the asserts (which return nothing to
+compute from) through `jax.debug.callback`, whose failure JAX also raises again at every later effects barrier
+(`jax.effects_barrier()`, `tf.print` inside compiled code) until the devices run another program with effects.
+Static checks (`assert_rank`, `assert_shapes`) raise ValueError while tracing, as TF's do.
 `enable_check_numerics` turns on JAX's `jax_debug_nans` / `jax_debug_infs` (a FloatingPointError naming the
 first operation that made a NaN or Inf; compiled functions re-run op by op to find it).
 """
@@ -159,9 +162,15 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Any:
             raise InvalidArgumentError(message=f"{message} : Tensor had {problem} values")
 
     if _traced(tensor):
-        jax.debug.callback(check_values, tensor)
-    else:
-        check_values(tensor)
+        # The check returns the tensor, so its error fails the outputs computed from it, where they are read.
+        # (A raising `jax.debug.callback` would also leave its error in JAX's runtime tokens, raised again by
+        # every later effects barrier, `tf.print`'s included.)
+        def checked(values: Any) -> np.ndarray:
+            check_values(values)
+            return np.asarray(values)
+
+        return jax.pure_callback(checked, jax.ShapeDtypeStruct(tensor.shape, tensor.dtype), tensor)
+    check_values(tensor)
     return tensor
 
 
