@@ -669,12 +669,14 @@ def test_tpu_estimator_migration_guide_on_cpu_devices_computes_tfs_numbers():
 
 
 # TF 2.21 with tf_keras (its Keras 3 has no tf.keras.utils.SidecarEvaluator), guide/migrate/evaluator.ipynb on the
-# same digits, four unseeded runs: fit's one epoch ended at loss 0.6968, 0.7213, 0.7580, 0.7820 and accuracy
-# 0.8114, 0.7940, 0.7766, 0.7829; the SidecarEvaluator's one evaluation ("6/6 - 0s - loss: ... - accuracy: ...")
-# at loss 0.2657, 0.2851, 0.2695, 0.2914 and accuracy 0.9250, 0.9222, 0.9389, 0.9250; the checkpoint directory
-# held ['checkpoint', 'ckpt-1.data-00000-of-00001', 'ckpt-1.index'].
-TF_EVALUATOR = {"fit_loss": (0.6968, 0.7820), "fit_accuracy": (0.7766, 0.8114), "eval_loss": (0.2657, 0.2914),
-                "eval_accuracy": (0.9222, 0.9389)}
+# same digits, twelve unseeded runs: fit's one epoch ended at loss 0.6968, 0.7213, 0.7580, 0.7820, 0.7812, 0.7181,
+# 0.7687, 0.7929, 0.7786, 0.7213, 0.7644, 0.6977 and accuracy 0.8114, 0.7940, 0.7766, 0.7829, 0.7599, 0.7919,
+# 0.7808, 0.7495, 0.7752, 0.7864, 0.7808, 0.8100; the SidecarEvaluator's one evaluation ("6/6 - 0s - loss: ... -
+# accuracy: ...") at loss 0.2657, 0.2851, 0.2695, 0.2914, 0.3036, 0.2829, 0.3220, 0.3314, 0.3221, 0.2986, 0.3143,
+# 0.3222 and accuracy 0.9250, 0.9222, 0.9389, 0.9250, 0.9278, 0.9250, 0.9167, 0.9056, 0.9194, 0.9194, 0.9222,
+# 0.9028; the checkpoint directory held ['checkpoint', 'ckpt-1.data-00000-of-00001', 'ckpt-1.index'].
+TF_EVALUATOR = {"fit_loss": (0.6968, 0.7929), "fit_accuracy": (0.7495, 0.8114), "eval_loss": (0.2657, 0.3314),
+                "eval_accuracy": (0.9028, 0.9389)}
 
 
 def test_evaluator_migration_guide():
@@ -689,7 +691,8 @@ def test_evaluator_migration_guide():
     fit_accuracy, fit_loss = map(float, re.findall(r"45/45 .* - accuracy: ([\d.]+) - loss: ([\d.]+)", text)[-1])
     (evaluation,) = re.findall(r"^\d+/\d+ - \S+ - \S+ - accuracy: ([\d.]+) - loss: ([\d.]+)$", text, re.MULTILINE)
     eval_accuracy, eval_loss = map(float, evaluation)
-    # TF's range, with room for an unseeded run (jdist's three: fit 0.711-0.786, evaluation 0.256-0.303 / 0.917-0.942)
+    # TF's range, with room for an unseeded run (jdist's: fit 0.711-0.786; evaluation loss 0.256-0.303 in three
+    # runs, 0.384 in a fourth, accuracy 0.917-0.942 in the three)
     assert TF_EVALUATOR["fit_loss"][0] - 0.1 < fit_loss < TF_EVALUATOR["fit_loss"][1] + 0.1
     assert fit_accuracy > TF_EVALUATOR["fit_accuracy"][0] - 0.06
     assert eval_loss < TF_EVALUATOR["eval_loss"][1] + 0.08 and eval_accuracy > TF_EVALUATOR["eval_accuracy"][0] - 0.04
