@@ -129,13 +129,24 @@ NN = dict(
 )
 
 # ------------------------------------------------------------------ tf.random: host-side, numpy's generator
+# TF 2.21 (observed, eager): two calls with the same op seed draw different numbers, the same sequence in every
+# run; `set_seed` restarts every op seed's sequence. So each op seed has a generator that advances, made from the
+# global seed and the op seed, and `set_seed` drops them. (The numbers are numpy's, not TF's.)
 _GENERATOR = [np.random.default_rng()]
+_GLOBAL_SEED: list[int | None] = [None]
+_OP_GENERATORS: dict[int, np.random.Generator] = {}
 
 
 def _host_only(name: str, seed: int | None) -> np.random.Generator:
     if is_jax(seed):
         raise ValueError(f"tf.random.{name}: `seed` must be a Python int (it draws on the host), got a JAX array")
-    return _GENERATOR[0] if seed is None else np.random.default_rng(seed)
+    if seed is None:
+        return _GENERATOR[0]
+    generator = _OP_GENERATORS.get(int(seed))
+    if generator is None:
+        entropy = int(seed) if _GLOBAL_SEED[0] is None else [int(_GLOBAL_SEED[0]), int(seed)]
+        generator = _OP_GENERATORS[int(seed)] = np.random.default_rng(entropy)
+    return generator
 
 
 def _check_not_tracing(name: str) -> None:
@@ -147,8 +158,11 @@ def _check_not_tracing(name: str) -> None:
 
 
 def set_seed(seed: int) -> None:
-    """`tf.random.set_seed`: seeds the generator behind `tf.random.uniform` / `normal` / `shuffle`."""
+    """`tf.random.set_seed`: seeds the generator behind `tf.random.uniform` / `normal` / `shuffle`, and restarts
+    the sequence of every op seed."""
     _GENERATOR[0] = np.random.default_rng(seed)
+    _GLOBAL_SEED[0] = seed
+    _OP_GENERATORS.clear()
 
 
 def uniform(shape: ShapeLike, minval: float = 0, maxval: float | None = None, dtype: DTypeLike = "float32",
