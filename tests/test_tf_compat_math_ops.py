@@ -379,6 +379,8 @@ ERRORS = [
      "unsorted_segment_sum"),
     ("dropout compiled without seed", lambda: jax.jit(lambda a: tf.nn.dropout(a, 0.5))(jnp.ones(3)), ValueError,
      "needs `seed`"),
+    ("dropout compiled with an int seed", lambda: jax.jit(lambda a: tf.nn.dropout(a, 0.5, seed=1))(jnp.ones(3)),
+     ValueError, "seed=1 would freeze one mask"),
     ("strided_slice ellipsis", lambda: tf.strided_slice(T, [0], [1], ellipsis_mask=1), ValueError, "ellipsis_mask"),
 ]
 
@@ -480,6 +482,19 @@ def test_dropout_keeps_one_minus_rate_scaled_and_repeats_by_seed():
     compiled = jax.jit(lambda a, k: tf.nn.dropout(a, 0.5, seed=k))(jnp.ones(1000), key)
     np.testing.assert_array_equal(compiled, tf.nn.dropout(jnp.ones(1000), 0.5, seed=key))
     assert abs(float(jnp.mean(compiled != 0)) - 0.5) < 0.06 and set(np.unique(compiled).tolist()) == {0.0, 2.0}
+
+
+def test_dropout_inside_run_draws_a_mask_per_replica_from_the_steps_key():
+    strategy = tf.distribute.MirroredStrategy()
+    key = jax.random.key(5)
+
+    def step(k):
+        return tf.nn.dropout(jnp.ones(64), 0.5, seed=k)
+
+    masks = [np.asarray(m) for m in strategy.experimental_local_results(strategy.run(step, args=(key,)))]
+    assert len(masks) == 8 and len({m.tobytes() for m in masks}) == 8  # TF's replicas draw their own masks
+    for i, mask in enumerate(masks):  # each replica's: the key folded with its replica id
+        np.testing.assert_array_equal(mask, tf.nn.dropout(jnp.ones(64), 0.5, seed=jax.random.fold_in(key, i)))
 
 
 _MASKS = ("import numpy as np, jdist.tf_compat as tf\n"

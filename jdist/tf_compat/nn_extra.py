@@ -16,6 +16,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from jdist.strategy import context
 from jdist.tf_compat.math_ops import erf, require_float, softplus
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tf_compat.scans import l2_normalize
@@ -75,8 +76,9 @@ def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, se
 
     `seed` on the host: an int makes the sequence of masks repeat from run to run (successive calls with one seed
     give different masks, as TF's: observed in TF 2.21), None draws fresh ones. On JAX values `seed` is a
-    `jax.random` key or an int, and the mask is a function of it: inside compiled code pass a key that changes
-    per step, or one mask is compiled in.
+    `jax.random` key (or an int, eagerly), and the mask is a function of it; inside compiled code it must be a
+    key passed in, a new one each step (an int or None would compile one mask in for good), and inside
+    `strategy.run` each replica folds in its replica id, so replicas draw different masks as TF's do.
     """
     x = convert_to_tensor(x)
     if np.dtype(x.dtype).kind != "f" and x.dtype != jnp.bfloat16:
@@ -88,10 +90,15 @@ def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, se
     if rate == 0:
         return x
     if is_jax(x) or is_jax(seed):
-        if seed is None and isinstance(x, jax.core.Tracer):
-            raise ValueError("tf.nn.dropout inside compiled code needs `seed`: a jax.random key passed into the "
-                             "step (a new one each step), or keras.layers.Dropout with a SeedGenerator")
+        if isinstance(x, jax.core.Tracer) and not is_jax(seed):  # TF draws a new mask at every step
+            raise ValueError("tf.nn.dropout inside compiled code needs `seed` to be a jax.random key passed into "
+                             f"the step (a new one each step); {'no seed' if seed is None else f'seed={seed!r}'} "
+                             "would freeze one mask into the compiled step. Or use keras.layers.Dropout with a "
+                             "SeedGenerator")
         key = _key(seed)
+        replica = context.get_replica_context() if context.in_replica_context() else None
+        if replica is not None:  # each replica its own mask, as TF's replicas draw their own
+            key = jax.random.fold_in(key, replica.replica_id_in_sync_group)
         keep = jax.random.bernoulli(key, 1 - float(rate), shape)
     else:
         rng = np.random.default_rng(None if seed is None else [int(seed), _next_call(int(seed))])
