@@ -220,6 +220,36 @@ def test_a_variable_assigned_from_a_traced_cond_inside_run():
     assert float(v.numpy()) == 1.0
 
 
+@pytest.mark.parametrize("make", [lambda: tf.distribute.MirroredStrategy(),
+                                  lambda: tf.distribute.OneDeviceStrategy("cpu:0")], ids=["mirrored", "one_device"])
+def test_a_traced_conds_branches_assign_variables_inside_run(make):
+    # Branches that assign (one variable in one branch, another in the other, one in both), as TF scripts write
+    # them; 8 replicas and one device give the same values, each step's new values written once as for
+    # `v.assign(...)` in the test above.
+    strategy = make()
+    with strategy.scope():
+        hits, misses, total = tf.Variable(0.0), tf.Variable(0.0), tf.Variable(10.0)
+
+    def hit():
+        hits.assign_add(1.0)
+        total.assign_add(2.0)
+        return total.read_value()
+
+    def miss():
+        misses.assign_add(1.0)
+        total.assign_sub(1.0)
+        return total.read_value()
+
+    def step(x):
+        return tf.cond(tf.reduce_sum(x) > 0, hit, miss)
+
+    outs = [strategy.experimental_local_results(strategy.run(step, args=(np.full(2, sign, np.float32),)))
+            for sign in (1.0, -1.0, 1.0)]
+    # 10 + 2, - 1, + 2
+    assert [float(o[0]) for o in outs] == [12.0, 11.0, 13.0] and all(len(set(map(float, o))) == 1 for o in outs)
+    assert (float(hits.numpy()), float(misses.numpy()), float(total.numpy())) == (2.0, 1.0, 13.0)
+
+
 # ---------------------------------------------------------------------------------------------- clipping
 def test_clip_by_norm_equals_tf():
     # TF 2.21: clip_by_norm([3,4], 1) -> [0.6, 0.8]; clip 10 unchanged; axes=[1] per row; axes=0 per column;

@@ -4,9 +4,9 @@
 A predicate with a value (a Python bool, numpy, a concrete JAX array) runs one branch in Python, as TF's eager
 mode does; inside compiled code (`strategy.run`, `jax.jit`: a traced value) `tf.cond` is `lax.cond` and
 `tf.while_loop` is `lax.while_loop`, so both branches must give the same structure, dtypes and shapes (TF
-allows shapes to differ; XLA does not), and a branch may only return values: a variable assigned inside a
-branch of a traced `tf.cond` leaks JAX's tracer (assign the result instead:
-`v.assign(tf.cond(p, lambda: v + 1, lambda: v))`). Observed in TF 2.21: `while_loop` returns the container its
+allows shapes to differ; XLA does not). A branch of a traced `tf.cond` may assign Keras variables (`tf.Variable`,
+a model's or metric's) inside `strategy.run` or a compiled `tf.function`, as TF's may; other control flow
+(`while_loop`, `case`) may only return values. Observed in TF 2.21: `while_loop` returns the container its
 `loop_vars` came in (`(x,)` gives a 1-tuple, `[x]` a 1-list), and a body may return a bare value for one loop
 variable; `map_fn` refuses scalars; `case` with no predicate true and no default is an InvalidArgumentError.
 """
@@ -65,9 +65,61 @@ def cond(pred: Any, true_fn: Callable[[], Any] | None = None, false_fn: Callable
     if value is not None:
         return true_fn() if value else false_fn()
     try:
-        return jax.lax.cond(jnp.asarray(pred, bool), lambda: true_fn(), lambda: false_fn())
+        return _assigning_cond(jnp.asarray(pred, bool), true_fn, false_fn)
     except TypeError as error:
         raise _branches_differ(error, "tf.cond") from error
+
+
+def _assigning_cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any]) -> Any:
+    """`lax.cond` whose branches may assign Keras variables (`lambda: v.assign_add(1.0)`), as TF's may.
+
+    Inside `strategy.run` and a compiled `tf.function` the variables live in a Keras `StatelessScope`. Each
+    branch runs in a scope of its own that starts from it; the variables either branch assigns (found by
+    tracing both once, abstractly) are carried out of `lax.cond` as outputs and assigned in the step's scope."""
+    from keras.src.backend.common.stateless_scope import get_stateless_scope
+
+    outer = get_stateless_scope()
+    if outer is None:
+        return jax.lax.cond(pred, lambda: true_fn(), lambda: false_fn())
+    assigned: dict[int, Any] = {}
+    for fn in (true_fn, false_fn):
+        jax.eval_shape(lambda fn=fn: _run_recording(fn, outer, {}, assigned)[0])
+    if not assigned:
+        return jax.lax.cond(pred, lambda: true_fn(), lambda: false_fn())
+    variables = list(assigned.values())
+    current = [_current(v, outer) for v in variables]
+
+    def branch(fn: Callable[[], Any]) -> Callable[[list], tuple[Any, list]]:
+        def run(values: list) -> tuple[Any, list]:
+            out, scope = _run_recording(fn, outer, dict(zip(map(id, variables), values)), {})
+            return out, [_current(v, scope) for v in variables]
+        return run
+
+    out, new_values = jax.lax.cond(pred, branch(true_fn), branch(false_fn), current)
+    for variable, new in zip(variables, new_values):
+        outer.add_update((variable, new))
+    return out
+
+
+def _current(variable: Any, scope: Any) -> Any:
+    value = scope.get_current_value(variable)
+    return variable.value if value is None else value
+
+
+def _run_recording(fn: Callable[[], Any], outer: Any, values: dict[int, Any], assigned: dict[int, Any]) -> Any:
+    """`fn()` in a StatelessScope that starts from `outer`'s values (and `values`); records what it assigns."""
+    import keras
+
+    class Recording(keras.StatelessScope):
+        def add_update(self, update: tuple) -> None:
+            assigned[id(update[0])] = update[0]
+            super().add_update(update)
+
+    scope = Recording()
+    scope.state_mapping = {**outer.state_mapping, **values}
+    with scope:
+        out = fn()
+    return out, scope
 
 
 def _case_error(text: str, flags: Sequence[bool]) -> InvalidArgumentError:
