@@ -82,13 +82,6 @@ def buffer_shuffle(source: Callable[[], Iterator], buffer_size: int, seed: int) 
         yield out
 
 
-def full_permutation(n: int, seed: int) -> np.ndarray:
-    """A uniform permutation of `range(n)` (a shuffle whose buffer holds every element), drawn with numpy's PCG64
-    from `seed`. Not grain's `shuffle`: its index_shuffle took 8-54 ms a call for 3 elements and 0.2-0.3 s a
-    pass for 10 to 1000 (2 shared CPU cores), which an endless `repeat` of a small dataset pays every pass."""
-    return np.random.default_rng(seed).permutation(n)
-
-
 def window_permutation(n: int, buffer_size: int, seed: int) -> np.ndarray:
     """The order `buffer_shuffle` gives `range(n)` for this seed: the same draws, made on indices, so a
     random-access dataset stays random access (and resumes in O(1)) under a windowed shuffle."""

@@ -35,7 +35,6 @@ from jdist.tfdata._iterators import (
     Slices,
     as_iter,
     buffer_shuffle,
-    full_permutation,
     window_permutation,
 )
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
@@ -241,8 +240,8 @@ class Dataset(grain.IterDataset):
             pass_seed = _derive_seed(base, key if reshuffle_each_iteration else ())
             built = self._build(key)
             if isinstance(built, grain.MapDataset) and self._cardinality >= 0:
-                if full:  # a full buffer is a uniform permutation, as TF's
-                    return Permuted(built, full_permutation(self._cardinality, pass_seed))
+                if full:
+                    return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
                 return Permuted(built, window_permutation(self._cardinality, size, pass_seed))
             return Generated(lambda: buffer_shuffle(lambda: iter(as_iter(built, self._threads)), size, pass_seed))
 
