@@ -196,9 +196,8 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
         yield number, wire_type, value
 
 
-def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
-    """`(step, tag, value)` for every scalar in an event file, in file order."""
-    out = []
+def _events(path: str | os.PathLike) -> Iterator[tuple[int, list[bytes]]]:
+    """`(step, summaries)` of each event in an event file: its signed step and its Summary messages."""
     for payload in iter_records(path):
         step = 0
         summaries: list[bytes] = []
@@ -209,6 +208,13 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
             elif number == 5:
                 assert isinstance(value, bytes), "Event.summary is a message"
                 summaries.append(value)
+        yield step, summaries
+
+
+def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
+    """`(step, tag, value)` for every scalar in an event file, in file order."""
+    out = []
+    for step, summaries in _events(path):
         for summary in summaries:
             for number, _, value in _fields(summary):
                 if number != 1:
@@ -252,15 +258,7 @@ def _tensor(buf: bytes) -> np.ndarray:
 def read_tensors(path: str | os.PathLike) -> list[tuple[int, str, str, np.ndarray]]:
     """`(step, tag, plugin name, value)` for every tensor summary in an event file written by this module."""
     out = []
-    for payload in iter_records(path):
-        step, summaries = 0, []
-        for number, _, value in _fields(payload):
-            if number == 2:
-                assert isinstance(value, int), "Event.step is a varint"
-                step = value if value < 1 << 63 else value - (1 << 64)
-            elif number == 5:
-                assert isinstance(value, bytes), "Event.summary is a message"
-                summaries.append(value)
+    for step, summaries in _events(path):
         for summary in summaries:
             for _, _, value in _fields(summary):
                 assert isinstance(value, bytes), "Summary.value is a message"

@@ -76,13 +76,13 @@ class LoadedFunction:
 
     def __init__(self, name: str, programs: list[_Program], variables: list):
         self.__name__ = name
-        self._programs, self._variables = programs, variables
+        self._programs, self.variables = programs, variables
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for program in self._programs:
             leaves = program.leaves(args, kwargs)
             if leaves is not None and program.matches(leaves):
-                return program(self._variables, leaves)
+                return program(self.variables, leaves)
         got = ", ".join([_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()])
         saved = "; ".join(", ".join(_describe_spec(s) for s in p.specs) for p in self._programs)
         if self._programs and self._programs[0].input_signature:
@@ -129,7 +129,8 @@ class _Signature:
         from jdist.input.tensor_spec import TensorSpec
 
         first = self._programs[0]
-        avals = first.exported.out_avals[:len(jax.tree.leaves(decode(first.outputs, list(range(1000)))))]
+        # The program returns its flat outputs, then the variables' new values.
+        avals = first.exported.out_avals[:len(first.exported.out_avals) - len(self._function.variables)]
         leaves = [TensorSpec(None if len(self._programs) > 1 else [d if isinstance(d, int) else None
                                                                      for d in a.shape], a.dtype) for a in avals]
         named = self._named(decode(first.outputs, leaves))
