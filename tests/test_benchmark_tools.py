@@ -233,6 +233,7 @@ def test_multiworker_benchmark_arithmetic():
     assert result["allreduce_ms"]["jdist"]["median"] == pytest.approx(20.0)
 
 
+@pytest.mark.multiprocess
 def test_multiworker_benchmark_runs_at_tiny_size(tmp_path):
     """Two worker processes per configuration (this checkout as jdist and as a --before variant), two rounds of
     two steps of a tiny MLP: the tables, the JSON and the PNG come out. Nothing here is timed."""

@@ -34,6 +34,10 @@ WORKER = Path(__file__).with_name("checkpoint_worker.py")
 sys.path.insert(0, str(WORKER.parent))
 from checkpoint_worker import mp_expected, mp_reference  # noqa: E402
 
+# Worker processes that must meet in time (gloo collectives, signals, bounded waits): the README's command runs
+# these in a second, serial pass, alone on the machine (pyproject.toml, marker `multiprocess`).
+pytestmark = pytest.mark.multiprocess
+
 TIMEOUT = 120  # seconds any one subprocess may take
 
 

@@ -16,6 +16,10 @@ import sys
 import numpy as np
 import pytest
 
+# Worker processes that must meet in time (gloo collectives, signals, bounded waits): the README's command runs
+# these in a second, serial pass, alone on the machine (pyproject.toml, marker `multiprocess`).
+pytestmark = pytest.mark.multiprocess
+
 WORKER = os.path.join(os.path.dirname(__file__), "input_multiprocess_worker.py")
 TIMEOUT_S = 180
 FILE_SIZES = [16, 4, 12, 8]  # example ids 0..39 split over part-0..part-3 (see the worker)

@@ -27,6 +27,10 @@ SCRIPTS = Path(__file__).resolve().parent / "multiworker_scripts"
 sys.path.insert(0, str(SCRIPTS))
 import mlp_job  # noqa: E402
 
+# Worker processes that must meet in time (gloo collectives, signals, bounded waits): the README's command runs
+# these in a second, serial pass, alone on the machine (pyproject.toml, marker `multiprocess`).
+pytestmark = pytest.mark.multiprocess
+
 TOLERANCE = dict(rtol=1e-5, atol=1e-6)  # float32: the reduction order differs between meshes
 
 

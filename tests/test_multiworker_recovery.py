@@ -8,6 +8,10 @@ import pytest
 
 from test_multiworker import SCRIPTS, Running, launcher_cmd
 
+# Worker processes that must meet in time (gloo collectives, signals, bounded waits): the README's command runs
+# these in a second, serial pass, alone on the machine (pyproject.toml, marker `multiprocess`).
+pytestmark = pytest.mark.multiprocess
+
 
 def tutorial_cmd(tmp_path, *launcher_args, script_args=()):
     return launcher_cmd("--num-workers", "2", "--devices-per-worker", "2", *launcher_args,

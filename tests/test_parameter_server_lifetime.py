@@ -15,7 +15,9 @@ from jdist.parameter_server import ray_reaper
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).resolve().parent / "multiworker_scripts" / "ps_lifetime_job.py"
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper reads /proc (Linux)")
+# Kills and bounded waits on a Ray cluster's processes: in the serial pass (marker `multiprocess`).
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper reads /proc (Linux)"),
+              pytest.mark.multiprocess]
 
 
 def start(mode):

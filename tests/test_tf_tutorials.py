@@ -211,6 +211,7 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+@pytest.mark.multiprocess
 def test_multi_worker_keras_tutorial(tmp_path):
     """`python main.py &` on each of two workers, each with its TF_CONFIG, as the tutorial runs them."""
     import shutil
@@ -273,6 +274,7 @@ TF_PS_FINAL_LOSS = (0.006898, 0.028068, 0.237172, 0.151863, 0.018051, 0.318281, 
 TF_PS_EVAL_ACCURACY = 1.0
 
 
+@pytest.mark.multiprocess
 def test_parameter_server_tutorial_runs_to_its_end():
     """The cluster cells run; `model.fit` (cell 28) trains through the 3 workers: five epoch losses, falling,
     in TF's range (the data is unseeded, so the numbers vary from run to run, in TF as here); the string
@@ -369,6 +371,7 @@ def _logs(work: Path, tag: str) -> list[str]:
     return [(work / f"job_{i}_{tag}.log").read_text() for i in range(2)]
 
 
+@pytest.mark.multiprocess
 def test_multi_worker_ctl_tutorial(tmp_path):
     """The tutorial's main.py, `python main.py &` on each of two workers with its TF_CONFIG, as written."""
     import shutil
@@ -389,6 +392,7 @@ def test_multi_worker_ctl_tutorial(tmp_path):
     assert accuracies[-1] > min(a for a, _ in tf_last) - 0.03 and losses[-1] < max(x for _, x in tf_last) + 0.05
 
 
+@pytest.mark.multiprocess
 def test_multi_worker_ctl_tutorial_restarts_from_its_checkpoint(tmp_path):
     """The tutorial's fault tolerance: worker 1 is killed after the first epoch's checkpoint, the survivor stops,
     both are restarted with the same TF_CONFIG and restore the chief's checkpoint.
