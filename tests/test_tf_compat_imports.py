@@ -88,3 +88,21 @@ def test_the_packages_own_modules_still_import_as_files():
 
     assert ops.__file__.endswith("tf_compat/ops.py")
     assert importlib.import_module("jdist.tf_compat.ops") is ops
+
+
+# `from <tf path> import <name>` where jdist has no <name>: the error is jdist's way forward, never Python's
+# "No module named 'tf'" (what the namespaces' own name, `tf.math`, sent Python's import machinery looking for).
+# TF 2.21 imports every one of these; `from tensorflow.experimental import dtensor` is how its DTensor tutorials
+# begin.
+MISSING_FROM = [("experimental", "dtensor", r"`tf\.experimental\.dtensor`: DTensor's meshes and layouts are jdist's"),
+                ("math", "nosuch", r"`tf\.math\.nosuch`.*docs/tf_mapping\.md"),
+                ("estimator", "Estimator", r"`tf\.estimator\.Estimator`: TensorFlow 2\.21 has no tf\.estimator"),
+                ("io", "TFRecordWriter", r"`tf\.io\.TFRecordWriter`")]
+
+
+@pytest.mark.parametrize("path,name,message", MISSING_FROM, ids=[f"{p}.{n}" for p, n, _ in MISSING_FROM])
+def test_from_a_namespace_import_a_missing_name_gives_its_way_forward(path, name, message):
+    with pytest.raises(ImportError, match=message):
+        exec(f"from jdist.tf_compat.{path} import {name}", {})
+    assert repr(_attribute(path, "")).startswith("<jdist.tf_compat")  # still shown by TF's path once imported
+    assert f"tf.{path}" in repr(_attribute(path, ""))

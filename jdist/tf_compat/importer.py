@@ -17,6 +17,7 @@ import types
 from typing import Any, Iterable
 
 from jdist.tf_compat.namespace import Namespace
+from jdist.tf_compat.unsupported import Unsupported
 
 PACKAGE = "jdist.tf_compat"
 _IMPORT_ATTRIBUTES = ("__spec__", "__loader__", "__package__", "__path__")  # what importlib sets on a module
@@ -41,16 +42,20 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         parent, _, child = spec.name.rpartition(".")
         try:
             value = getattr(sys.modules[parent], child)
-        except AttributeError as err:  # the tf_compat namespaces' own message: what jdist offers instead
-            raise ModuleNotFoundError(f"No module named {spec.name!r}: {err}", name=spec.name) from None
-        if not isinstance(value, (types.ModuleType, Namespace)):
+        except AttributeError as err:  # the tf_compat namespaces' own message: what jdist offers instead. No
+            # `name`: with it, `from <namespace> import <missing>` would drop this message for a bare "cannot import"
+            raise ModuleNotFoundError(f"No module named {spec.name!r}: {err}") from None
+        if not isinstance(value, (types.ModuleType, Namespace, Unsupported)):
             raise ModuleNotFoundError(
                 f"No module named {spec.name!r}: tf.{spec.name[len(PACKAGE) + 1:]} is a "
                 f"{type(value).__name__}, not a module; import it with `from {parent} import {child}`",
                 name=spec.name)
-        if not isinstance(value, Namespace):  # jdist's namespaces keep what importing sets: they are modules now
+        if isinstance(value, (Namespace, Unsupported)):  # jdist's own keep what importing sets: modules now,
+            value.__name__ = spec.name  # named as imported, so that `from` finds the names below them here
+        else:
             self._saved[id(value)] = {name: vars(value).get(name, _MISSING) for name in _IMPORT_ATTRIBUTES}
-        return value  # pyright: ignore[reportReturnType]  (a Namespace serves as a module)
+        return value  # pyright: ignore[reportReturnType]  (a Namespace serves as a module; an Unsupported one
+        # imports, so that `from tensorflow.experimental import dtensor` raises dtensor's own way forward)
 
     def exec_module(self, module: types.ModuleType) -> None:
         """Nothing to run; a module gets back the attributes that importing set on it (Keras's modules their

@@ -106,18 +106,18 @@ class Unsupported:
     """A `tf.` submodule jdist does not implement: any attribute, or a call, raises its way forward."""
 
     def __init__(self, path: str):
-        self.__name__ = path
+        self.__name__ = self._tf_path = path  # importing it renames __name__ (importer.py); messages keep TF's
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(alternative(f"{self.__name__}.{name}"))
+        raise AttributeError(alternative(f"{self._tf_path}.{name}"))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(alternative(self.__name__))
+        raise NotImplementedError(alternative(self._tf_path))
 
     def __repr__(self) -> str:
-        return f"<jdist.tf_compat: {self.__name__} is not provided>"
+        return f"<jdist.tf_compat: {self._tf_path} is not provided>"
 
 
 def module(name: str) -> Unsupported | None:
