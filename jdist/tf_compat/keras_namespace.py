@@ -35,7 +35,7 @@ def tf_keras() -> types.ModuleType:
     keras_module()
     from keras._tf_keras import keras as namespace
 
-    from jdist.interop import keras_labels
+    from jdist.interop import keras_epochs, keras_labels
     from jdist.tf_compat import keras_extras, keras_saving, keras_strings, sigmoid_logits
 
     keras_extras.add_reset_states()
@@ -43,6 +43,7 @@ def tf_keras() -> types.ModuleType:
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
     keras_saving.install()
+    keras_epochs.install()  # an epoch ends at steps_per_epoch, whatever steps_per_execution is (tf_keras's)
     from jdist.tf_compat.sidecar import SidecarEvaluator
     from jdist.tf_compat.unsupported import Unsupported
 

@@ -1,0 +1,77 @@
+"""An epoch of Keras's `fit` ends at `steps_per_epoch`, whatever `steps_per_execution` is, as in TF.
+
+Keras 3's `EpochIterator` cuts an epoch into whole executions of `steps_per_execution` steps: with
+`steps_per_epoch=7` and `steps_per_execution=50` (TF's TPU guide: "anything between 2 and
+`steps_per_epoch`", on a dataset of 7 batches) each epoch trains 50 steps on its repeated dataset, and the
+progress bar reads "50/7". TF 2.21 with tf_keras (observed, MirroredStrategy on 8 CPUs) trains 7 steps
+an epoch there: its data handler shortens the last execution of an epoch to the steps the epoch has left
+(TF's Keras 3 stops in that execution with "You must feed a value for placeholder tensor"). Here the last
+execution of an epoch is shortened the same way. Keras's JAX trainer runs an execution's steps one by one,
+each `next` of the iterator the epoch gives it, until `steps_per_execution` or the iterator's end: a short
+execution gets an iterator that ends after its steps (`itertools.islice`, which takes no batch beyond them),
+so it needs no new compilation.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator
+
+
+def install() -> None:
+    """Replaces `EpochIterator`'s epoch enumeration and batch buffering, once per process."""
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    if getattr(EpochIterator._enumerate_iterator, "_jdist", False):
+        return
+    EpochIterator._enumerate_iterator = _enumerate_iterator  # pyright: ignore[reportAttributeAccessIssue]
+    EpochIterator.__next__ = _next  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _enumerate_iterator(self: Any) -> Iterator[tuple[int, int, Any]]:
+    """Keras 3.15's enumeration, with an epoch's last execution cut to the steps the epoch has left."""
+    self.data_adapter.on_epoch_begin()
+    steps_per_epoch = self.steps_per_epoch or self._num_batches or -1
+    if steps_per_epoch > 0:
+        if self._current_iterator is None or self.steps_per_epoch is None:
+            self._current_iterator = iter(self._get_iterator())
+            self._steps_seen = 0
+        for step in range(0, steps_per_epoch, self.steps_per_execution):
+            if self._num_batches and self._steps_seen >= self._num_batches:
+                if self.steps_per_epoch:
+                    self._interrupted_warning()
+                break
+            steps = min(self.steps_per_execution, steps_per_epoch - step)
+            self._jdist_execution_steps = steps
+            self._steps_seen += steps
+            iterator = self._current_iterator
+            yield step, step + steps - 1, iterator if steps == self.steps_per_execution else itertools.islice(
+                iterator, steps)
+        if self._num_batches and self._steps_seen >= self._num_batches:
+            self._current_iterator = iter(self._get_iterator())
+            self._steps_seen = 0
+    else:
+        self._jdist_execution_steps = self.steps_per_execution
+        iterator = iter(self._get_iterator())
+        step = -self.steps_per_execution
+        while True:
+            step += self.steps_per_execution
+            self._steps_seen = step + self.steps_per_execution
+            yield step, step + self.steps_per_execution - 1, iterator
+    self.data_adapter.on_epoch_end()
+
+
+_enumerate_iterator._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
+
+
+def _next(self: Any) -> tuple[int, int, list]:
+    """One execution's batches: as many as `_enumerate_iterator` gave this execution (the backends whose
+    trainer takes a list of batches; JAX's takes the iterator)."""
+    buffer: list = []
+    begin_step, end_step, iterator = next(self._epoch_iterator)
+    with self.catch_stop_iteration():
+        for _ in range(getattr(self, "_jdist_execution_steps", self.steps_per_execution)):
+            buffer.append(next(iterator))
+        return begin_step, end_step, buffer
+    if buffer:
+        return begin_step, end_step, buffer
+    raise StopIteration

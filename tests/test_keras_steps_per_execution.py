@@ -1,0 +1,47 @@
+"""`fit` with `steps_per_execution` that does not divide `steps_per_epoch`: each epoch trains exactly
+`steps_per_epoch` steps, its last execution shortened (jdist.interop.keras_epochs).
+
+Observed in TF 2.21 with tf_keras (TF's TPU guide, MirroredStrategy on 8 logical CPUs, a repeated dataset of
+7 batches, `steps_per_execution=50`, `steps_per_epoch=7`): every epoch trained 7 steps (the progress bar
+"7/7"), its losses as with one step an execution. Keras 3 alone trains whole executions (50 steps an epoch,
+"50/7"); TF's Keras 3 fails in that execution ("You must feed a value for placeholder tensor").
+"""
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import jdist  # noqa: E402
+
+STEPS_PER_EPOCH, EPOCHS = 7, 2
+
+
+def _train(strategy, steps_per_execution: int):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = (x @ np.arange(1.0, 5.0, dtype="float32"))[:, None]
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.05), "mse", steps_per_execution=steps_per_execution)
+    # 8 batches of 8 an epoch of the data, repeated: fit stops each epoch by steps_per_epoch alone
+    dataset = jdist.tf_compat.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
+    history = model.fit(dataset, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0)
+    return int(model.optimizer.iterations.numpy()), history.history["loss"], model.get_weights()
+
+
+@pytest.mark.parametrize("steps_per_execution", [3, 50])
+@pytest.mark.parametrize("preset", ["mirrored", "one_device"])
+def test_an_epoch_ends_at_steps_per_epoch_and_trains_as_one_step_an_execution(preset, steps_per_execution):
+    import jdist.tf_compat  # noqa: F401  (TF's Keras semantics, as a port has them, also without a strategy)
+
+    make = {"mirrored": jdist.MirroredStrategy, "one_device": lambda: jdist.OneDeviceStrategy("cpu:0")}[preset]
+    iterations, losses, weights = _train(make(), steps_per_execution)
+    ref_iterations, ref_losses, ref_weights = _train(make(), 1)
+    assert iterations == ref_iterations == STEPS_PER_EPOCH * EPOCHS
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for got, want in zip(weights, ref_weights):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
