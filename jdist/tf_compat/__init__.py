@@ -219,6 +219,20 @@ from jdist.tf_compat.predicates import Tensor, executing_eagerly, get_logger, is
 
 # --- end control flow ... (imports) ---
 
+# --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (imports) ---
+# isort: split
+from jdist.tf_compat import (
+    file_io as _file_io,
+    image_ops as _image_ops,
+    image_random as _image_random,
+    random_generator as _random_generator,
+)
+from jdist.tf_compat.host_calls import numpy_function, py_function, timestamp
+from jdist.tf_compat.image_resize import ResizeMethod as _ResizeMethod, resize as _resize
+from jdist.tf_compat.partition_ops import dynamic_partition, ensure_shape
+
+# --- end tf.image ... (imports) ---
+
 _MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS}
 _MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k}
 _MATH_OPS_RANDOM = _random_ops.RANDOM_EXTRA
@@ -305,6 +319,13 @@ summary = Namespace(
 )
 # --- end control flow ... (names) ---
 
+# --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (names) ---
+image = Namespace("tf.image", resize=_resize, ResizeMethod=_ResizeMethod, **_image_ops.NAMES, **_image_random.NAMES)
+random.__dict__.update(_random_generator.RANDOM, experimental=Namespace(
+    "tf.random.experimental", **_random_generator.EXPERIMENTAL))
+io.__dict__.update(_file_io.NAMES)
+# --- end tf.image ... (names) ---
+
 
 def __getattr__(name: str) -> Any:
     if name == "keras":
@@ -346,6 +367,10 @@ __all__ += [
     "while_loop",
 ]
 # --- end control flow ... (__all__) ---
+
+# --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
+__all__ += ["dynamic_partition", "ensure_shape", "image", "numpy_function", "py_function", "timestamp"]
+# --- end tf.image ... (__all__) ---
 
 
 def __dir__() -> list[str]:

@@ -45,7 +45,8 @@ _MESSAGES = {
         "jdist does not provide `{name}`: TF1 graphs, sessions and placeholders have no JAX counterpart; port the "
         f"code to TF2 style (eager functions, Keras) first. See {DOCS}."),
     "tf.io": (
-        "jdist does not provide `{name}`: of tf.io it provides tf.io.gfile (local files). For TFRecord files "
+        "jdist does not provide `{name}`: of tf.io it provides tf.io.gfile (local files), read_file and "
+        "write_file. For TFRecord files "
         "use grain or tf.data with TensorFlow installed as an input library; for other files Python's own "
         f"(open, os, shutil, pathlib; fsspec for cloud buckets). See {DOCS}."),
     "tf.summary": (
@@ -54,8 +55,10 @@ _MESSAGES = {
         f"as tensorboardX, or keras.callbacks.TensorBoard in fit. See {DOCS}."),
     "tf.lite": f"jdist does not provide `{{name}}`: convert from a Keras model with TensorFlow installed. See {DOCS}.",
     "tf.image": (
-        "jdist does not provide `{name}`: resize and augment images in the input pipeline with numpy / "
-        f"keras.layers preprocessing, or jax.image.resize inside a step. See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.image it has resize, the flips, crops, rot90, convert_image_dtype, "
+        "per_image_standardization, brightness, contrast and grayscale ops and their random_* / stateless_random_* "
+        "forms; decode images with Pillow or keras.utils.load_img, and augment with keras.layers preprocessing. "
+        f"See {DOCS}."),
     "tf.experimental.dtensor": _DTENSOR,
     "tf.keras.dtensor": _DTENSOR,
     "tf.experimental": (
