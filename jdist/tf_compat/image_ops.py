@@ -103,7 +103,8 @@ def _cast_like_tf(values: ArrayLike, target: np.dtype) -> ArrayLike:
     if info.bits <= 16:
         return whole.astype(np.int32).astype(target)
     outside = (whole < info.min) | (whole > info.max)
-    return module.where(outside, info.min if info.bits == 32 else 0, whole).astype(target)
+    inside = module.where(outside, 0, whole).astype(target)
+    return module.where(outside, np.asarray(info.min if info.bits == 32 else 0, target), inside)
 
 
 def _saturate_float(values: ArrayLike, target: np.dtype) -> ArrayLike:

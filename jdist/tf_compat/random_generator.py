@@ -230,32 +230,33 @@ def set_global_generator(generator: Generator) -> None:
 
 
 # ------------------------------------------------------------------------------------------ stateless seeds
-def _seed_dtype(seed: TensorLike) -> Any:
-    return np.asarray(seed).dtype if not hasattr(seed, "dtype") else seed.dtype  # pyright: ignore[reportAttributeAccessIssue]
-
-
-def _finish_seeds(words: jax.Array, seed: TensorLike) -> Tensor:
-    dtype = _seed_dtype(seed)
-    target = np.dtype(np.int32) if dtype.kind not in "iu" or np.dtype(dtype).itemsize < 4 else np.dtype(dtype)
-    if isinstance(seed, (list, tuple)):
-        target = np.dtype(np.int32)  # TF 2.21: a Python list seed gives int32 seeds
+def _finish_seeds(words: jax.Array, seed: TensorLike, target: np.dtype) -> Tensor:
     if isinstance(seed, jax.Array) or hasattr(seed, "__jax_array__"):
         return jax.lax.bitcast_convert_type(words, jnp.int32).astype(jax.dtypes.canonicalize_dtype(target))
     return np.asarray(words).view(np.int32).astype(target)
+
+
+def _split_dtype(seed: TensorLike) -> np.dtype:
+    """TF 2.21 (observed): split's seeds have the seed's dtype: int32 for Python ints, int64 for int64."""
+    if isinstance(seed, (list, tuple)):
+        return np.dtype(np.int32)
+    dtype = np.dtype(getattr(seed, "dtype", np.asarray(seed).dtype))
+    return dtype if dtype in (np.dtype(np.int64), np.dtype(np.uint64)) else np.dtype(np.int32)
 
 
 def stateless_split(seed: TensorLike, num: int = 2, alg: str = "auto_select") -> Tensor:
     """`num` new seeds [num, 2] from `seed` (shape [2]), independent of it and of each other."""
     key = _stateless_key("experimental.stateless_split", seed)
     words = jax.random.key_data(jax.random.split(key, int(num)))
-    return _finish_seeds(words, seed)
+    return _finish_seeds(words, seed, _split_dtype(seed))
 
 
 def stateless_fold_in(seed: TensorLike, data: TensorLike, alg: str = "auto_select") -> Tensor:
-    """A new seed [2] from `seed` and an integer `data` (e.g. a step or a replica id)."""
+    """A new seed [2] from `seed` and an integer `data` (e.g. a step or a replica id); int32, as TF 2.21's for int32
+    and int64 seeds alike (observed)."""
     key = _stateless_key("experimental.stateless_fold_in", seed)
     words = jax.random.key_data(jax.random.fold_in(key, jnp.asarray(data).astype(jnp.uint32)))
-    return _finish_seeds(words, seed)
+    return _finish_seeds(words, seed, np.dtype(np.int32))
 
 
 EXPERIMENTAL = dict(Generator=Generator, get_global_generator=get_global_generator,
