@@ -8,7 +8,8 @@ TF 2.21's rules (observed): `bilinear` and `bicubic` sample at half-pixel centre
 kernel, its weights tabulated at 1/1024 steps and renormalised where a tap falls outside the image); `nearest`
 takes `floor((y + 0.5) * in / out)` and keeps the input dtype; `area` averages the input cells each output cell
 covers; `antialias=True` (and `lanczos3`, `lanczos5`, `gaussian`, `mitchellcubic`) is TF's ScaleAndTranslate,
-which widens the kernel by the downscaling factor. Every method but nearest returns float32, whatever the
+which widens the kernel by the downscaling factor (its float32 positions
+kept, so that a tap at exactly the kernel's radius is in or out as in TF). Every method but nearest returns float32, whatever the
 input dtype, even at the same size. `preserve_aspect_ratio` scales both sides by the smaller factor, rounded.
 """
 from __future__ import annotations
@@ -64,7 +65,7 @@ _KERNELS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float]] = {
     "bicubic": (_keys_cubic, 2.0),
     "lanczos3": (_lanczos(3.0), 3.0),
     "lanczos5": (_lanczos(5.0), 5.0),
-    "gaussian": (lambda x: np.where(np.abs(x) >= 1.5, 0.0, np.exp(-x * x / (2 * 0.5 * 0.5))), 1.5),
+    "gaussian": (lambda x: np.where(np.abs(x) >= 1.5, 0.0, np.exp(-x * x / (2 * 0.5 * 0.5))), 1.5),  # sigma 0.5
     "mitchellcubic": (_mitchell_cubic, 2.0),
 }
 
@@ -75,15 +76,23 @@ def _scale(in_size: int, out_size: int) -> np.float32:
 
 def _scale_and_translate(in_size: int, out_size: int, method: str, antialias: bool) -> np.ndarray:
     """TF's ScaleAndTranslate weights (out_size, in_size): the kernel at each output sample's position in the
-    input, widened by the downscaling factor when antialiasing, normalised to sum 1."""
-    kernel, _ = _KERNELS[method]
-    inv_scale = in_size / out_size
-    kernel_scale = max(inv_scale, 1.0) if antialias else 1.0
-    sample = (np.arange(out_size) + 0.5) * inv_scale - 0.5
-    weights = kernel((sample[:, None] - np.arange(in_size)[None, :]) / kernel_scale)
+    input, widened by the downscaling factor when antialiasing, over TF's span of taps, normalised to sum 1.
+    Positions are float32, as TF's: a tap exactly at the kernel's radius is in or out by TF's rounding."""
+    kernel, radius = _KERNELS[method]
+    f32 = np.float32
+    inv_scale = f32(1.0 / np.float64(f32(out_size) / f32(in_size)))
+    kernel_scale = max(inv_scale, f32(1.0)) if antialias else f32(1.0)
+    sample = ((np.arange(out_size) + 0.5).astype(f32) * inv_scale).astype(f32)
+    reach = f32(f32(radius) * kernel_scale)
+    first = np.clip(np.ceil(sample - reach - f32(0.5)), 0, in_size - 1)
+    last = np.clip(np.floor(sample + reach - f32(0.5)), 0, in_size - 1)
+    source = np.arange(in_size)
+    position = ((source[None, :].astype(f32) + f32(0.5)) - sample[:, None]).astype(f32) / kernel_scale
+    span = (source[None, :] >= first[:, None]) & (source[None, :] <= last[:, None])
+    weights = np.where(span, kernel(np.abs(position.astype(f32)).astype(np.float64)), 0.0)
     total = weights.sum(axis=1, keepdims=True)
-    weights = np.where(np.abs(total) > 1000 * np.finfo(np.float32).eps, weights / np.where(total == 0, 1, total), 0)
-    inside = (sample >= -0.5) & (sample <= in_size - 0.5)
+    weights = np.where(np.abs(total) >= 1000 * np.finfo(f32).tiny, weights / np.where(total == 0, 1, total), 0)
+    inside = (sample >= 0) & (sample <= in_size)
     return np.where(inside[:, None], weights, 0.0)
 
 
