@@ -8,9 +8,9 @@ TF 2.21's rules (observed): `bilinear` and `bicubic` sample at half-pixel centre
 kernel, its weights tabulated at 1/1024 steps and renormalised where a tap falls outside the image); `nearest`
 takes `floor((y + 0.5) * in / out)` and keeps the input dtype; `area` averages the input cells each output cell
 covers; `antialias=True` (and `lanczos3`, `lanczos5`, `gaussian`, `mitchellcubic`) is TF's ScaleAndTranslate,
-which widens the kernel by the downscaling factor (its float32 positions
-kept, so that a tap at exactly the kernel's radius is in or out as in TF). Every method but nearest returns float32, whatever the
-input dtype, even at the same size. `preserve_aspect_ratio` scales both sides by the smaller factor, rounded.
+which widens the kernel by the downscaling factor (in float32 positions, as TF's: a tap at exactly the kernel's
+radius is in or out by TF's rounding). Every method but nearest returns float32, whatever the input dtype, even
+at the same size. `preserve_aspect_ratio` scales both sides by the smaller factor, rounded.
 """
 from __future__ import annotations
 
