@@ -37,14 +37,15 @@ def _outputs(result: Any) -> tuple[list[Any], bool]:
     return [result], False
 
 
-def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any) -> tuple[list[jax.ShapeDtypeStruct], bool]:
+def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
+           wrap: Callable[[Any], Any]) -> tuple[list[jax.ShapeDtypeStruct], bool]:
     """The outputs' shapes and dtypes for `pure_callback`: from TensorSpecs in `Tout`, else from one call on zeros."""
     touts = list(Tout) if isinstance(Tout, (list, tuple)) else [Tout]
     several = isinstance(Tout, (list, tuple))
     if all(isinstance(t, TensorSpec) and t.shape is not None and None not in tuple(t.shape) for t in touts):
         return [jax.ShapeDtypeStruct(tuple(t.shape), jax.dtypes.canonicalize_dtype(numpy_dtype(t.dtype)))
                 for t in touts], several
-    zeros = [np.zeros(np.shape(v), np.dtype(v.dtype)) if hasattr(v, "dtype") else v for v in inp]
+    zeros = [wrap(np.zeros(np.shape(v), np.dtype(v.dtype))) if hasattr(v, "dtype") else v for v in inp]
     try:
         probe, _ = _outputs(func(*zeros))
     except Exception as err:
@@ -62,7 +63,7 @@ def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any) -> 
 
 
 def _callback(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any, wrap: Callable[[Any], Any]) -> Any:
-    specs, several = _specs(op, func, inp, Tout)
+    specs, several = _specs(op, func, inp, Tout, wrap)
 
     def host(*values: Any) -> list[np.ndarray]:
         outputs, _ = _outputs(func(*[wrap(np.asarray(v)) for v in values]))

@@ -102,7 +102,7 @@ def _cast_like_tf(values: ArrayLike, target: np.dtype) -> ArrayLike:
     info = np.iinfo(target)
     if info.bits <= 16:
         return whole.astype(np.int32).astype(target)
-    outside = (whole < info.min) | (whole > info.max)
+    outside = (whole < float(info.min)) | (whole >= float(info.max) + 1.0)  # bounds the float type holds exactly
     inside = module.where(outside, 0, whole).astype(target)
     return module.where(outside, np.asarray(info.min if info.bits == 32 else 0, target), inside)
 

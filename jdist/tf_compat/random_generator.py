@@ -186,7 +186,9 @@ class Generator:
     def binomial(self, shape: ShapeLike, counts: TensorLike, probs: TensorLike, dtype: DTypeLike = "int32",
                  name: str | None = None) -> np.ndarray:
         target = numpy_dtype(dtype)
-        return self._draw("binomial", lambda g: g.binomial(np.asarray(counts), np.asarray(probs),
+        """Successes in `counts` trials of probability `probs` (float counts, as TF takes, are whole numbers)."""
+        trials = np.rint(np.asarray(counts)).astype(np.int64)
+        return self._draw("binomial", lambda g: g.binomial(trials, np.asarray(probs),
                                                            size=_shape(shape)).astype(target))
 
     # ------------------------------------------------------------------------------ seeds and children
@@ -240,7 +242,7 @@ def _split_dtype(seed: TensorLike) -> np.dtype:
     """TF 2.21 (observed): split's seeds have the seed's dtype: int32 for Python ints, int64 for int64."""
     if isinstance(seed, (list, tuple)):
         return np.dtype(np.int32)
-    dtype = np.dtype(getattr(seed, "dtype", np.asarray(seed).dtype))
+    dtype = np.dtype(seed.dtype if hasattr(seed, "dtype") else np.asarray(seed).dtype)  # pyright: ignore[reportAttributeAccessIssue]
     return dtype if dtype in (np.dtype(np.int64), np.dtype(np.uint64)) else np.dtype(np.int32)
 
 
