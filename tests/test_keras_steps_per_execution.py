@@ -7,6 +7,7 @@ Observed in TF 2.21 with tf_keras (TF's TPU guide, MirroredStrategy on 8 logical
 "50/7"); TF's Keras 3 fails in that execution ("You must feed a value for placeholder tensor").
 """
 import os
+import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
@@ -15,6 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import jdist  # noqa: E402
+import jdist.tf_compat  # noqa: E402
 
 STEPS_PER_EPOCH, EPOCHS = 7, 2
 
@@ -29,15 +31,18 @@ def _train(strategy, steps_per_execution: int):
         model.compile(keras.optimizers.SGD(0.05), "mse", steps_per_execution=steps_per_execution)
     # 8 batches of 8 an epoch of the data, repeated: fit stops each epoch by steps_per_epoch alone
     dataset = jdist.tf_compat.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
-    history = model.fit(dataset, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        history = model.fit(dataset, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH, verbose=0)
+    # TF's fit takes a tf.data dataset's order silently; Keras warns that a grain dataset ignores `shuffle=True`
+    assert not [w for w in caught if "shuffle" in str(w.message)], [str(w.message) for w in caught]
     return int(model.optimizer.iterations.numpy()), history.history["loss"], model.get_weights()
 
 
 @pytest.mark.parametrize("steps_per_execution", [3, 50])
 @pytest.mark.parametrize("preset", ["mirrored", "one_device"])
 def test_an_epoch_ends_at_steps_per_epoch_and_trains_as_one_step_an_execution(preset, steps_per_execution):
-    import jdist.tf_compat  # noqa: F401  (TF's Keras semantics, as a port has them, also without a strategy)
-
+    # Installed by a jdist strategy's Keras distribution (mirrored), or by a port's `tf.keras` (without a strategy)
+    jdist.tf_compat.keras  # noqa: B018
     make = {"mirrored": jdist.MirroredStrategy, "one_device": lambda: jdist.OneDeviceStrategy("cpu:0")}[preset]
     iterations, losses, weights = _train(make(), steps_per_execution)
     ref_iterations, ref_losses, ref_weights = _train(make(), 1)

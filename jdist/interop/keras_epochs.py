@@ -1,4 +1,5 @@
-"""An epoch of Keras's `fit` ends at `steps_per_epoch`, whatever `steps_per_execution` is, as in TF.
+"""Keras's `fit` iterates its data as TF's does: an epoch ends at `steps_per_epoch`, whatever
+`steps_per_execution` is, and a dataset's order is taken silently.
 
 Keras 3's `EpochIterator` cuts an epoch into whole executions of `steps_per_execution` steps: with
 `steps_per_epoch=7` and `steps_per_execution=50` (TF's TPU guide: "anything between 2 and
@@ -10,10 +11,15 @@ execution of an epoch is shortened the same way. Keras's JAX trainer runs an exe
 each `next` of the iterator the epoch gives it, until `steps_per_execution` or the iterator's end: a short
 execution gets an iterator that ends after its steps (`itertools.islice`, which takes no batch beyond them),
 so it needs no new compilation.
+
+`tf.data` datasets (jdist.tfdata) reach `fit` as grain datasets, for which Keras warns at every `fit` that its
+default `shuffle=True` is ignored; TF's `fit` takes a `tf.data` dataset's order as it is, without a word.
 """
 from __future__ import annotations
 
+import functools
 import itertools
+import warnings
 from typing import Any, Iterator
 
 
@@ -24,7 +30,23 @@ def install() -> None:
     if getattr(EpochIterator._enumerate_iterator, "_jdist", False):
         return
     EpochIterator._enumerate_iterator = _enumerate_iterator  # pyright: ignore[reportAttributeAccessIssue]
+    EpochIterator.__init__ = _without_the_grain_shuffle_warning(EpochIterator.__init__)
     EpochIterator.__next__ = _next  # pyright: ignore[reportAttributeAccessIssue]
+
+
+_GRAIN_SHUFFLE = r"`shuffle=True` was passed, but will be ignored since the data `x` was provided as a grain dataset"
+
+
+def _without_the_grain_shuffle_warning(init: Any) -> Any:
+    """`EpochIterator.__init__`, where Keras picks the data adapter, without its grain `shuffle` warning."""
+
+    @functools.wraps(init)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_GRAIN_SHUFFLE)
+            init(self, *args, **kwargs)
+
+    return wrapped
 
 
 def _enumerate_iterator(self: Any) -> Iterator[tuple[int, int, Any]]:
