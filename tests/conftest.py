@@ -79,7 +79,8 @@ def every_strategy(request):
 # The longest files first (seconds in one serial run on 2 cores, summed from junit): with `-n 2`, a long file
 # taken last would leave the other worker idle at the end. A stale entry changes the order, never a result.
 SLOWEST_FILES = {"test_tf_tutorials.py": 270, "test_multiworker.py": 171, "test_docs.py": 131, "test_pipeline.py": 66,
-                 "test_checkpoint_crash.py": 49, "test_benchmark_tools.py": 44, "test_parameter_server.py": 43}
+                 "test_checkpoint_crash.py": 49, "test_benchmark_tools.py": 44, "test_parameter_server.py": 43,
+                 "test_tf_tpu_guide.py": 35}
 
 
 def pytest_collection_modifyitems(config, items):
