@@ -151,8 +151,9 @@ def test_numpy_function_inside_strategy_run_equals_the_host():
 
 def test_timestamp_is_the_hosts_clock_in_float64():
     before = time.time()
-    stamp = tf.timestamp()  # TF 2.21: a float64 scalar, seconds since the epoch
-    assert isinstance(stamp, np.float64) and before <= float(stamp) <= time.time()
+    stamp = tf.timestamp()  # TF 2.21: a 0-d float64 tensor, seconds since the epoch
+    assert stamp.shape == () and stamp.dtype == np.float64 and isinstance(stamp.numpy(), np.float64)
+    assert before <= float(stamp) <= time.time()
 
 
 def test_read_and_write_file(tmp_path):

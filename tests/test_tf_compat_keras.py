@@ -120,7 +120,7 @@ def test_importing_tf_compat_leaves_jax_unstarted():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                          env={**env, "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["0", "3", "ndarray"]
+    assert out.stdout.split() == ["0", "3", "HostTensor"]  # computed on the host (numpy, with TF's .numpy())
 
 
 def test_compiled_mse_expands_a_rank_1_label_as_tf_keras_does():

@@ -222,7 +222,9 @@ def test_ops_return_what_their_annotations_say():
             result = call(value)
             assert isinstance(result, annotated), f"tf.{name}({value!r}) gave {type(result)}, annotated {annotated}"
     assert seen == {ArrayLike, Tensor, np.ndarray}
-    assert isinstance(tf.reduce_sum(np.float32(1.5)), np.generic)  # why reductions say Tensor, not ArrayLike
+    assert isinstance(reductions.reduce_sum(np.float32(1.5)), np.generic)  # why reductions say Tensor, not ArrayLike
+    # ... and tf.reduce_sum gives it as TF's 0-d tensor, with .numpy() (jdist.tf_compat.host_tensors)
+    assert tf.reduce_sum(np.float32(1.5)).shape == () and isinstance(tf.reduce_sum(np.float32(1.5)).numpy(), np.generic)
 
 
 # TF 2.21: tf.nn.bias_add(v, [10, 20, 30], data_format="NCHW") with v = arange(24).reshape(2, 3, 2, 2) gave

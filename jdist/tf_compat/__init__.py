@@ -223,9 +223,11 @@ from jdist.tf_compat.predicates import Tensor, executing_eagerly, get_logger, is
 # isort: split
 from jdist.tf_compat import (
     file_io as _file_io,
+    host_tensors as _host_tensors,
     image_ops as _image_ops,
     image_random as _image_random,
     random_generator as _random_generator,
+    test_case as _test_case,
 )
 from jdist.tf_compat.host_calls import numpy_function, py_function, timestamp
 from jdist.tf_compat.image_resize import ResizeMethod as _ResizeMethod, resize as _resize
@@ -325,6 +327,14 @@ random.__dict__.update(_random_generator.RANDOM, experimental=Namespace(
     "tf.random.experimental", **_random_generator.EXPERIMENTAL))
 io.__dict__.update(_file_io.NAMES)
 # --- end tf.image ... (names) ---
+test = Namespace("tf.test", **_test_case.TEST)  # a TF project's unit tests (jdist.tf_compat.test_case)
+
+# TF's ops give tensors with `.numpy()`, also those computed with numpy on the host (jdist.tf_compat.host_tensors)
+_host_tensors.wrap_ops(globals())
+for _namespace in (math, nn, linalg, sparse, random, image, debugging, dtypes, random.experimental):
+    _host_tensors.wrap_ops(_namespace.__dict__)
+for _method in ("normal", "uniform", "truncated_normal", "uniform_full_int", "binomial", "make_seeds"):
+    setattr(random.Generator, _method, _host_tensors.returning_tensors(getattr(random.Generator, _method)))
 
 
 def __getattr__(name: str) -> Any:
@@ -370,6 +380,7 @@ __all__ += [
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
 __all__ += ["dynamic_partition", "ensure_shape", "image", "numpy_function", "py_function", "timestamp"]
+__all__ += ["test"]
 # --- end tf.image ... (__all__) ---
 
 

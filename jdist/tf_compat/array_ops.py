@@ -8,6 +8,7 @@ or at most (SYMMETRIC) the dimension; `unique` keeps first-occurrence order; `li
 from __future__ import annotations
 
 import builtins
+import collections
 from collections.abc import Sequence
 
 import jax
@@ -88,7 +89,10 @@ def argsort(values: TensorLike, axis: int = -1, direction: str = "ASCENDING", st
     return order.astype(np.int32)
 
 
-def unique(x: TensorLike, out_idx: DTypeLike = "int32", name: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+Unique = collections.namedtuple("Unique", ["y", "idx"])  # TF's result type (`.y`, `.idx`)
+
+
+def unique(x: TensorLike, out_idx: DTypeLike = "int32", name: str | None = None) -> Unique:
     """`(y, idx)`: the distinct values of a 1-D `x` in first-occurrence order, and `x == y[idx]`. On the host
     only: its length depends on the values."""
     if is_jax(x):
@@ -101,7 +105,7 @@ def unique(x: TensorLike, out_idx: DTypeLike = "int32", name: str | None = None)
     order = np.argsort(first, kind="stable")  # sorted-unique position -> first-occurrence rank
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
-    return np.asarray(values[np.sort(first)]), rank[inverse.reshape(-1)].astype(numpy_dtype(out_idx))
+    return Unique(np.asarray(values[np.sort(first)]), rank[inverse.reshape(-1)].astype(numpy_dtype(out_idx)))
 
 
 def reverse(tensor: TensorLike, axis: Sequence[int], name: str | None = None) -> Tensor:

@@ -48,7 +48,7 @@ def _dims(shape: Any) -> list[int | None] | None:
 
 def ensure_shape(x: TensorLike, shape: Any, name: str | None = None) -> Tensor:
     """`x` unchanged when its shape fits `shape` (None dimensions match any size); else InvalidArgumentError."""
-    x = convert_to_tensor(x)
+    x = x if isinstance(x, (np.ndarray, jax.Array)) else convert_to_tensor(x)  # a tensor is returned as given
     expected = _dims(shape)
     actual = tuple(x.shape)
     if expected is None:

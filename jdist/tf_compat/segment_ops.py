@@ -7,6 +7,7 @@ float32, not -inf); negative ids are dropped by the `unsorted_*` ops; `segment_m
 """
 from __future__ import annotations
 
+import collections
 from types import ModuleType
 
 import numpy as np
@@ -138,8 +139,11 @@ def descending_order(x: ArrayLike, axis: int = -1) -> ArrayLike:
     return n - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
 
 
+TopKV2 = collections.namedtuple("TopKV2", ["values", "indices"])  # TF's result type (`.values`, `.indices`)
+
+
 def top_k(input: TensorLike, k: int = 1, sorted: bool = True, index_type: DTypeLike = "int32",  # noqa: A002
-          name: str | None = None) -> tuple[Tensor, Tensor]:
+          name: str | None = None) -> TopKV2:
     """The `k` largest entries of the last axis and their indices (largest first; `sorted=False` gives the same
     order, one TF allows)."""
     x = convert_to_tensor(input)
@@ -149,7 +153,7 @@ def top_k(input: TensorLike, k: int = 1, sorted: bool = True, index_type: DTypeL
                          f"got shape {x.shape}")
     module = xp(x)
     indices = descending_order(x)[..., :k]
-    return module.take_along_axis(x, indices, axis=-1), indices.astype(_index_dtype(x, index_type))
+    return TopKV2(module.take_along_axis(x, indices, axis=-1), indices.astype(_index_dtype(x, index_type)))
 
 
 def in_top_k(targets: TensorLike, predictions: TensorLike, k: int, name: str | None = None) -> Tensor:
