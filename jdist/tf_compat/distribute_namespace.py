@@ -1,5 +1,7 @@
 """`tf.distribute`: jdist's strategies under TF's names, and TF's `cross_device_ops` classes.
 
+The strategies with several replicas return TF's `run` results (`jdist.tf_compat.run_results`).
+
 `MirroredStrategy(cross_device_ops=...)` accepts these and ignores them: XLA picks the all-reduce
 (NCCL on GPUs, ICI on TPUs, in-process on CPUs). They take TF 2.21's constructor arguments
 (observed: `HierarchicalCopyAllReduce(num_packs=1)`, `NcclAllReduce(num_packs=1)`,
@@ -11,6 +13,7 @@ import warnings
 from typing import Any
 
 import jdist
+from jdist.tf_compat import run_results
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.servers import Server
 from jdist.tf_compat.tpu_setup import TPUClusterResolver
@@ -65,9 +68,10 @@ class UnavailableStrategy:
         return f"<unavailable strategy: {self._error}>"
 
 
-class MirroredStrategy(jdist.MirroredStrategy):
+class MirroredStrategy(run_results.MirroredStrategy):
     """`tf.distribute.MirroredStrategy`: jdist's, except that devices this machine lacks give an
-    `UnavailableStrategy` (with a warning) instead of an error at construction."""
+    `UnavailableStrategy` (with a warning) instead of an error at construction, and `run` returns TF's
+    `PerReplica` results (`jdist.tf_compat.run_results`)."""
 
     def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> Any:
         if devices is not None:
@@ -84,8 +88,8 @@ distribute = Namespace(
     "tf.distribute",
     MirroredStrategy=MirroredStrategy,
     OneDeviceStrategy=jdist.OneDeviceStrategy,
-    MultiWorkerMirroredStrategy=jdist.MultiWorkerMirroredStrategy,
-    TPUStrategy=jdist.TPUStrategy,
+    MultiWorkerMirroredStrategy=run_results.MultiWorkerMirroredStrategy,
+    TPUStrategy=run_results.TPUStrategy,
     ParameterServerStrategy=jdist.ParameterServerStrategy,
     Strategy=jdist.Strategy,
     ReduceOp=jdist.ReduceOp,
@@ -123,10 +127,10 @@ distribute = Namespace(
     experimental_set_strategy=jdist.experimental_set_strategy,
     experimental=Namespace(
         "tf.distribute.experimental",
-        CentralStorageStrategy=jdist.CentralStorageStrategy,
-        MultiWorkerMirroredStrategy=jdist.MultiWorkerMirroredStrategy,
+        CentralStorageStrategy=run_results.CentralStorageStrategy,
+        MultiWorkerMirroredStrategy=run_results.MultiWorkerMirroredStrategy,
         ParameterServerStrategy=jdist.ParameterServerStrategy,
-        TPUStrategy=jdist.TPUStrategy,
+        TPUStrategy=run_results.TPUStrategy,
         CommunicationImplementation=jdist.CommunicationImplementation,
         CollectiveCommunication=jdist.CollectiveCommunication,
         CommunicationOptions=jdist.CommunicationOptions,

@@ -1,0 +1,111 @@
+"""TF's results of `strategy.run` for the strategies under `tf.distribute`: a `PerReplica`, also when the
+replicas agree.
+
+TF 2.21's `strategy.run` with 2+ replicas returns a `PerReplica` for every result that is not a variable, even
+when every replica computed the same value (broadcast inputs, or after an all-reduce): `print(z)` shows one line
+per replica and `z.values` holds one tensor per replica (observed: MirroredStrategy on 8 logical CPUs, TF's TPU
+guide's `matmul_fn`). jdist's own `run` gives such results as one replicated array, so that updated parameters
+flow into the next step without a copy; a port written for TF reads `.values` and prints them, so the strategies
+a port gets from `jdist.tf_compat` turn those arrays into TF's `PerReplica`. With one replica TF returns the
+tensor itself, and so does this.
+
+Cost: one compiled broadcast per call over all such results (compiled once per set of shapes), dispatched like
+`run`'s own program: the host never waits for it. Each device keeps one copy of each value, as before.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Mapping, Sequence, cast
+
+import jax
+import jax.core
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+import jdist
+from jdist.strategy import dispatch
+from jdist.strategy.aggregation import MirroredState
+from jdist.strategy.values import PerReplica
+from jdist.typing import PyTree
+
+_ACTIVE = threading.local()  # set while a TF-port strategy's run runs: its inner runs keep jdist's results
+
+
+class TFRunResults:
+    """Mixin for `jdist.Strategy` subclasses: `run` returns TF's results (see the module docstring).
+
+    Only the outermost `run` converts: a Keras function's `run` calls `run` again for its variables'
+    new values (`jdist.interop.keras_run`), and those must stay replicated arrays."""
+
+    def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
+            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
+        """`jdist.Strategy.run`, with every result TF returns per replica as a `PerReplica`."""
+        runner: Any = super()
+        if getattr(_ACTIVE, "on", False):
+            return runner.run(fn, args, kwargs)
+        _ACTIVE.on = True
+        try:
+            out = runner.run(fn, args, kwargs)
+        finally:
+            _ACTIVE.on = False
+        return per_replica_results(cast(jdist.Strategy, self), out)
+
+
+def per_replica_results(strategy: jdist.Strategy, out: PyTree) -> PyTree:
+    """`out` with each replicated array leaf as a stacked `PerReplica` of `num_replicas_in_sync` equal parts;
+    unchanged with one replica. `PerReplica` leaves, `jdist.MirroredState` (jdist's variable: TF returns a
+    variable itself) and anything that is not a `jax.Array` are left as they are."""
+    n = strategy.num_replicas_in_sync
+    if n < 2:
+        return out
+    leaves, treedef = jax.tree.flatten(out, is_leaf=lambda x: isinstance(x, (PerReplica, MirroredState)))
+    picks = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    if not picks:
+        return out
+    replicated = strategy.replicated_sharding()
+    inputs = tuple(_on_mesh(leaves[i], replicated) for i in picks)
+    stacked = dispatch.dispatched(_broadcaster(strategy)(inputs))
+    for i, value in zip(picks, stacked):
+        leaves[i] = PerReplica(stacked=value)
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def _on_mesh(x: jax.Array, replicated: NamedSharding) -> jax.Array:
+    """`x` replicated on the strategy's mesh (where `run`'s results already are: then `x` itself)."""
+    if isinstance(x, jax.core.Tracer):
+        return x
+    sharding = x.sharding
+    if sharding is replicated or sharding == replicated:
+        return x
+    return jax.device_put(x, replicated)
+
+
+def _broadcaster(strategy: jdist.Strategy) -> Callable[[tuple], tuple]:
+    """One jitted program per strategy: each value to `(num_replicas, *shape)`, split over the data axis
+    (each device writes its own copy; no communication)."""
+    cache = strategy.__dict__
+    if "_tf_run_broadcast" not in cache:
+        n = strategy.num_replicas_in_sync
+        split = NamedSharding(strategy.mesh, P(strategy.data_axis))
+
+        def broadcast(values: tuple) -> tuple:
+            return tuple(jnp.broadcast_to(v[None], (n,) + v.shape) for v in values)
+
+        cache["_tf_run_broadcast"] = jax.jit(broadcast, out_shardings=split)
+    return cache["_tf_run_broadcast"]
+
+
+class MirroredStrategy(TFRunResults, jdist.MirroredStrategy):
+    """`tf.distribute.MirroredStrategy`'s `run` results (the namespace's class adds TF's device handling)."""
+
+
+class TPUStrategy(TFRunResults, jdist.TPUStrategy):
+    """`tf.distribute.TPUStrategy`: jdist's, with TF's `run` results."""
+
+
+class MultiWorkerMirroredStrategy(TFRunResults, jdist.MultiWorkerMirroredStrategy):
+    """`tf.distribute.MultiWorkerMirroredStrategy`: jdist's, with TF's `run` results."""
+
+
+class CentralStorageStrategy(TFRunResults, jdist.CentralStorageStrategy):
+    """`tf.distribute.experimental.CentralStorageStrategy`: jdist's, with TF's `run` results."""
