@@ -11,6 +11,11 @@ TF observations (TF 2.21, tensorflow-cpu 2.21.0 with Keras 3, MirroredStrategy o
 - The result of an `all_reduce` of the replica ids, nested results (a tuple with a dict), a constant and
   `v.read_value()` of a variable made in the scope: all PerReplica.
 - OneDeviceStrategy and MirroredStrategy over one device return the tensor itself.
+- Also observed, and not what jdist does: `run(lambda: v)` returns the MirroredVariable itself (jdist: a PerReplica
+  of its value); `run(lambda: 3)` returns the int 3 (jdist: a PerReplica of 3); MultiWorkerMirroredStrategy in
+  one process without TF_CONFIG has 1 replica (CPU:0 only) where jdist's takes the 8 local devices.
+- CentralStorageStrategy over the 8 CPUs: `run(lambda x: x * 2, args=(tf.constant(1.),))` is a PerReplica of 8
+  tensors 2.0, `reduce(SUM, axis=None)` 16.0.
 """
 import os
 
@@ -165,3 +170,12 @@ def test_run_in_a_tf_function():
     assert isinstance(out, PerReplica) and len(out.values) == 8
     for part in out.values:
         np.testing.assert_array_equal(np.asarray(part), np.full((4, 4), 4.0))
+
+
+def test_mirrored_state_stays_a_variable():
+    """jdist's functional variable is returned as itself, as TF returns a MirroredVariable (`run(lambda: v)`)."""
+    strategy = tf.distribute.MirroredStrategy()
+    counter = jdist.MirroredState(5.0, aggregation=jdist.VariableAggregation.SUM)
+    counter = strategy.run(lambda c: c.assign_add(1.0), args=(counter,))
+    assert isinstance(counter, jdist.MirroredState) and not isinstance(counter.value, PerReplica)
+    assert float(counter.value) == 13.0  # 5 + 8 replicas x 1 (SUM)

@@ -138,7 +138,8 @@ def test_variable_is_mirrored_in_scope_and_updated_by_run():
             return v.read_value() * 10
 
         out = strategy.run(step)
-        assert float(out) == 30.0 and float(v.numpy()) == 3.0
+        # TF 2.21 returns a read of a mirrored variable as a PerReplica of the 8 equal values (observed)
+        assert [float(part) for part in out.values] == [30.0] * 8 and float(v.numpy()) == 3.0
         v.assign_sub(1.0)
         assert float(v + 1) == 3.0 and float(v.read_value()) == 2.0
     assert isinstance(v, tf.Variable) and v.dtype == tf.float32 and v.trainable and v.shape == ()

@@ -10,7 +10,10 @@ a port gets from `jdist.tf_compat` turn those arrays into TF's `PerReplica`. Wit
 tensor itself, and so does this.
 
 Cost: one compiled broadcast per call over all such results (compiled once per set of shapes), dispatched like
-`run`'s own program: the host never waits for it. Each device keeps one copy of each value, as before.
+`run`'s own program, without reading any value; each device keeps one copy of each value, as before. Measured on
+a 2-core host with 8 simulated CPU devices: +~0.19 ms per step of a tiny step (0.58 -> 0.77 ms), the launch of an
+8-device program; while a long step still runs, XLA:CPU's launch of any further program (this one, or a user's
+`jax.jit(lambda v: v + 1)` of the result alike) can hold the host until the step's threads free up.
 """
 from __future__ import annotations
 
