@@ -86,3 +86,18 @@ SLOWEST_FILES = {"test_tf_tutorials.py": 270, "test_multiworker.py": 171, "test_
 def pytest_collection_modifyitems(config, items):
     if "PYTEST_XDIST_WORKER" in os.environ:  # a serial run keeps pytest's own order
         items.sort(key=lambda item: -SLOWEST_FILES.get(item.path.name, 0))
+
+
+@pytest.fixture
+def clears_failed_effects():
+    """For a test that makes a compiled check fail on purpose (`jax.debug.callback` raising): JAX raises that
+    error again at every later effects barrier (`jax.effects_barrier()`, a compiled `tf.print`) until the device
+    runs another program with effects, so a later test on the same process would inherit it. Afterwards, one
+    effectful no-op runs on every device."""
+    yield
+    import numpy as np
+
+    noop = jax.jit(lambda x: (jax.debug.callback(lambda *_: None, x), x)[1])
+    for device in jax.devices():
+        jax.block_until_ready(noop(jax.device_put(np.float32(0), device)))
+    jax.effects_barrier()

@@ -193,7 +193,7 @@ def test_a_loop_that_never_reads_does_not_abort():
     assert "total" in result.stdout
 
 
-def test_a_failed_program_raises_where_its_outputs_are_read_not_in_the_next_wait():
+def test_a_failed_program_raises_where_its_outputs_are_read_not_in_the_next_wait(clears_failed_effects):
     strategy = jdist.MirroredStrategy()
 
     def fail_on_host(x):

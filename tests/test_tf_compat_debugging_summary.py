@@ -28,7 +28,8 @@ InvalidArgument = tf.errors.InvalidArgumentError
     (tf.debugging.assert_less_equal, [2, 3], [1, 3], "Condition x <= y did not hold."),
     (tf.debugging.assert_not_equal, [2, 3], [1, 3], "Condition x != y did not hold."),
 ])
-def test_comparisons_raise_tfs_error_eagerly_and_when_compiled_code_runs(assertion, x, y, first_line):
+def test_comparisons_raise_tfs_error_eagerly_and_when_compiled_code_runs(assertion, x, y, first_line,
+                                                                        clears_failed_effects):
     x, y = tf.constant(x), tf.constant(y)
     with pytest.raises(InvalidArgument) as info:
         assertion(x, y)
