@@ -31,11 +31,9 @@ def _tensor(value: Any) -> Any:
 
 def as_tensors(result: Any) -> Any:
     """`result` with its numpy arrays and scalars as `HostTensor`s (tuples, namedtuples, lists, dicts kept)."""
-    if type(result) is np.ndarray or isinstance(result, np.generic):
-        return _tensor(result)
     if isinstance(result, (tuple, list, dict)):
         return jax.tree.map(_tensor, result, is_leaf=lambda x: isinstance(x, np.ndarray))
-    return result
+    return _tensor(result)
 
 
 @functools.cache
