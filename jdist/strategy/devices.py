@@ -38,6 +38,9 @@ def resolve_device(device: DeviceLike) -> Device:
     """One device from a `jax.Device` or a TF-style string; `ValueError` names what exists."""
     if isinstance(device, jax.Device):
         return device
+    name = getattr(device, "name", None)
+    if isinstance(name, str) and hasattr(device, "device_type"):
+        device = name  # TF's LogicalDevice (tf.config.list_logical_devices())
     if not isinstance(device, str):
         raise ValueError(f"A device must be a jax.Device or a string like 'cpu:0', got {device!r}.")
     match = _DEVICE_RE.match(device.strip())

@@ -27,6 +27,7 @@ from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
 from jdist.tf_compat import (
+    config_switches as _switches,
     device_config as _config,
     dtype_table as _dtypes,
     error_types as _errors,
@@ -298,14 +299,19 @@ config = Namespace(
     list_physical_devices=_config.list_physical_devices, list_logical_devices=_config.list_logical_devices,
     set_logical_device_configuration=_config.set_logical_device_configuration,
     get_logical_device_configuration=_config.get_logical_device_configuration,
-    LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, get_visible_devices=_config.get_visible_devices,
-    experimental_connect_to_cluster=experimental_connect_to_cluster,
+    LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, LogicalDevice=_config.LogicalDevice,
+    PhysicalDevice=_config.PhysicalDevice, experimental_connect_to_cluster=experimental_connect_to_cluster,
+    threading=Namespace("tf.config.threading", **_switches.THREADING),
+    optimizer=Namespace("tf.config.optimizer", **_switches.OPTIMIZER), **_switches.CONFIG,
     experimental=Namespace("tf.config.experimental", set_memory_growth=_config.set_memory_growth,
                            get_memory_growth=_config.get_memory_growth,
                            list_physical_devices=_config.list_physical_devices,
-                           list_logical_devices=_config.list_logical_devices),
+                           list_logical_devices=_config.list_logical_devices,
+                           set_virtual_device_configuration=_config.set_logical_device_configuration,
+                           get_virtual_device_configuration=_config.get_logical_device_configuration,
+                           VirtualDeviceConfiguration=_config.LogicalDeviceConfiguration,
+                           **_switches.EXPERIMENTAL),
 )
-
 
 # --- control flow, clipping, predicates, tf.debugging, tf.summary (names) ---
 debugging = Namespace("tf.debugging", **_debugging.NAMES)

@@ -118,6 +118,3 @@ def set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
 def get_memory_growth(device: PhysicalDevice) -> bool:
     return False
 
-
-def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
-    return list_physical_devices(device_type)

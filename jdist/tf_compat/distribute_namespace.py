@@ -74,7 +74,7 @@ class MirroredStrategy(run_results.MirroredStrategy):
     `PerReplica` results (`jdist.tf_compat.run_results`)."""
 
     def __new__(cls, devices: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if devices is not None:
+        if devices is not None and len(list(devices)) > 0:
             try:
                 jdist.resolve_devices(devices)
             except ValueError as error:
@@ -82,6 +82,13 @@ class MirroredStrategy(run_results.MirroredStrategy):
                               "replicas on other devices; jdist refuses when this strategy is used.", stacklevel=2)
                 return UnavailableStrategy(error)
         return super().__new__(cls)
+
+    def __init__(self, devices: Any = None, *args: Any, **kwargs: Any) -> None:
+        """TF 2.21 takes an empty `devices` list as none given: every local device (observed: TF's GPU guide
+        passes the empty list of GPUs on a machine without them and gets one replica on its CPU)."""
+        if devices is not None and len(list(devices)) == 0:
+            devices = None
+        super().__init__(devices, *args, **kwargs)
 
 
 distribute = Namespace(

@@ -59,8 +59,11 @@ def tracing() -> bool:
 
 
 def executing_eagerly() -> bool:
-    """False inside a `tf.function` call (TF's graph mode) and while JAX traces (`strategy.run`, `jax.jit`)."""
-    return not (traced_functions.in_function() or tracing())
+    """False inside a `tf.function` call (TF's graph mode; True there after `tf.config.run_functions_eagerly(True)`)
+    and while JAX traces (`strategy.run`, `jax.jit`)."""
+    from jdist.tf_compat.config_switches import functions_run_eagerly
+
+    return not ((traced_functions.in_function() and not functions_run_eagerly()) or tracing())
 
 
 def get_logger() -> logging.Logger:

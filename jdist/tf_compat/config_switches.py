@@ -1,0 +1,215 @@
+"""`tf.config`'s runtime switches: eager functions, soft placement, threads, TF32, determinism, visible
+devices and memory info, each mapped to what JAX has or accepted where XLA already does it.
+
+Behaviour observed in TF 2.21 (tests/test_tf_compat_config.py): the switches' defaults (functions eagerly
+False, soft placement True, threads 0 and 0, TF32 True, `optimizer.get_jit()` ""), the thread counts
+refused after the runtime starts ("Inter op parallelism cannot be modified after initialization."), visible
+devices refused after it starts only when they change, `get_device_details(cpu)` `{}` and
+`get_memory_info("CPU:0")` `{'current': 0, 'peak': 0}`.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+
+from jdist.tf_compat.device_config import PhysicalDevice, _jax_devices, _types, list_physical_devices
+
+_STATE: dict[str, Any] = {"eager": False, "soft": True, "inter": 0, "intra": 0, "jit": "",
+                          "options": {"disable_model_pruning": False, "disable_meta_optimizer": False},
+                          "tf32": True, "visible": {}}
+
+
+def _backend_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge._backends)
+    except (ImportError, AttributeError):  # a JAX that moved it: assume started (the strict answer)
+        return True
+
+
+# --- tf.function eagerly ---
+def run_functions_eagerly(run_eagerly: bool) -> None:
+    """TF's debugging switch: `tf.executing_eagerly()` is then True inside `tf.function` bodies. jdist runs a
+    `tf.function`'s Python body on every call anyway; `strategy.run` stays compiled (JAX has no eager
+    collectives), so a breakpoint in a replica function still sees traced values."""
+    _STATE["eager"] = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    return _STATE["eager"]
+
+
+# --- placement and threads ---
+def set_soft_device_placement(enabled: bool) -> None:
+    """Accepted: JAX places by sharding, so there is no op without a kernel on its device to move."""
+    _STATE["soft"] = bool(enabled)
+
+
+def get_soft_device_placement() -> bool:
+    return _STATE["soft"]
+
+
+def _set_threads(key: str, label: str, num_threads: int) -> None:
+    if _backend_started() and num_threads != _STATE[key]:
+        raise RuntimeError(f"{label} parallelism cannot be modified after initialization.")
+    _STATE[key] = int(num_threads)
+
+
+def set_inter_op_parallelism_threads(num_threads: int) -> None:
+    """Kept, with TF's rule (before the runtime starts); XLA:CPU sizes its own thread pools."""
+    _set_threads("inter", "Inter op", num_threads)
+
+
+def set_intra_op_parallelism_threads(num_threads: int) -> None:
+    """Kept, with TF's rule (before the runtime starts); XLA:CPU sizes its own thread pools."""
+    _set_threads("intra", "Intra op", num_threads)
+
+
+def get_inter_op_parallelism_threads() -> int:
+    return _STATE["inter"]
+
+
+def get_intra_op_parallelism_threads() -> int:
+    return _STATE["intra"]
+
+
+# --- graph optimizer (everything jdist compiles goes through XLA already) ---
+def set_jit(enabled: bool | str) -> None:
+    """Kept: TF's XLA auto-clustering switch; every jdist program is compiled by XLA."""
+    _STATE["jit"] = "autoclustering" if enabled is True else (enabled or "")
+
+
+def get_jit() -> str:
+    return _STATE["jit"]
+
+
+def set_experimental_options(options: dict) -> None:
+    _STATE["options"].update(options)
+
+
+def get_experimental_options() -> dict:
+    return dict(_STATE["options"])
+
+
+# --- numerics ---
+def enable_tensor_float_32_execution(enabled: bool) -> None:
+    """TF32 on GPUs: off makes float32 matrix products full precision (JAX's default matmul precision
+    "highest"); on is JAX's default."""
+    _STATE["tf32"] = bool(enabled)
+    jax.config.update("jax_default_matmul_precision", None if enabled else "highest")
+
+
+def tensor_float_32_execution_enabled() -> bool:
+    return _STATE["tf32"]
+
+
+def enable_op_determinism() -> None:
+    """Accepted: XLA:CPU and TPU programs are deterministic; on GPUs start Python with
+    XLA_FLAGS=--xla_gpu_deterministic_ops=true (XLA reads its flags once)."""
+
+
+# --- visible devices ---
+def set_visible_devices(devices: PhysicalDevice | Sequence[PhysicalDevice], device_type: str | None = None) -> None:
+    """TF's rule: the devices must be of `device_type`, and the choice cannot change once the runtime has
+    started. Hiding every GPU or TPU before that runs JAX on the CPU (`jax_platforms`); the CPU is always
+    used, and a subset of GPUs is chosen with CUDA_VISIBLE_DEVICES before starting Python."""
+    chosen = [devices] if isinstance(devices, PhysicalDevice) else list(devices)
+    kinds = _types(device_type)
+    for device in chosen:
+        if device.device_type not in kinds:
+            raise ValueError(f"Unrecognized device: {device!r}")
+    for kind in kinds:
+        present = list_physical_devices(kind)
+        wanted = [d for d in present if d in chosen]
+        if wanted == _STATE["visible"].get(kind, present):
+            continue
+        if _backend_started():
+            raise RuntimeError("Visible devices cannot be modified after being initialized")
+        if kind != "CPU" and wanted:
+            raise ValueError(f"jdist uses every {kind} device JAX finds; choose GPUs with CUDA_VISIBLE_DEVICES "
+                             "(TPU chips with TPU_VISIBLE_CHIPS) before starting Python.")
+        _STATE["visible"][kind] = wanted
+        if kind != "CPU":
+            jax.config.update("jax_platforms", "cpu")
+
+
+def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
+    return [d for kind in _types(device_type)
+            for d in _STATE["visible"].get(kind, list_physical_devices(kind))]
+
+
+# --- device details and memory ---
+def _jax_device(device: str):
+    text = str(device).split("device:")[-1].lstrip("/")
+    kind, _, index = text.upper().rpartition(":")
+    found = _jax_devices(kind) if kind in ("CPU", "GPU", "TPU") else []
+    if not index.isdigit() or int(index) >= len(found):
+        raise ValueError(f"No matching devices found for '{device}'")
+    return found[int(index)]
+
+
+def get_memory_info(device: str) -> dict[str, int]:
+    """`{'current': bytes, 'peak': bytes}` from the JAX device's allocator (0 and 0 on the CPU, as TF's)."""
+    stats = _jax_device(device).memory_stats() or {}
+    return {"current": int(stats.get("bytes_in_use", 0)), "peak": int(stats.get("peak_bytes_in_use", 0))}
+
+
+def reset_memory_stats(device: str) -> None:
+    """Accepted: JAX's allocators keep their peak; `get_memory_info` reports it."""
+    _jax_device(device)
+
+
+def get_memory_usage(device: str) -> int:
+    return get_memory_info(device)["current"]
+
+
+def get_device_details(device: PhysicalDevice) -> dict[str, Any]:
+    """TF's details: `{}` for a CPU; a GPU's name and compute capability from JAX."""
+    if device.device_type == "CPU":
+        return {}
+    index = int(device.name.rpartition(":")[2])
+    found = _jax_devices(device.device_type)[index]
+    details: dict[str, Any] = {"device_name": getattr(found, "device_kind", "")}
+    capability = getattr(found, "compute_capability", None)
+    if capability:
+        details["compute_capability"] = tuple(int(p) for p in str(capability).split("."))
+    return details
+
+
+def get_synchronous_execution() -> bool:
+    return True
+
+
+def set_synchronous_execution(enable: bool) -> None:
+    """Accepted: JAX dispatches asynchronously and its results wait for their values when read."""
+
+
+def get_device_policy() -> str:
+    return "silent"
+
+
+def set_device_policy(device_policy: str | None) -> None:
+    """Accepted: JAX copies arrays between devices as needed (TF's "silent")."""
+
+
+THREADING = dict(set_inter_op_parallelism_threads=set_inter_op_parallelism_threads,
+                 set_intra_op_parallelism_threads=set_intra_op_parallelism_threads,
+                 get_inter_op_parallelism_threads=get_inter_op_parallelism_threads,
+                 get_intra_op_parallelism_threads=get_intra_op_parallelism_threads)
+OPTIMIZER = dict(set_jit=set_jit, get_jit=get_jit, set_experimental_options=set_experimental_options,
+                 get_experimental_options=get_experimental_options)
+CONFIG = dict(run_functions_eagerly=run_functions_eagerly, functions_run_eagerly=functions_run_eagerly,
+              experimental_run_functions_eagerly=run_functions_eagerly,
+              experimental_functions_run_eagerly=functions_run_eagerly,
+              set_soft_device_placement=set_soft_device_placement,
+              get_soft_device_placement=get_soft_device_placement,
+              set_visible_devices=set_visible_devices, get_visible_devices=get_visible_devices)
+EXPERIMENTAL = dict(enable_tensor_float_32_execution=enable_tensor_float_32_execution,
+                    tensor_float_32_execution_enabled=tensor_float_32_execution_enabled,
+                    enable_op_determinism=enable_op_determinism, get_memory_info=get_memory_info,
+                    reset_memory_stats=reset_memory_stats, get_memory_usage=get_memory_usage,
+                    get_device_details=get_device_details, set_visible_devices=set_visible_devices,
+                    get_visible_devices=get_visible_devices, get_synchronous_execution=get_synchronous_execution,
+                    set_synchronous_execution=set_synchronous_execution, get_device_policy=get_device_policy,
+                    set_device_policy=set_device_policy)
