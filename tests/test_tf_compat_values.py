@@ -26,9 +26,11 @@ def test_run_results_print_and_read_inside_the_scope(capsys):
         values = result.values
         shown = repr(result)
     # TF 2.21 prints "PerReplica:{\n  0: tf.Tensor([0. 0.], shape=(2,), dtype=float32),\n  1: ..." (str of each).
-    expected = "PerReplica:{\n" + ",\n".join(f"  {i}: [{i}. {i}.]" for i in range(8)) + "\n}\n"
+    expected = ("PerReplica:{\n" + ",\n".join(f"  {i}: tf.Tensor([{i}. {i}.], shape=(2,), dtype=float32)"
+                                               for i in range(8)) + "\n}\n")
     assert capsys.readouterr().out == expected
-    assert shown.startswith("PerReplica:{\n  0: Array([0., 0.], dtype=float32),\n  1: Array([1., 1.]")
+    assert shown.startswith("PerReplica:{\n  0: <tf.Tensor: shape=(2,), dtype=float32, numpy=array([0., 0.], "
+                            "dtype=float32)>,\n  1: <tf.Tensor: shape=(2,)")
     assert len(local) == len(values) == 8
     for i in range(8):
         np.testing.assert_array_equal(np.asarray(local[i]), [i, i])

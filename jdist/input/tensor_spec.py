@@ -70,6 +70,10 @@ class TensorShape(tuple):
     def __repr__(self) -> str:
         return f"TensorShape({list(self)})"
 
+    def __str__(self) -> str:
+        """TF's `print(t.shape)`: `(2, 3)`, `(None, 3)`, `()` (and `(2,)` for one dimension)."""
+        return tuple.__repr__(tuple(self))
+
 
 @dataclasses.dataclass(frozen=True)
 class PerReplicaSpec:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
 import jax.core
@@ -276,14 +276,28 @@ def _flatten(pr: PerReplica):
     return pr._ragged, ("ragged", len(pr._ragged))
 
 
-def _unflatten(aux, children):
-    kind, extra = aux
-    if kind == "stacked":
-        return PerReplica(stacked=children[0], mask=None if extra is None else extra.mask)
-    return PerReplica(ragged=children)
+def _unflatten_as(cls: type[PerReplica]) -> Callable[[Any, Any], PerReplica]:
+    def unflatten(aux, children):
+        kind, extra = aux
+        if kind == "stacked":
+            return cls(stacked=children[0], mask=None if extra is None else extra.mask)
+        return cls(ragged=children)
+
+    return unflatten
 
 
-jax.tree_util.register_pytree_node(PerReplica, _flatten, _unflatten)
+def register_per_replica_class(cls: type[PerReplica]) -> None:
+    """A `PerReplica` subclass as a pytree whose maps keep the subclass (one that only prints differently)."""
+    jax.tree_util.register_pytree_node(cls, _flatten, _unflatten_as(cls))
+
+
+def as_per_replica_class(value: PerReplica, cls: type[PerReplica]) -> PerReplica:
+    """`value` as a `cls` over the same components (no copy)."""
+    children, aux = _flatten(value)
+    return _unflatten_as(cls)(aux, children)
+
+
+register_per_replica_class(PerReplica)
 
 
 def is_per_replica(x: object) -> bool:

@@ -23,15 +23,33 @@ from typing import Any, Callable, Mapping, Sequence, cast
 import jax
 import jax.core
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jdist
 from jdist.strategy import dispatch
 from jdist.strategy.aggregation import MirroredState
-from jdist.strategy.values import PerReplica
+from jdist.strategy.values import PerReplica, as_per_replica_class, register_per_replica_class
+from jdist.tfdata import tensor_text
 from jdist.typing import PyTree
 
 _ACTIVE = threading.local()  # set while a TF-port strategy's run runs: its inner runs keep jdist's results
+
+
+class TFPerReplica(PerReplica):
+    """jdist's `PerReplica`, printed as TF 2.21 prints one (observed): `PerReplica:{` and a line per replica,
+    each component a `tf.Tensor` (`0: tf.Tensor(-0.88, shape=(), dtype=float32),`)."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self._show(lambda v: tensor_text.tensor_str(np.asarray(v)))
+
+    def __repr__(self) -> str:
+        return self._show(lambda v: tensor_text.tensor_repr(np.asarray(v)))
+
+
+register_per_replica_class(TFPerReplica)
 
 
 class TFRunResults:
@@ -62,14 +80,15 @@ def per_replica_results(strategy: jdist.Strategy, out: PyTree) -> PyTree:
     if n < 2:
         return out
     leaves, treedef = jax.tree.flatten(out, is_leaf=lambda x: isinstance(x, (PerReplica, MirroredState)))
+    leaves = [as_per_replica_class(leaf, TFPerReplica) if type(leaf) is PerReplica else leaf for leaf in leaves]
     picks = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
     if not picks:
-        return out
+        return jax.tree.unflatten(treedef, leaves)
     replicated = strategy.replicated_sharding()
-    inputs = tuple(_on_mesh(leaves[i], replicated) for i in picks)
+    inputs = tuple(_on_mesh(cast(jax.Array, leaves[i]), replicated) for i in picks)
     stacked = dispatch.dispatched(_broadcaster(strategy)(inputs))
     for i, value in zip(picks, stacked):
-        leaves[i] = PerReplica(stacked=value)
+        leaves[i] = TFPerReplica(stacked=value)
     return jax.tree.unflatten(treedef, leaves)
 
 

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from jdist.input.tensor_spec import TensorSpec
+from jdist.input.tensor_spec import TensorShape, TensorSpec
+from jdist.tfdata import tensor_text
 
 
 def to_leaf(value: Any) -> np.ndarray | np.generic:
@@ -200,6 +201,35 @@ class HostTensor(np.ndarray):
         """The value as numpy: a numpy scalar for a scalar, else an array (TF's `EagerTensor.numpy`)."""
         plain = self.view(np.ndarray)
         return plain[()] if plain.ndim == 0 else plain
+
+    @property
+    def shape(self) -> TensorShape:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """TF's `TensorShape` (a tuple, with `as_list()` and `rank`)."""
+        return TensorShape(np.ndarray.shape.__get__(self))
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        np.ndarray.shape.__set__(self, value)
+
+    def __getitem__(self, key: Any) -> Any:
+        """An element is a 0-d tensor, as in TF (`t[0].numpy()`), not a numpy scalar."""
+        item = super().__getitem__(key)
+        return np.asarray(item).view(HostTensor) if isinstance(item, np.generic) else item
+
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        """numpy's ufuncs on tensors give tensors, also 0-d ones (`(a + b).numpy()` for scalars)."""
+        return np.asarray(array).view(HostTensor)
+
+    def __str__(self) -> str:
+        """TF's `print(tensor)`: `tf.Tensor([1 2], shape=(2,), dtype=int32)` (jdist.tfdata.tensor_text)."""
+        return tensor_text.tensor_str(self.view(np.ndarray))
+
+    def __repr__(self) -> str:
+        return tensor_text.tensor_repr(self.view(np.ndarray))
+
+    def __format__(self, format_spec: str) -> str:
+        """An f-string formats the values, as TF's (`f"{t}"` is `[1 2]`, a scalar's `format` is numpy's)."""
+        return format(self.numpy(), format_spec)
 
     # TF tensors are immutable: `image /= 255` in a map function makes a new tensor. numpy would divide the
     # dataset's own rows in place (every epoch again), so augmented assignment here is out of place.
