@@ -244,3 +244,25 @@ def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, c
     tf.train.Checkpoint(model=model, epoch=restored, step_in_epoch=restored_step).restore(
         tf.train.latest_checkpoint(str(tmp_path)))
     assert (int(restored.numpy()), int(restored_step.numpy())) == (2, 2)  # saved before the counters moved on
+
+
+def test_tf_function_traces_variables_by_their_spec():
+    # TF 2.21 (guide/random_numbers.ipynb): foo(tf.Variable(1)) then foo(tf.Variable(2)) is one trace; two
+    # generators passed in are two; a variable of another dtype is another trace.
+    @tf.function
+    def foo(v):
+        return v.read_value()
+
+    foo(tf.Variable(1))
+    foo(tf.Variable(2))
+    assert foo.experimental_get_tracing_count() == 1
+    foo(tf.Variable(2.0))
+    assert foo.experimental_get_tracing_count() == 2
+
+    @tf.function
+    def bar(g):
+        return g.normal([])
+
+    bar(tf.random.Generator.from_seed(1))
+    bar(tf.random.Generator.from_seed(2))
+    assert bar.experimental_get_tracing_count() == 2

@@ -90,9 +90,22 @@ def _keras():
     return keras if keras.backend.backend() == "jax" else None
 
 
+_HOLDERS_MADE = [False]
+
+
+def holder_made() -> None:
+    """Called when an object holding variables (`_jdist_holds_variables`) is made: from then on `run` looks for
+    such objects also before Keras is imported."""
+    _HOLDERS_MADE[0] = True
+
+
 def _is_stateful(obj: Any, keras: Any) -> bool:
-    """Keras models, layers, optimizers, metrics, and bare variables (`tf.Variable` of `jdist.tf_compat`)."""
-    return isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric, keras.Variable))
+    """Keras models, layers, optimizers, metrics, bare variables (`tf.Variable` of `jdist.tf_compat`) and objects
+    that keep their state in such variables (`tf.random.Generator`: its class sets `_jdist_holds_variables`)."""
+    if getattr(type(obj), "_jdist_holds_variables", False):
+        return True
+    return keras is not None and isinstance(
+        obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric, keras.Variable))
 
 
 def _referenced(fn: Any) -> list:
@@ -115,8 +128,8 @@ def _referenced(fn: Any) -> list:
 
 def keras_objects(fn: Callable) -> list:
     """The Keras models, layers, optimizers and metrics `fn` uses, directly or through the functions it calls."""
-    keras = _keras()
-    if keras is None or getattr(fn, "_jdist_stateful", False):
+    keras = _keras()  # None before Keras is imported: then only objects holding variables are looked for
+    if getattr(fn, "_jdist_stateful", False) or (keras is None and not _HOLDERS_MADE[0]):
         return []
     objects: dict[int, Any] = {}
     seen: set[int] = set()
@@ -136,8 +149,11 @@ def keras_objects(fn: Callable) -> list:
         elif isinstance(value, functools.partial):
             for item in (value.func, *value.args, *value.keywords.values()):
                 visit(item, depth + 1)
-        elif not inspect.isfunction(value) and inspect.isfunction(wrapped := getattr(value, "__wrapped__", None)):
-            visit(wrapped, depth + 1)  # a decorated function (`tf.function`): what it wraps
+        elif not inspect.isfunction(value) and inspect.isroutine(wrapped := getattr(value, "__wrapped__", None)):
+            visit(wrapped, depth + 1)  # a decorated function or method (`tf.function`): what it wraps
+        elif callable(value) and not isinstance(value, type) and not inspect.isroutine(value) and not type(
+                value).__module__.startswith(("jdist.", "keras.", "jax")):
+            visit(value.__call__, depth + 1)  # a callable object (a tf.Module with `__call__`): its call method
         elif inspect.isfunction(value) or inspect.ismethod(value):
             if inspect.ismethod(value):  # a method: its instance, and what the instance holds (`self.model`)
                 owner = value.__self__
@@ -431,6 +447,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
     `compiled`: one `jax.jit` program per argument signature (a `tf.function` called outside any
     strategy); `strategy.run` compiles by itself otherwise."""
+    variables = _variables(objects)  # a tf.random.Generator makes its state variable (importing Keras) here
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
     _build_models(strategy, fn, args, kwargs, objects, keras)

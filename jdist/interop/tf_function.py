@@ -30,15 +30,35 @@ def _signature(value: Any) -> Any:
     leaves, treedef = jax.tree.flatten(value)
     keys = []
     for leaf in leaves:
-        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype") and hasattr(leaf, "assign"):
+            # a variable: TF traces by its spec, not the object (observed, TF 2.21: f(tf.Variable(1)) then
+            # f(tf.Variable(2)) is one trace)
+            keys.append(("variable", tuple(leaf.shape), str(leaf.dtype)))
+        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             keys.append(("array", tuple(leaf.shape), str(leaf.dtype)))
         elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
         elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
             keys.append(("iterator", type(leaf)))
         else:
-            keys.append(("object", id(leaf)))
+            keys.append(("object", _Identity(leaf)))
     return treedef, tuple(keys)
+
+
+class _Identity:
+    """An argument compared by identity, kept alive while its signature is (so a new object never takes a
+    collected one's id: TF 2.21 traced `f(Generator.from_seed(1))` then `f(Generator.from_seed(2))` twice)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
 
 
 class Function:

@@ -16,9 +16,12 @@ def _snake_case(name: str) -> str:
 
 
 def _leaves(value: Any) -> Iterator[Any]:
-    """`value` and what its lists, tuples and dicts hold; a module is a leaf (walked after its parent)."""
+    """`value` and what its lists, tuples and dicts hold, and the state variables of a `tf.random.Generator`; a
+    module is a leaf (walked after its parent)."""
     yield value
-    if isinstance(value, dict):
+    if getattr(type(value), "_jdist_holds_variables", False):
+        yield from value.variables
+    elif isinstance(value, dict):
         for key in sorted(value, key=str):
             yield from _leaves(value[key])
     elif isinstance(value, (list, tuple)):

@@ -41,6 +41,9 @@ def _variable_paths(module: Any) -> dict[int, str]:
         seen.add(id(value))
         if isinstance(value, keras.Variable):
             paths.setdefault(id(value), path)
+        elif getattr(type(value), "_jdist_holds_variables", False):  # a tf.random.Generator: its state
+            for i, variable in enumerate(value.variables):
+                paths.setdefault(id(variable), f"{path}._variables.{i}")
         elif isinstance(value, Module):
             for key, item in sorted(vars(value).items()):
                 if not key.startswith("_"):
@@ -160,7 +163,8 @@ def _export_with(function: Function, variables: list, tree: Any, specs: list[dic
         return flat, [v if n is None else n for v, n in zip(values, new_values)]
 
     weights = [jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype)) for v in variables]
-    exported = export.export(jax.jit(program))(weights, arrays)
+    with jax.set_mesh(None):  # saved in a strategy's scope: the program is still one device's, as TF's
+        exported = export.export(jax.jit(program))(weights, arrays)
     return bytes(exported.serialize()), structure[0]
 
 

@@ -1,13 +1,23 @@
 """`tf.random.Generator` and the stateless seed ops `tf.random.experimental.stateless_split` / `stateless_fold_in`.
 
-A Generator holds TF's Philox state, [counter_low, counter_high, key] (int64), and draws on the host with
-numpy's Philox bit generator started from it, then moves the counter past what it used: the same seed gives the
-same numbers in every run, and `split` gives generators whose streams are independent (each seeded from a draw
-of its parent). TF's numbers themselves cannot be reproduced bit for bit; what matches TF 2.21 (observed) is the
-API, the dtypes and shapes, the ranges and `from_seed`'s determinism. Drawing changes the generator's state, so
-inside compiled code (`tf.function`, `strategy.run`, `jax.jit`) it would be frozen into the program: there it
-raises, naming the way TF documents for such code: `seeds = rng.make_seeds(n)` outside, passed in, and the
-`tf.random.stateless_*` ops inside.
+A Generator holds TF's state layout, [counter, counter_high, key] (int64), and draws with `jax.random` from a key
+made of its key and counter (`jdist.tf_compat.generator_draws`), then moves the counter on by one: the same seed
+gives the same numbers in every run, on the host and inside compiled code alike, and `split` gives generators
+whose streams are independent (each seeded from a draw of its parent). TF's numbers themselves cannot be
+reproduced bit for bit; what matches TF 2.21 (observed, tests/test_tf_compat_random_generator.py) is the API, the
+dtypes and shapes, the ranges, `from_seed`'s determinism, and how replicas share a generator in `strategy.run`
+(TF's guide "Random number generation"):
+
+- made outside any strategy's scope, the replicas draw from it in turn: replica i gets the number the host's
+  i-th next draw would give, and the counter moves on by the number of replicas;
+- made in a strategy's scope, or inside the replica function, each replica draws its own stream (the same
+  streams for both), and the counter moves on by one per draw; outside a replica context (on the host, in a
+  loaded SavedModel's program) such a generator draws the plain stream.
+
+Inside `strategy.run` the state is a variable that run hands to the compiled replica function and writes back,
+as Keras variables are (`jdist.interop.keras_run`): the generator must be named by the function (a global, a
+closure variable or `self.<name>`). Inside a user's own `jax.jit` a generator made outside it cannot move on:
+that is an error naming TF's way for such code (`make_seeds` outside, the `stateless_*` ops inside).
 """
 from __future__ import annotations
 
@@ -20,10 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.interop import keras_run
 from jdist.strategy import context
+from jdist.tf_compat import generator_draws as draws
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.predicates import tracing
 from jdist.tf_compat.random_ops import _shape, _stateless_key
+from jdist.tfdata.structure import HostTensor
 from jdist.typing import ShapeLike, Tensor, TensorLike
 
 _ALGORITHMS = {None: 1, "philox": 1, "auto_select": 3, "threefry": 2, 1: 1, 2: 2, 3: 3}
@@ -48,15 +61,34 @@ def _as_int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _words(state: np.ndarray) -> np.ndarray:
+    """TF's int64 state [counter, counter_high, key] as the four uint32 words the draws use."""
+    counter, key = int(state[0]) & _MASK, int(state[2]) & _MASK
+    return np.asarray([counter & 0xFFFFFFFF, counter >> 32, key & 0xFFFFFFFF, key >> 32], np.uint32)
+
+
+def _state(words: Any, counter_high: int) -> np.ndarray:
+    w = [int(v) & 0xFFFFFFFF for v in np.asarray(words).reshape(-1)]
+    return np.asarray([_as_int64(w[0] | (w[1] << 32)), counter_high, _as_int64(w[2] | (w[3] << 32))], np.int64)
+
+
 class Generator:
     """TF's stateful random generator: `from_seed(s).normal([2, 3])`, `uniform`, `split`, `make_seeds`, ..."""
 
+    _jdist_holds_variables = True  # strategy.run threads its `variables` (jdist.interop.keras_run)
+
     def __init__(self, copy_from: Generator | None = None, state: TensorLike | None = None, alg: Any = None):
         self._lock = threading.Lock()  # a tf.data map function may draw from several threads
+        self._var: Any = None  # the state as a tf.Variable, once strategy.run or a checkpoint needs one
+        # TF: made in a strategy's scope, or inside a replica function, each replica draws its own stream.
+        self._strategy = context.get_strategy() if context.has_strategy() else None
+        self._per_replica = self._strategy is not None or context.in_replica_context()
+        self._local = _in_compiled_code()  # made while a compiled function is traced: its state is the trace's
+        keras_run.holder_made()
         if copy_from is not None:
             if state is not None:
                 raise ValueError("Generator: give `copy_from` or `state`, not both")
-            self._state, self._alg = copy_from.state.copy(), copy_from._alg
+            self._host, self._alg = copy_from.state.copy(), copy_from._alg
             return
         if state is None:
             raise ValueError("Generator needs `state` (or `copy_from`); use Generator.from_seed(seed) or "
@@ -65,14 +97,14 @@ class Generator:
         if values.shape != (3,):
             raise ValueError(f"Generator: the Philox state has 3 int64 values [counter, counter, key]; got shape "
                              f"{list(np.shape(state))}")
-        self._state, self._alg = values.astype(np.int64), _algorithm(alg)
+        self._host, self._alg = values.astype(np.int64), _algorithm(alg)
 
     # ------------------------------------------------------------------------------ constructors
     @classmethod
     def from_seed(cls, seed: int, alg: Any = None) -> Generator:
         """The generator whose numbers repeat for the same `seed`."""
         if isinstance(seed, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
-            raise ValueError("Generator.from_seed: `seed` must be a Python int (the generator draws on the host)")
+            raise ValueError("Generator.from_seed: `seed` must be a Python int, not a traced value")
         return cls(state=[0, 0, _as_int64(int(seed))], alg=alg)
 
     @classmethod
@@ -92,9 +124,44 @@ class Generator:
 
     # ------------------------------------------------------------------------------ state
     @property
-    def state(self) -> np.ndarray:
-        """[counter_low, counter_high, key], int64 (TF's Philox state layout)."""
-        return self._state
+    def _state(self) -> np.ndarray:
+        if self._var is None or _in_compiled_code():
+            return self._host
+        return _state(np.asarray(self._var.value).view(np.uint32), int(self._host[1]))
+
+    @_state.setter
+    def _state(self, value: np.ndarray) -> None:
+        self._host = np.asarray(value, np.int64).reshape(3).copy()
+        if self._var is not None:
+            self._var.assign(_words(self._host).view(np.int32))
+
+    @property
+    def variables(self) -> list:
+        """The state as one int32 [4] `tf.Variable` (made on first use, in the strategy's scope the generator
+        was made in): what `strategy.run` threads through its compiled function and `tf.train.Checkpoint`
+        saves."""
+        if self._var is None:
+            from jdist.tf_compat.variables import variable_class
+
+            words = _words(self._host).view(np.int32)
+            if self._strategy is not None:
+                with self._strategy.scope():
+                    self._var = variable_class()(words, trainable=False, name="generator_state")
+            else:
+                self._var = variable_class()(words, trainable=False, name="generator_state")
+        return [self._var]
+
+    @property
+    def state(self) -> Any:
+        """[counter, counter_high, key], int64 (TF's Philox state layout); inside compiled code, where the state
+        is traced, int32 unless JAX runs with 64-bit types (the counter's and key's low 32 bits then)."""
+        if _in_compiled_code() and not self._local and self._var is not None:
+            words = self._traced_words("state")
+            wide = jnp.int64 if draws.x64() else jnp.int32
+            counter = words[0].astype(wide) | (words[1].astype(wide) << 32 if wide == jnp.int64 else 0)
+            key = words[2].astype(wide) | (words[3].astype(wide) << 32 if wide == jnp.int64 else 0)
+            return jnp.stack([counter, jnp.asarray(int(self._host[1]), wide), key])
+        return self._state.view(HostTensor)
 
     @property
     def algorithm(self) -> int:
@@ -114,51 +181,68 @@ class Generator:
         self._state = Generator.from_key_counter(key, counter, self._alg).state
 
     def skip(self, delta: int) -> None:
-        """Moves the counter `delta` blocks on, as if that many had been drawn."""
+        """Moves the counter `delta` draws on, as if that many had been made."""
         with self._lock:
             self._advance(int(delta))
 
-    def _advance(self, blocks: int) -> None:
-        counter = ((int(self._state[0]) & _MASK) | ((int(self._state[1]) & _MASK) << 64)) + blocks
-        self._state = np.asarray([_as_int64(counter), _as_int64(counter >> 64), self._state[2]], np.int64)
+    def _advance(self, draws: int) -> None:
+        state = self._state
+        counter = ((int(state[0]) & _MASK) | ((int(state[1]) & _MASK) << 64)) + draws
+        self._state = np.asarray([_as_int64(counter), _as_int64(counter >> 64), state[2]], np.int64)
 
-    def _draw(self, op: str, draw: Any) -> Any:
-        if _in_compiled_code():
-            raise RuntimeError(
-                f"tf.random.Generator.{op} draws on the host and changes the generator's state, so inside compiled "
-                "code (tf.function, strategy.run, jax.jit) its numbers would be frozen into the program. Draw "
-                "seeds outside: seeds = generator.make_seeds(n), pass them into the step, and use "
-                "tf.random.stateless_uniform / stateless_normal(shape, seed=seeds[:, i]) inside.")
+    def _draw(self, op: str, sample: draws.Sampler) -> Any:
+        if _in_compiled_code() and not self._local:
+            return self._draw_compiled(op, sample)
         with self._lock:
-            counter = [int(v) & _MASK for v in self._state[:2]] + [0, 0]
-            bits = np.random.Philox(counter=counter, key=[int(self._state[2]) & _MASK, 0])
-            out = draw(np.random.Generator(bits))
-            used = bits.state["state"]["counter"]
-            self._advance(max(1, (int(used[0]) | (int(used[1]) << 64)) - (counter[0] | (counter[1] << 64))))
+            out = sample(draws.key_for(_words(self._state), 0,
+                                       self._replica_id() if self._local and self._per_replica else None))
+            self._advance(1)
+        return out if self._local else np.asarray(out)
+
+    @staticmethod
+    def _replica_id() -> Any:
+        ctx = context.get_replica_context()
+        return 0 if ctx is None else ctx.replica_id_in_sync_group
+
+    def _traced_words(self, op: str) -> jax.Array:
+        """The state as run (or a saved module's program) hands it to the compiled function: traced uint32 words."""
+        value = None if self._var is None else self._var.value
+        if not isinstance(value, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
+            raise RuntimeError(
+                f"tf.random.Generator.{op} inside compiled code changes the generator's state, which only "
+                "strategy.run (and a tf.function's strategy.run) can carry out of its compiled function: name the "
+                "generator in the replica function (a global, a closure variable or self.<name>). Inside a "
+                "jax.jit of your own draw seeds outside: seeds = generator.make_seeds(n), pass them in, and use "
+                "tf.random.stateless_uniform / stateless_normal(shape, seed=seeds[:, i]) inside.")
+        return jax.lax.bitcast_convert_type(jnp.asarray(value), jnp.uint32)
+
+    def _draw_compiled(self, op: str, sample: draws.Sampler) -> Any:
+        """A draw inside `strategy.run`: from the state variable run threads in (see the module docstring)."""
+        words = self._traced_words(op)
+        ctx = context.get_replica_context() if context.in_replica_context() else None
+        replica, count = (0, 1) if ctx is None else (ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync)
+        if self._per_replica and ctx is not None:
+            out, step = sample(draws.key_for(words, 0, replica)), 1
+        else:  # TF: the replicas take turns on a generator made outside the scope
+            out, step = sample(draws.key_for(words, replica)), count
+        self._var.assign(jax.lax.bitcast_convert_type(draws.add(words, step), jnp.int32))
         return out
 
     # ------------------------------------------------------------------------------ distributions
     def normal(self, shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
-               name: str | None = None) -> np.ndarray:
+               name: str | None = None) -> Any:
         target = _float("normal", dtype, mean)
-        return self._draw("normal", lambda g: (mean + stddev * g.standard_normal(_shape(shape))).astype(target))
+        return _cast(self._draw("normal", draws.normal(_shape(shape), target, mean, stddev)), target)
 
     def truncated_normal(self, shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
-                         name: str | None = None) -> np.ndarray:
+                         name: str | None = None) -> Any:
         """Normal values redrawn where more than 2 standard deviations from the mean."""
         target = _float("truncated_normal", dtype, mean)
-
-        def draw(g: np.random.Generator) -> np.ndarray:
-            values = g.standard_normal(_shape(shape))
-            outside = np.abs(values) > 2
-            while np.any(outside):
-                values[outside] = g.standard_normal(int(outside.sum()))
-                outside = np.abs(values) > 2
-            return (mean + stddev * values).astype(target)
-        return self._draw("truncated_normal", draw)
+        return _cast(self._draw("truncated_normal", draws.truncated_normal(_shape(shape), target, mean, stddev)),
+                     target)
 
     def uniform(self, shape: ShapeLike, minval: TensorLike = 0, maxval: TensorLike | None = None,
-                dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
+                dtype: DTypeLike = "float32", name: str | None = None) -> Any:
         """Floats in [minval, maxval) (maxval 1 by default); ints in [minval, maxval), both bounds required."""
         target = numpy_dtype(dtype)
         size = _shape(shape)
@@ -170,41 +254,50 @@ class Generator:
             if low.dtype.kind not in "iu" or high.dtype.kind not in "iu":
                 raise TypeError(f"Generator.uniform with dtype {target}: `minval` and `maxval` must be ints (TF: "
                                 f"'Cannot convert 0.5 to EagerTensor of dtype int32'); got {minval!r}, {maxval!r}")
-            return self._draw("uniform", lambda g: g.integers(low, high, size=size).astype(target))
+            return _cast(self._draw("uniform", draws.uniform(size, target, low, high)), target)
         high = 1.0 if maxval is None else maxval
-        return self._draw("uniform", lambda g: g.uniform(minval, high, size=size).astype(target))  # pyright: ignore[reportArgumentType]
+        return _cast(self._draw("uniform", draws.uniform(size, target, minval, high)), target)
 
-    def uniform_full_int(self, shape: ShapeLike, dtype: DTypeLike = "uint64", name: str | None = None) -> np.ndarray:
+    def uniform_full_int(self, shape: ShapeLike, dtype: DTypeLike = "uint64", name: str | None = None) -> Any:
         """Integers over the dtype's whole range."""
         target = numpy_dtype(dtype)
         if target.kind not in "iu":
             raise ValueError(f"Generator.uniform_full_int needs an integer dtype, got {target}")
-        info = np.iinfo(target)
-        return self._draw("uniform_full_int", lambda g: g.integers(info.min, info.max, size=_shape(shape),
-                                                                   dtype=target, endpoint=True))
+        return _cast(self._draw("uniform_full_int", draws.full_int(_shape(shape), target)), target)
 
     def binomial(self, shape: ShapeLike, counts: TensorLike, probs: TensorLike, dtype: DTypeLike = "int32",
-                 name: str | None = None) -> np.ndarray:
-        target = numpy_dtype(dtype)
+                 name: str | None = None) -> Any:
         """Successes in `counts` trials of probability `probs` (float counts, as TF takes, are whole numbers)."""
-        trials = np.rint(np.asarray(counts)).astype(np.int64)
-        return self._draw("binomial", lambda g: g.binomial(trials, np.asarray(probs),
-                                                           size=_shape(shape)).astype(target))
+        target = numpy_dtype(dtype)
+        trials = np.rint(np.asarray(counts, np.float32))
+        return _cast(self._draw("binomial", draws.binomial(_shape(shape), trials, np.asarray(probs, np.float32))),
+                     target)
 
     # ------------------------------------------------------------------------------ seeds and children
-    def make_seeds(self, count: int = 1) -> np.ndarray:
-        """`count` seeds for the stateless ops, int64 [2, count] (column i is one seed)."""
-        info = np.iinfo(np.int64)
-        return self._draw("make_seeds", lambda g: g.integers(info.min, info.max, size=(2, int(count)),
-                                                             dtype=np.int64, endpoint=True))
+    def make_seeds(self, count: int = 1) -> Any:
+        """`count` seeds for the stateless ops, int64 [2, count] (column i is one seed; int32 in compiled code
+        without 64-bit JAX)."""
+        wide = not (_in_compiled_code() and not draws.x64())
+        target = np.dtype(np.int64 if wide else np.int32)
+        return self._draw("make_seeds", draws.full_int((2, int(count)), target))
 
     def split(self, count: int = 1) -> list[Generator]:
         """`count` new generators, each seeded from a draw of this one (so their streams are independent)."""
-        seeds = self.make_seeds(count)[0]
+        if _in_compiled_code() and not self._local:
+            raise RuntimeError("tf.random.Generator.split inside compiled code: split the generator outside it "
+                               "(its children are generators made on the host)")
+        seeds = np.asarray(self.make_seeds(count))[0]
         return [Generator.from_seed(int(s), alg=self._alg) for s in seeds]
 
     def __repr__(self) -> str:
         return f"<jdist.tf_compat tf.random.Generator state={self._state.tolist()}>"
+
+
+def _cast(values: Any, target: np.dtype) -> Any:
+    """The draw in TF's dtype: numpy's on the host (64-bit ones included), JAX's inside compiled code."""
+    if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
+        return values.astype(jax.dtypes.canonicalize_dtype(target))
+    return np.asarray(values).astype(target)
 
 
 def _float(op: str, dtype: DTypeLike, mean: Any) -> np.dtype:
