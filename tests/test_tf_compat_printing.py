@@ -64,6 +64,8 @@ def test_printed_shape_is_tfs():
     assert str(t.shape) == "(2, 3)" and repr(t.shape) == "TensorShape([2, 3])" and t.shape.as_list() == [2, 3]
     assert str(tf.constant(1.0).shape) == "()" and str(tf.constant([1]).shape) == "(1,)"
     assert t.shape == (2, 3) and t.shape.rank == 2
+    # TF 2.21: tf.constant(1).device, a tf.data element's and an op result's: the host's CPU.
+    assert t.device == tf.constant(1).device == (t + 1).device == "/job:localhost/replica:0/task:0/device:CPU:0"
 
 
 def test_an_element_and_arithmetic_on_scalars_stay_tensors():

@@ -211,6 +211,11 @@ class HostTensor(np.ndarray):
     def shape(self, value: Any) -> None:
         np.ndarray.shape.__set__(self, value)
 
+    @property
+    def device(self) -> str:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """TF's name of the host's device (observed, TF 2.21: '/job:localhost/replica:0/task:0/device:CPU:0')."""
+        return "/job:localhost/replica:0/task:0/device:CPU:0"
+
     def __getitem__(self, key: Any) -> Any:
         """An element is a 0-d tensor, as in TF (`t[0].numpy()`), not a numpy scalar."""
         item = super().__getitem__(key)
