@@ -50,3 +50,22 @@ def test_an_epoch_ends_at_steps_per_epoch_and_trains_as_one_step_an_execution(pr
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
     for got, want in zip(weights, ref_weights):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_keras_that_changed_its_epoch_iterator_keeps_its_own():
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    from jdist.interop import keras_epochs
+
+    keras_epochs.install()
+    # The installed Keras is the one the replacement was written from (else it would have kept its own).
+    assert getattr(EpochIterator._enumerate_iterator, "_jdist", False)
+
+    class Changed:  # a later Keras: another enumeration
+        def _enumerate_iterator(self):
+            yield from ()
+
+        def __next__(self):
+            return None
+
+    assert keras_epochs.written_for(Changed) is False

@@ -18,16 +18,42 @@ default `shuffle=True` is ignored; TF's `fit` takes a `tf.data` dataset's order 
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import itertools
 import warnings
 from typing import Any, Iterator
 
+# sha256 (first 16 hex digits) of the source of the two methods replaced here, as Keras 3.15 has them: a Keras
+# that changed them keeps its own (with a warning), rather than losing its change to this copy.
+_KERAS_SOURCES = {"_enumerate_iterator": "376e3e16a928107a", "__next__": "8b12aa117bb200a4"}
+
+
+def written_for(iterator_class: type) -> bool:
+    """Whether `iterator_class`'s methods are those this module's replacements were written from."""
+    for name, digest in _KERAS_SOURCES.items():
+        try:
+            source = inspect.getsource(getattr(iterator_class, name))
+        except (OSError, TypeError, AttributeError):
+            return False
+        if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+            return False
+    return True
+
 
 def install() -> None:
     """Replaces `EpochIterator`'s epoch enumeration and batch buffering, once per process."""
+    import keras
     from keras.src.trainers.epoch_iterator import EpochIterator
 
-    if getattr(EpochIterator._enumerate_iterator, "_jdist", False):
+    if getattr(EpochIterator._enumerate_iterator, "_jdist", False) or getattr(EpochIterator, "_jdist_kept", False):
+        return
+    if not written_for(EpochIterator):
+        EpochIterator._jdist_kept = True  # pyright: ignore[reportAttributeAccessIssue]
+        warnings.warn(f"Keras {keras.__version__} changed EpochIterator, which jdist adjusts for Keras 3.15 to end "
+                      "an epoch at steps_per_epoch whatever steps_per_execution is (as TF's fit does); fit keeps "
+                      "Keras's own epochs, so a steps_per_execution above an epoch's steps trains past the epoch.",
+                      stacklevel=2)
         return
     EpochIterator._enumerate_iterator = _enumerate_iterator  # pyright: ignore[reportAttributeAccessIssue]
     EpochIterator.__init__ = _without_the_grain_shuffle_warning(EpochIterator.__init__)

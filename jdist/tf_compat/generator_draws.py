@@ -4,10 +4,13 @@ compiled code (`strategy.run`, `tf.function`), so a generator used in both goes 
 The state is four uint32 words: the counter's low and high halves and the key's (TF's Philox state [counter,
 counter_high, key], without counter_high). A draw's `jax.random` key folds the key and the counter (plus an
 `offset`, and a replica id for per-replica streams) into a threefry key; each draw moves the counter by one.
+On the host a draw is one compiled program per distribution, shape and dtype (a `tf.data` map draws per
+element), its parameters passed in.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import Any, NamedTuple
 
 import jax
 import jax.core
@@ -42,41 +45,67 @@ def key_for(words: Any, offset: Any = 0, replica: Any = None) -> jax.Array:
     return key
 
 
-def _int_bits(key: jax.Array, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """Integers over `dtype`'s whole range; 64-bit ones from two 32-bit draws (combined on the host)."""
-    if dtype.itemsize <= 4:
-        return jax.random.bits(key, shape, jnp.dtype(f"uint{dtype.itemsize * 8}")).view(
-            jnp.dtype(dtype)) if dtype.kind == "i" else jax.random.bits(key, shape, jnp.dtype(dtype))
-    words = jax.random.bits(key, (*shape, 2), jnp.uint32)
-    if isinstance(words, jax.core.Tracer) and not x64():  # pyright: ignore[reportAttributeAccessIssue]
-        raise ValueError(f"tf.random.Generator: {dtype} values inside compiled code need 64-bit JAX "
-                         "(jax.config.update('jax_enable_x64', True)); draw int32 / uint32 there instead.")
-    pairs = np.asarray(words).astype(np.uint64)
-    return ((pairs[..., 1] << np.uint64(32)) | pairs[..., 0]).view(dtype)
+class Sampler(NamedTuple):
+    """One distribution: `kind`, the draw's `shape` and numpy `dtype` name, and its parameters (numbers or
+    arrays: `mean, stddev`, `minval, maxval`, `counts, probs`)."""
+
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    params: tuple = ()
 
 
-Sampler = Callable[[jax.Array], Any]
+def _sample(kind: str, shape: tuple[int, ...], dtype: str, key: jax.Array, params: tuple) -> Any:
+    target = np.dtype(dtype)
+    compute = jax.dtypes.canonicalize_dtype(target)
+    if kind == "normal":
+        mean, stddev = params
+        return mean + stddev * jax.random.normal(key, shape, compute)
+    if kind == "truncated_normal":
+        mean, stddev = params
+        return mean + stddev * jax.random.truncated_normal(key, -2.0, 2.0, shape, compute)
+    if kind == "uniform":
+        low, high = params
+        if target.kind in "iu":
+            return jax.random.randint(key, shape, low, high, compute)
+        return jax.random.uniform(key, shape, compute, low, high)
+    if kind == "binomial":
+        counts, probs = params
+        return jax.random.binomial(key, counts, probs, shape)
+    if kind == "full_int":  # 64-bit values as two uint32 words (joined on the host)
+        if target.itemsize > 4:
+            return jax.random.bits(key, (*shape, 2), jnp.uint32)
+        bits = jax.random.bits(key, shape, jnp.dtype(f"uint{target.itemsize * 8}"))
+        return bits.view(compute) if target.kind == "i" else bits
+    raise ValueError(f"unknown distribution {kind!r}")
 
 
-def normal(shape: tuple[int, ...], dtype: np.dtype, mean: Any, stddev: Any) -> Sampler:
-    return lambda key: mean + stddev * jax.random.normal(key, shape, jax.dtypes.canonicalize_dtype(dtype))
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _host_sample(kind: str, shape: tuple[int, ...], dtype: str, words: jax.Array, params: tuple) -> Any:
+    return _sample(kind, shape, dtype, key_for(words), params)
 
 
-def truncated_normal(shape: tuple[int, ...], dtype: np.dtype, mean: Any, stddev: Any) -> Sampler:
-    return lambda key: mean + stddev * jax.random.truncated_normal(key, -2.0, 2.0, shape,
-                                                                   jax.dtypes.canonicalize_dtype(dtype))
+def _finish(sampler: Sampler, values: Any) -> Any:
+    target = np.dtype(sampler.dtype)
+    if sampler.kind == "full_int" and target.itemsize > 4:
+        if isinstance(values, jax.core.Tracer) and not x64():  # pyright: ignore[reportAttributeAccessIssue]
+            raise ValueError(f"tf.random.Generator: {target} values inside compiled code need 64-bit JAX "
+                             "(jax.config.update('jax_enable_x64', True)); draw int32 / uint32 there instead.")
+        if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
+            pairs = values.astype(jnp.uint64)
+            return ((pairs[..., 1] << 32) | pairs[..., 0]).view(jnp.dtype(target))
+        pairs = np.asarray(values).astype(np.uint64)
+        return ((pairs[..., 1] << np.uint64(32)) | pairs[..., 0]).view(target)
+    if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
+        return values.astype(jax.dtypes.canonicalize_dtype(target))
+    return np.asarray(values).astype(target)
 
 
-def uniform(shape: tuple[int, ...], dtype: np.dtype, minval: Any, maxval: Any) -> Sampler:
-    target = jax.dtypes.canonicalize_dtype(dtype)
-    if np.dtype(dtype).kind in "iu":
-        return lambda key: jax.random.randint(key, shape, minval, maxval, target)
-    return lambda key: jax.random.uniform(key, shape, target, minval, maxval)
+def on_host(sampler: Sampler, words: np.ndarray) -> np.ndarray:
+    """The draw for the state `words` (no offset, no replica), as numpy of the sampler's dtype."""
+    return _finish(sampler, _host_sample(sampler.kind, sampler.shape, sampler.dtype, words, sampler.params))
 
 
-def full_int(shape: tuple[int, ...], dtype: np.dtype) -> Sampler:
-    return lambda key: _int_bits(key, shape, np.dtype(dtype))
-
-
-def binomial(shape: tuple[int, ...], counts: Any, probs: Any) -> Sampler:
-    return lambda key: jax.random.binomial(key, counts, probs, shape)
+def traced(sampler: Sampler, key: jax.Array) -> Any:
+    """The draw inside compiled code, from a key made by `key_for`."""
+    return _finish(sampler, _sample(sampler.kind, sampler.shape, sampler.dtype, key, sampler.params))

@@ -190,14 +190,17 @@ class Generator:
         counter = ((int(state[0]) & _MASK) | ((int(state[1]) & _MASK) << 64)) + draws
         self._state = np.asarray([_as_int64(counter), _as_int64(counter >> 64), state[2]], np.int64)
 
-    def _draw(self, op: str, sample: draws.Sampler) -> Any:
+    def _draw(self, op: str, sampler: draws.Sampler) -> Any:
         if _in_compiled_code() and not self._local:
-            return self._draw_compiled(op, sample)
+            return self._draw_compiled(op, sampler)
         with self._lock:
-            out = sample(draws.key_for(_words(self._state), 0,
-                                       self._replica_id() if self._local and self._per_replica else None))
+            words = _words(self._state)
+            if self._local:  # made in this trace: its state is concrete, its draws part of the program
+                out = draws.traced(sampler, draws.key_for(words, 0, self._replica_id() if self._per_replica else None))
+            else:
+                out = draws.on_host(sampler, words)
             self._advance(1)
-        return out if self._local else np.asarray(out)
+        return out
 
     @staticmethod
     def _replica_id() -> Any:
@@ -216,15 +219,15 @@ class Generator:
                 "tf.random.stateless_uniform / stateless_normal(shape, seed=seeds[:, i]) inside.")
         return jax.lax.bitcast_convert_type(jnp.asarray(value), jnp.uint32)
 
-    def _draw_compiled(self, op: str, sample: draws.Sampler) -> Any:
+    def _draw_compiled(self, op: str, sampler: draws.Sampler) -> Any:
         """A draw inside `strategy.run`: from the state variable run threads in (see the module docstring)."""
         words = self._traced_words(op)
         ctx = context.get_replica_context() if context.in_replica_context() else None
         replica, count = (0, 1) if ctx is None else (ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync)
         if self._per_replica and ctx is not None:
-            out, step = sample(draws.key_for(words, 0, replica)), 1
+            out, step = draws.traced(sampler, draws.key_for(words, 0, replica)), 1
         else:  # TF: the replicas take turns on a generator made outside the scope
-            out, step = sample(draws.key_for(words, replica)), count
+            out, step = draws.traced(sampler, draws.key_for(words, replica)), count
         self._var.assign(jax.lax.bitcast_convert_type(draws.add(words, step), jnp.int32))
         return out
 
@@ -232,14 +235,14 @@ class Generator:
     def normal(self, shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
                name: str | None = None) -> Any:
         target = _float("normal", dtype, mean)
-        return _cast(self._draw("normal", draws.normal(_shape(shape), target, mean, stddev)), target)
+        return self._draw("normal", draws.Sampler("normal", _shape(shape), target.name, (mean, stddev)))
 
     def truncated_normal(self, shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
                          name: str | None = None) -> Any:
         """Normal values redrawn where more than 2 standard deviations from the mean."""
         target = _float("truncated_normal", dtype, mean)
-        return _cast(self._draw("truncated_normal", draws.truncated_normal(_shape(shape), target, mean, stddev)),
-                     target)
+        return self._draw("truncated_normal", draws.Sampler("truncated_normal", _shape(shape), target.name,
+                                                            (mean, stddev)))
 
     def uniform(self, shape: ShapeLike, minval: TensorLike = 0, maxval: TensorLike | None = None,
                 dtype: DTypeLike = "float32", name: str | None = None) -> Any:
@@ -254,24 +257,24 @@ class Generator:
             if low.dtype.kind not in "iu" or high.dtype.kind not in "iu":
                 raise TypeError(f"Generator.uniform with dtype {target}: `minval` and `maxval` must be ints (TF: "
                                 f"'Cannot convert 0.5 to EagerTensor of dtype int32'); got {minval!r}, {maxval!r}")
-            return _cast(self._draw("uniform", draws.uniform(size, target, low, high)), target)
+            return self._draw("uniform", draws.Sampler("uniform", size, target.name, (low, high)))
         high = 1.0 if maxval is None else maxval
-        return _cast(self._draw("uniform", draws.uniform(size, target, minval, high)), target)
+        return self._draw("uniform", draws.Sampler("uniform", size, target.name, (minval, high)))
 
     def uniform_full_int(self, shape: ShapeLike, dtype: DTypeLike = "uint64", name: str | None = None) -> Any:
         """Integers over the dtype's whole range."""
         target = numpy_dtype(dtype)
         if target.kind not in "iu":
             raise ValueError(f"Generator.uniform_full_int needs an integer dtype, got {target}")
-        return _cast(self._draw("uniform_full_int", draws.full_int(_shape(shape), target)), target)
+        return self._draw("uniform_full_int", draws.Sampler("full_int", _shape(shape), target.name))
 
     def binomial(self, shape: ShapeLike, counts: TensorLike, probs: TensorLike, dtype: DTypeLike = "int32",
                  name: str | None = None) -> Any:
         """Successes in `counts` trials of probability `probs` (float counts, as TF takes, are whole numbers)."""
         target = numpy_dtype(dtype)
         trials = np.rint(np.asarray(counts, np.float32))
-        return _cast(self._draw("binomial", draws.binomial(_shape(shape), trials, np.asarray(probs, np.float32))),
-                     target)
+        return self._draw("binomial", draws.Sampler("binomial", _shape(shape), target.name,
+                                                    (trials, np.asarray(probs, np.float32))))
 
     # ------------------------------------------------------------------------------ seeds and children
     def make_seeds(self, count: int = 1) -> Any:
@@ -279,7 +282,7 @@ class Generator:
         without 64-bit JAX)."""
         wide = not (_in_compiled_code() and not draws.x64())
         target = np.dtype(np.int64 if wide else np.int32)
-        return self._draw("make_seeds", draws.full_int((2, int(count)), target))
+        return self._draw("make_seeds", draws.Sampler("full_int", (2, int(count)), target.name))
 
     def split(self, count: int = 1) -> list[Generator]:
         """`count` new generators, each seeded from a draw of this one (so their streams are independent)."""
@@ -291,13 +294,6 @@ class Generator:
 
     def __repr__(self) -> str:
         return f"<jdist.tf_compat tf.random.Generator state={self._state.tolist()}>"
-
-
-def _cast(values: Any, target: np.dtype) -> Any:
-    """The draw in TF's dtype: numpy's on the host (64-bit ones included), JAX's inside compiled code."""
-    if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
-        return values.astype(jax.dtypes.canonicalize_dtype(target))
-    return np.asarray(values).astype(target)
 
 
 def _float(op: str, dtype: DTypeLike, mean: Any) -> np.dtype:
