@@ -19,7 +19,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdist.interop import keras_run
+from jdist.interop import keras_objects, keras_run
 from jdist.strategy import context, traced_functions
 from jdist.typing import PyTree
 
@@ -158,7 +158,7 @@ def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:
     replica)."""
     from jdist.strategy.default import default_strategy
 
-    objects = keras_run.keras_objects(functools.partial(fn, *args, **kwargs))  # its own, and those passed to it
+    objects = keras_objects.keras_objects(functools.partial(fn, *args, **kwargs))  # its own, and those passed to it
     return keras_run.run(default_strategy(), fn, args, kwargs, objects, compiled=True)
 
 

@@ -13,7 +13,7 @@ function reaches a worker as a pickled copy. So:
   coordinator (`metric.reset_state()`, `model.set_weights`) is written through to the
   server; a read after a scheduled function finished pulls the servers' values first.
 - `schedule`: the Keras models, optimizers and metrics the function uses are found as
-  `strategy.run` finds them (`interop.keras_run.keras_objects`); an unbuilt optimizer is
+  `strategy.run` finds them (`interop.keras_objects.keras_objects`); an unbuilt optimizer is
   built in the scope first (TF builds it on first use, on the servers). Their keys
   travel with the function.
 - Worker: before the function runs, its copies of those objects are loaded from the
@@ -244,13 +244,13 @@ def worker_objects(fn: Callable, strategy: Any, sharing: Any = None) -> list:
     """The Keras variables of the objects `fn` uses, unbuilt optimizers built: the same list, in the same order,
     on the coordinator (before sending `fn`) and on a worker (its copy, whose objects first share the variables
     `sharing` names, as the coordinator's do: Keras pickles each object on its own)."""
-    from jdist.interop import keras_run
+    from jdist.interop import keras_objects, keras_run
 
     explicit: Any = getattr(fn, "keras_variables", None)
     if callable(explicit):  # a function that names its variables (Keras's fit steps: `interop/keras_ps_fit.py`)
         named: Any = explicit()
         return list(named)
-    objects = keras_run.keras_objects(fn)
+    objects = keras_objects.keras_objects(fn)
     if not objects:
         return []
     import keras
@@ -270,9 +270,9 @@ def sharing_of(fn: Callable) -> Any:
         return None
     import keras
 
-    from jdist.interop import keras_run, keras_shared
+    from jdist.interop import keras_objects, keras_shared
 
-    objects = keras_run.keras_objects(fn)
+    objects = keras_objects.keras_objects(fn)
     return keras_shared.sharing([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)])
 
 
@@ -306,6 +306,6 @@ def optimizers_of(fn: Callable) -> list:
         return list(named)
     import keras
 
-    from jdist.interop import keras_run
+    from jdist.interop import keras_objects
 
-    return [o for o in keras_run.keras_objects(fn) if isinstance(o, keras.optimizers.Optimizer)]
+    return [o for o in keras_objects.keras_objects(fn) if isinstance(o, keras.optimizers.Optimizer)]

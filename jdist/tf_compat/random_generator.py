@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
-from jdist.interop import keras_run
+from jdist.interop import keras_objects
 from jdist.strategy import context
 from jdist.tf_compat import generator_draws as draws
 from jdist.tf_compat.dtype_table import numpy_dtype
@@ -84,7 +84,7 @@ class Generator:
         self._strategy = context.get_strategy() if context.has_strategy() else None
         self._per_replica = self._strategy is not None or context.in_replica_context()
         self._local = _in_compiled_code()  # made while a compiled function is traced: its state is the trace's
-        keras_run.holder_made()
+        keras_objects.holder_made()
         if copy_from is not None:
             if state is not None:
                 raise ValueError("Generator: give `copy_from` or `state`, not both")
