@@ -3,7 +3,8 @@
 `run` finds the models, layers, optimizers, metrics and variables a replica function uses, and the objects that
 keep their state in such variables (`tf.random.Generator`), by following what the function names: its globals
 and closure cells, the functions it calls, a method's instance and what it holds, a decorated function's
-`__wrapped__`, a callable object's `__call__` (`jdist.interop.keras_run` threads their variables).
+`__wrapped__`, and the `__call__` of a callable object given as the function (`run(module)`).
+`jdist.interop.keras_run` threads their variables.
 """
 from __future__ import annotations
 
@@ -87,9 +88,9 @@ def keras_objects(fn: Callable) -> list:
                 visit(item, depth + 1)
         elif not inspect.isfunction(value) and inspect.isroutine(wrapped := getattr(value, "__wrapped__", None)):
             visit(wrapped, depth + 1)  # a decorated function or method (`tf.function`): what it wraps
-        elif callable(value) and not isinstance(value, type) and not inspect.isroutine(value) and not type(
-                value).__module__.startswith(("jdist.", "keras.", "jax")):
-            visit(value.__call__, depth + 1)  # a callable object (a tf.Module with `__call__`): its call method
+        elif depth == 0 and callable(value) and not isinstance(value, type) and not inspect.isroutine(value) and not (
+                type(value).__module__.startswith(("jdist.", "keras.", "jax"))):
+            visit(value.__call__, depth + 1)  # `run(obj)` of a callable object (`run(module)`): its call method
         elif inspect.isfunction(value) or inspect.ismethod(value):
             if inspect.ismethod(value):  # a method: its instance, and what the instance holds (`self.model`)
                 owner = value.__self__
