@@ -69,3 +69,20 @@ def test_a_keras_that_changed_its_epoch_iterator_keeps_its_own():
             return None
 
     assert keras_epochs.written_for(Changed) is False
+
+
+def test_fit_counts_the_batches_of_a_tf_data_dataset_of_known_cardinality(recwarn):
+    # TF 2.21 (Keras 3 and tf_keras alike): fit on from_tensor_slices(...).batch(32) of 256 rows shows "8/8" from
+    # the first epoch and warns nothing about running out of data; an infinite dataset needs steps_per_epoch.
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+    data = jdist.tf_compat.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(32)
+    with jdist.MirroredStrategy().scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+    assert EpochIterator(x=data).num_batches == 8
+    assert EpochIterator(x=data.repeat(), steps_per_epoch=3).num_batches == 3
+    model.fit(data, epochs=2, verbose=0)
+    model.evaluate(data, verbose=0)
+    assert not [w for w in recwarn if "ran out of data" in str(w.message)]

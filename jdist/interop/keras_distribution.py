@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from jdist.interop import keras_backup, keras_epochs, keras_variables
+from jdist.interop import keras_backup, keras_dispatch, keras_epochs, keras_variables
 from jdist.strategy import extensions
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_variables.install(lambda d: isinstance(d, _distribution_class()))
         keras_backup.install()
         keras_epochs.install()
+        keras_dispatch.install()  # Keras's steps count against jdist's bound on programs in flight
     return cached
 
 

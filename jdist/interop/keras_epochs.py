@@ -13,7 +13,11 @@ execution gets an iterator that ends after its steps (`itertools.islice`, which 
 so it needs no new compilation.
 
 `tf.data` datasets (jdist.tfdata) reach `fit` as grain datasets, for which Keras warns at every `fit` that its
-default `shuffle=True` is ignored; TF's `fit` takes a `tf.data` dataset's order as it is, without a word.
+default `shuffle=True` is ignored; TF 2.21 with tf_keras takes a `tf.data` dataset's order as it is, without a
+word (its Keras 3 warns likewise, observed). And Keras's grain adapter knows no dataset's length, so the first
+epoch's progress bar read "1/Unknown" and every `fit` and `evaluate` ended with "Your input ran out of data";
+TF's fit, with either Keras, counts the batches of a dataset of known cardinality ("8/8" from the first epoch,
+observed): here the adapter reports a `tf.data` dataset's cardinality when it is known.
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ def written_for(iterator_class: type) -> bool:
 def install() -> None:
     """Replaces `EpochIterator`'s epoch enumeration and batch buffering, once per process."""
     import keras
+    from keras.src.trainers.data_adapters.grain_dataset_adapter import GrainDatasetAdapter
     from keras.src.trainers.epoch_iterator import EpochIterator
 
     if getattr(EpochIterator._enumerate_iterator, "_jdist", False) or getattr(EpochIterator, "_jdist_kept", False):
@@ -55,9 +60,19 @@ def install() -> None:
                       "Keras's own epochs, so a steps_per_execution above an epoch's steps trains past the epoch.",
                       stacklevel=2)
         return
+    GrainDatasetAdapter.num_batches = property(_num_batches)  # pyright: ignore[reportAttributeAccessIssue]
     EpochIterator._enumerate_iterator = _enumerate_iterator  # pyright: ignore[reportAttributeAccessIssue]
     EpochIterator.__init__ = _without_the_grain_shuffle_warning(EpochIterator.__init__)
     EpochIterator.__next__ = _next  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _num_batches(self: Any) -> int | None:
+    """The batches of a `tf.data` dataset (jdist.tfdata) of known, finite cardinality; None otherwise (Keras's)."""
+    cardinality = getattr(self._dataset, "cardinality", None)
+    if cardinality is None or not hasattr(self._dataset, "element_spec"):
+        return None
+    count = int(cardinality())
+    return count if count >= 0 else None
 
 
 _GRAIN_SHUFFLE = r"`shuffle=True` was passed, but will be ignored since the data `x` was provided as a grain dataset"
