@@ -80,15 +80,15 @@ class Generator:
     def __init__(self, copy_from: Generator | None = None, state: TensorLike | None = None, alg: Any = None):
         self._lock = threading.Lock()  # a tf.data map function may draw from several threads
         self._var: Any = None  # the state as a tf.Variable, once strategy.run or a checkpoint needs one
-        # TF: made in a strategy's scope, or inside a replica function, each replica draws its own stream.
+        # TF: made in a strategy's scope, or inside its replica function, each replica draws its own stream.
         self._strategy = context.get_strategy() if context.has_strategy() else None
-        self._per_replica = self._strategy is not None or context.in_replica_context()
+        self._per_replica = self._strategy is not None
         self._local = _in_compiled_code()  # made while a compiled function is traced: its state is the trace's
         keras_objects.holder_made()
         if copy_from is not None:
             if state is not None:
                 raise ValueError("Generator: give `copy_from` or `state`, not both")
-            self._host, self._alg = copy_from.state.copy(), copy_from._alg
+            self._host, self._alg = np.array(copy_from._state, np.int64), copy_from._alg
             return
         if state is None:
             raise ValueError("Generator needs `state` (or `copy_from`); use Generator.from_seed(seed) or "
