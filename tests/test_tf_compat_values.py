@@ -46,9 +46,11 @@ def test_printed_distributed_batch_shows_each_replicas_examples():
     with strategy.scope():
         batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
         shown = repr(batch)
-    # TF 2.21 shows the element with one PerReplica per leaf: (PerReplica:{0: <tf.Tensor ... [[0.], [1.]]>, ...}, ...)
-    assert shown.startswith("(PerReplica:{\n  0: Array([[0.],\n       [1.]], dtype=float32),")
-    assert "7: Array([14, 15], dtype=int32)" in shown
+    # TF 2.21 shows the element with one PerReplica per leaf: (PerReplica:{0: <tf.Tensor ... [[0.], [1.]]>, ...}, ...),
+    # each part as a tf.Tensor (TF's is float64: JAX holds the float32 it places, without jax_enable_x64).
+    assert shown.startswith("(PerReplica:{\n  0: <tf.Tensor: shape=(2, 1), dtype=float32, numpy=\narray([[0.],\n"
+                            "       [1.]], dtype=float32)>,")
+    assert "7: <tf.Tensor: shape=(2,), dtype=int32, numpy=array([14, 15], dtype=int32)>" in shown
 
 
 def _model_and_optimizer(strategy, weights):

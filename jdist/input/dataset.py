@@ -258,13 +258,15 @@ class DistributedDataset:
         return PRODUCERS[self._mode](self, epoch, state, f"s{next(self._starts)}")
 
     def _to_device(self, leaves: list, treedef: Any, mask: np.ndarray) -> DistributedBatch:
+        shown_as = getattr(self._strategy, "per_replica_display", None)  # TF's text for tf.distribute's strategies
         if not self._options.experimental_fetch_to_device:
-            return DistributedBatch(jax.tree.unflatten(treedef, leaves), mask)
+            return DistributedBatch(jax.tree.unflatten(treedef, leaves), mask, shown_as=shown_as)
         input_checks.check_device_leaves(leaves, treedef)  # strings, objects: a named error
         rows = self._plan.num_replicas * self._layout.sizes()[1]
         local = [*leaves, mask]
         placed = place_rows(local, self._strategy.data_sharding(), rows="local", global_rows=rows)  # one transfer
-        return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1], host_mask=mask)
+        return DistributedBatch(jax.tree.unflatten(treedef, placed[:-1]), placed[-1], host_mask=mask,
+                                shown_as=shown_as)
 
 
 class DistributedIterator:

@@ -29,8 +29,10 @@ class DistributedBatch(Batch):
     element (any pytree), each leaf a global array whose dim 0 is split over the data axis; `mask`:
     bool `(rows,)`, False for padding rows."""
 
-    def __init__(self, value: Any, mask: jax.Array | np.ndarray, host_mask: np.ndarray | None = None):
+    def __init__(self, value: Any, mask: jax.Array | np.ndarray, host_mask: np.ndarray | None = None,
+                 shown_as: type[PerReplica] | None = None):
         super().__init__(value, mask)
+        self._shown_as = shown_as or PerReplica  # the PerReplica class its leaves print as (not in the pytree)
         # Its leaves stay per-replica values with this mask wherever they are passed alone.
         mark_split(value, mask)
         mark_split(mask)
@@ -67,7 +69,8 @@ class DistributedBatch(Batch):
         with outside_mesh(self):
             parts = local_examples(self)
             per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
-            shown = jax.tree.unflatten(jax.tree.structure(self.value), [PerReplica(ragged=p) for p in per_leaf])
+            shown_as = getattr(self, "_shown_as", PerReplica)
+            shown = jax.tree.unflatten(jax.tree.structure(self.value), [shown_as(ragged=p) for p in per_leaf])
             return repr(shown)  # as TF prints the element: its structure of PerReplica values
 
 

@@ -56,7 +56,10 @@ class TFRunResults:
     """Mixin for `jdist.Strategy` subclasses: `run` returns TF's results (see the module docstring).
 
     Only the outermost `run` converts: a Keras function's `run` calls `run` again for its variables'
-    new values (`jdist.interop.keras_run`), and those must stay replicated arrays."""
+    new values (`jdist.interop.keras_run`), and those must stay replicated arrays. Its distributed datasets'
+    batches print as TF's too (`per_replica_display`)."""
+
+    per_replica_display = TFPerReplica
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
             kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
