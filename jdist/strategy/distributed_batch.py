@@ -60,9 +60,7 @@ class DistributedBatch(Batch):
             return len(self.value)
         raise TypeError(f"len() of a distributed element that is a {type(self.value).__name__}, not a tuple")
 
-    def __repr__(self) -> str:
-        """The element with each leaf shown as TF prints a distributed batch: a `PerReplica` of every
-        replica's real examples (observed, TF 2.21: `(PerReplica:{0: <tf.Tensor ...>, ...}, ...)`)."""
+    def _show(self, show: Any) -> str:
         if self.on_host or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(self)):
             shapes = jax.tree.map(lambda x: tuple(np.shape(x)), self.value)
             return f"DistributedBatch(value={shapes}, mask={tuple(np.shape(self.mask))})"
@@ -70,8 +68,16 @@ class DistributedBatch(Batch):
             parts = local_examples(self)
             per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
             shown_as = getattr(self, "_shown_as", PerReplica)
-            shown = jax.tree.unflatten(jax.tree.structure(self.value), [shown_as(ragged=p) for p in per_leaf])
-            return repr(shown)  # as TF prints the element: its structure of PerReplica values
+            return show(jax.tree.unflatten(jax.tree.structure(self.value), [shown_as(ragged=p) for p in per_leaf]))
+
+    def __repr__(self) -> str:
+        """The element with each leaf shown as TF prints a distributed batch: a `PerReplica` of every
+        replica's real examples (observed, TF 2.21: `(PerReplica:{0: <tf.Tensor ...>, ...}, ...)`)."""
+        return self._show(repr)
+
+    def __str__(self) -> str:
+        """`print(batch)`: as TF prints the element, its structure of PerReplica values (one alone by its `str`)."""
+        return self._show(str)
 
 
 jax.tree_util.register_pytree_node(
