@@ -36,10 +36,16 @@ def holder_made() -> None:
     _HOLDERS_MADE[0] = True
 
 
+def holds_variables(obj: Any) -> bool:
+    """An object that keeps its state in variables it lists as `variables` (`tf.random.Generator`: its class sets
+    `_jdist_holds_variables`), which run threads, checkpoints save and `tf.Module` collects."""
+    return bool(getattr(type(obj), "_jdist_holds_variables", False))
+
+
 def is_stateful(obj: Any, keras: Any) -> bool:
     """Keras models, layers, optimizers, metrics, bare variables (`tf.Variable` of `jdist.tf_compat`) and objects
     that keep their state in such variables (`tf.random.Generator`: its class sets `_jdist_holds_variables`)."""
-    if getattr(type(obj), "_jdist_holds_variables", False):
+    if holds_variables(obj):
         return True
     return keras is not None and isinstance(
         obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric, keras.Variable))

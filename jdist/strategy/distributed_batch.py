@@ -67,8 +67,8 @@ class DistributedBatch(Batch):
         with outside_mesh(self):
             parts = local_examples(self)
             per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
-            shown_as = getattr(self, "_shown_as", PerReplica)
-            return show(jax.tree.unflatten(jax.tree.structure(self.value), [shown_as(ragged=p) for p in per_leaf]))
+            shown = [self._shown_as(ragged=p) for p in per_leaf]
+            return show(jax.tree.unflatten(jax.tree.structure(self.value), shown))
 
     def __repr__(self) -> str:
         """The element with each leaf shown as TF prints a distributed batch: a `PerReplica` of every

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import jax
 
+from jdist.strategy.devices import resolve_device
 from jdist.tf_compat.device_config import PhysicalDevice, _jax_devices, _types, list_physical_devices
 
 _STATE: dict[str, Any] = {"eager": False, "soft": True, "inter": 0, "intra": 0, "jit": "",
@@ -141,12 +142,11 @@ def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
 
 # --- device details and memory ---
 def _jax_device(device: str):
-    text = str(device).split("device:")[-1].lstrip("/")
-    kind, _, index = text.upper().rpartition(":")
-    found = _jax_devices(kind) if kind in ("CPU", "GPU", "TPU") else []
-    if not index.isdigit() or int(index) >= len(found):
-        raise ValueError(f"No matching devices found for '{device}'")
-    return found[int(index)]
+    """The JAX device TF's name (`"GPU:0"`, `"/device:CPU:0"`) gives, with TF's error when there is none."""
+    try:
+        return resolve_device(str(device))
+    except ValueError:
+        raise ValueError(f"No matching devices found for '{device}'") from None
 
 
 def get_memory_info(device: str) -> dict[str, int]:

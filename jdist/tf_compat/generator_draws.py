@@ -34,6 +34,12 @@ def add(words: Any, step: Any) -> Any:
     return xp.stack([low, high, words[2], words[3]])
 
 
+def joined(low: Any, high: Any) -> Any:
+    """Two uint32 words (low, high) as one uint64: numpy, or JAX with 64-bit types."""
+    xp = jnp if isinstance(low, jax.Array) else np
+    return (xp.asarray(high).astype(xp.uint64) << xp.uint64(32)) | xp.asarray(low).astype(xp.uint64)
+
+
 def key_for(words: Any, offset: Any = 0, replica: Any = None) -> jax.Array:
     """The draw's key: the generator's key and counter (+ `offset`), and `replica` for a per-replica stream."""
     words = add(jnp.asarray(words), offset)
@@ -87,18 +93,15 @@ def _host_sample(kind: str, shape: tuple[int, ...], dtype: str, words: jax.Array
 
 def _finish(sampler: Sampler, values: Any) -> Any:
     target = np.dtype(sampler.dtype)
+    traced = isinstance(values, jax.core.Tracer)  # pyright: ignore[reportAttributeAccessIssue]
+    if not traced:
+        values = np.asarray(values)
     if sampler.kind == "full_int" and target.itemsize > 4:
-        if isinstance(values, jax.core.Tracer) and not x64():  # pyright: ignore[reportAttributeAccessIssue]
+        if traced and not x64():
             raise ValueError(f"tf.random.Generator: {target} values inside compiled code need 64-bit JAX "
                              "(jax.config.update('jax_enable_x64', True)); draw int32 / uint32 there instead.")
-        if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
-            pairs = values.astype(jnp.uint64)
-            return ((pairs[..., 1] << 32) | pairs[..., 0]).view(jnp.dtype(target))
-        pairs = np.asarray(values).astype(np.uint64)
-        return ((pairs[..., 1] << np.uint64(32)) | pairs[..., 0]).view(target)
-    if isinstance(values, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
-        return values.astype(jax.dtypes.canonicalize_dtype(target))
-    return np.asarray(values).astype(target)
+        return joined(values[..., 0], values[..., 1]).view(target)
+    return values.astype(jax.dtypes.canonicalize_dtype(target) if traced else target)
 
 
 def on_host(sampler: Sampler, words: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ import contextlib
 import re
 from typing import Any, Callable, Iterator
 
+from jdist.interop.keras_objects import holds_variables
+
 
 def _snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
@@ -19,7 +21,7 @@ def _leaves(value: Any) -> Iterator[Any]:
     """`value` and what its lists, tuples and dicts hold, and the state variables of a `tf.random.Generator`; a
     module is a leaf (walked after its parent)."""
     yield value
-    if getattr(type(value), "_jdist_holds_variables", False):
+    if holds_variables(value):
         yield from value.variables
     elif isinstance(value, dict):
         for key in sorted(value, key=str):

@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jdist.interop.keras_objects import holds_variables
 from jdist.interop.tf_function import Function
 from jdist.saved_model import format as fmt
 
@@ -41,7 +42,7 @@ def _variable_paths(module: Any) -> dict[int, str]:
         seen.add(id(value))
         if isinstance(value, keras.Variable):
             paths.setdefault(id(value), path)
-        elif getattr(type(value), "_jdist_holds_variables", False):  # a tf.random.Generator: its state
+        elif holds_variables(value):  # a tf.random.Generator: its state
             for i, variable in enumerate(value.variables):
                 paths.setdefault(id(variable), f"{path}._variables.{i}")
         elif isinstance(value, Module):

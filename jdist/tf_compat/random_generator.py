@@ -21,6 +21,7 @@ that is an error naming TF's way for such code (`make_seeds` outside, the `state
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import Any
@@ -59,6 +60,15 @@ def _in_compiled_code() -> bool:
 def _as_int64(value: int) -> int:
     value &= _MASK
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _replica() -> tuple[Any, int] | None:
+    """(this replica's id, the replicas in sync) inside `strategy.run`; None elsewhere."""
+    if not context.in_replica_context():
+        return None
+    ctx = context.get_replica_context()
+    assert ctx is not None, "in a replica context there is one"
+    return ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync
 
 
 def _words(state: np.ndarray) -> np.ndarray:
@@ -143,12 +153,10 @@ class Generator:
         if self._var is None:
             from jdist.tf_compat.variables import variable_class
 
-            words = _words(self._host).view(np.int32)
-            if self._strategy is not None:
-                with self._strategy.scope():
-                    self._var = variable_class()(words, trainable=False, name="generator_state")
-            else:
-                self._var = variable_class()(words, trainable=False, name="generator_state")
+            scope = self._strategy.scope() if self._strategy is not None else contextlib.nullcontext()
+            with scope:
+                self._var = variable_class()(_words(self._host).view(np.int32), trainable=False,
+                                             name="generator_state")
         return [self._var]
 
     @property
@@ -157,10 +165,11 @@ class Generator:
         is traced, int32 unless JAX runs with 64-bit types (the counter's and key's low 32 bits then)."""
         if _in_compiled_code() and not self._local and self._var is not None:
             words = self._traced_words("state")
-            wide = jnp.int64 if draws.x64() else jnp.int32
-            counter = words[0].astype(wide) | (words[1].astype(wide) << 32 if wide == jnp.int64 else 0)
-            key = words[2].astype(wide) | (words[3].astype(wide) << 32 if wide == jnp.int64 else 0)
-            return jnp.stack([counter, jnp.asarray(int(self._host[1]), wide), key])
+            if draws.x64():
+                counter, key = (draws.joined(words[i], words[i + 1]).view(jnp.int64) for i in (0, 2))
+            else:
+                counter, key = words[0].astype(jnp.int32), words[2].astype(jnp.int32)
+            return jnp.stack([counter, jnp.asarray(int(self._host[1]), counter.dtype), key])
         return self._state.view(HostTensor)
 
     @property
@@ -196,16 +205,12 @@ class Generator:
         with self._lock:
             words = _words(self._state)
             if self._local:  # made in this trace: its state is concrete, its draws part of the program
-                out = draws.traced(sampler, draws.key_for(words, 0, self._replica_id() if self._per_replica else None))
+                replica = (_replica() or (0, 1))[0] if self._per_replica else None
+                out = draws.traced(sampler, draws.key_for(words, 0, replica))
             else:
                 out = draws.on_host(sampler, words)
             self._advance(1)
         return out
-
-    @staticmethod
-    def _replica_id() -> Any:
-        ctx = context.get_replica_context()
-        return 0 if ctx is None else ctx.replica_id_in_sync_group
 
     def _traced_words(self, op: str) -> jax.Array:
         """The state as run (or a saved module's program) hands it to the compiled function: traced uint32 words."""
@@ -222,9 +227,9 @@ class Generator:
     def _draw_compiled(self, op: str, sampler: draws.Sampler) -> Any:
         """A draw inside `strategy.run`: from the state variable run threads in (see the module docstring)."""
         words = self._traced_words(op)
-        ctx = context.get_replica_context() if context.in_replica_context() else None
-        replica, count = (0, 1) if ctx is None else (ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync)
-        if self._per_replica and ctx is not None:
+        in_run = _replica()
+        replica, count = in_run or (0, 1)
+        if self._per_replica and in_run is not None:
             out, step = draws.traced(sampler, draws.key_for(words, 0, replica)), 1
         else:  # TF: the replicas take turns on a generator made outside the scope
             out, step = draws.traced(sampler, draws.key_for(words, replica)), count

@@ -23,7 +23,6 @@ from typing import Any, Callable, Mapping, Sequence, cast
 import jax
 import jax.core
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jdist
@@ -43,10 +42,10 @@ class TFPerReplica(PerReplica):
     __slots__ = ()
 
     def __str__(self) -> str:
-        return self._show(lambda v: tensor_text.tensor_str(np.asarray(v)))
+        return self._show(tensor_text.tensor_str)
 
     def __repr__(self) -> str:
-        return self._show(lambda v: tensor_text.tensor_repr(np.asarray(v)))
+        return self._show(tensor_text.tensor_repr)
 
 
 register_per_replica_class(TFPerReplica)

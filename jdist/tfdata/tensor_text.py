@@ -28,7 +28,6 @@ def _as_tf_numpy(value: Any) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind in "SU":
         array = np.vectorize(lambda s: s.encode() if isinstance(s, str) else bytes(s), otypes=[object])(array)
-        array = np.asarray(array, dtype=object)
     return array
 
 
