@@ -21,6 +21,7 @@ import numpy as np
 from jax.core import Tracer
 
 from jdist.strategy import traced_functions
+from jdist.tf_compat.config_switches import functions_run_eagerly
 
 
 class _TensorMeta(type):
@@ -61,8 +62,6 @@ def tracing() -> bool:
 def executing_eagerly() -> bool:
     """False inside a `tf.function` call (TF's graph mode; True there after `tf.config.run_functions_eagerly(True)`)
     and while JAX traces (`strategy.run`, `jax.jit`)."""
-    from jdist.tf_compat.config_switches import functions_run_eagerly
-
     return not ((traced_functions.in_function() and not functions_run_eagerly()) or tracing())
 
 
