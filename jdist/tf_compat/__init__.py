@@ -18,7 +18,12 @@ what to use instead.
 """
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
+
+if "keras" not in sys.modules:  # a ported script's later `import keras` gets the backend tf.keras needs
+    os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import jdist
 from jdist import data, saved_model as _saved_model, train

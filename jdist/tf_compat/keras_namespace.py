@@ -3,7 +3,8 @@
 TF 2.21's `tf.keras` is Keras 3's `keras._tf_keras.keras` (observed: `tf.keras.__name__`), which adds
 TF's names to Keras 3's: `tf.keras.losses.Reduction.NONE` is "none" (also AUTO, SUM,
 SUM_OVER_BATCH_SIZE), and layers, models, optimizers and metrics are Keras 3's own classes. jdist
-binds the same module, with the one requirement that Keras runs on JAX.
+binds the same module, with the one requirement that Keras runs on JAX: `import jdist.tf_compat` sets
+KERAS_BACKEND=jax unless the variable is set or Keras is already imported, and another backend is an error.
 """
 from __future__ import annotations
 
