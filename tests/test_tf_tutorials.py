@@ -196,10 +196,10 @@ def test_keras_tutorial_model_trains_as_tf():
     np.testing.assert_allclose(accuracies, TF_KERAS_SEEDED["accuracy"], atol=3 / 1437)  # observed: 2 examples
 
 # TF 2.21 with tf_keras (the tutorial as written fails with TF's default Keras 3), 2 workers on this machine, the
-# same digits, five unseeded runs: the third epoch ended with (loss, accuracy) (2.0947, 0.6982), (2.0315, 0.6615),
-# (1.9068, 0.8256), (1.8625, 0.7194), (1.8841, 0.7833). The model starts unseeded, so one run varies by this much:
-# jdist's runs ended at (1.9940, 0.6967), (1.9700, 0.7342), (2.1416, 0.7733) and once at accuracy 0.5387.
-TF_MULTI_WORKER_LAST_EPOCH = {"loss": (1.8625, 2.0947), "accuracy": (0.6615, 0.8256)}
+# same digits, fifteen unseeded runs: the third epoch ended with accuracy 0.62 .. 0.83 and loss 1.82 .. 2.14.
+# jdist's eighteen: accuracy 0.43 .. 0.81, loss 1.84 .. 2.19. The model starts unseeded and the data is shuffled
+# unseeded, so a run says that the tutorial trains, not which numbers TF would give: the seeded test below does.
+TF_MULTI_WORKER_LAST_EPOCH = {"loss": (1.8207, 2.1423), "accuracy": (0.6191, 0.8256)}
 
 
 def _free_ports(count: int) -> list[int]:
@@ -213,6 +213,15 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+def _two_workers(work: Path, script: str) -> list[str]:
+    """`python <script> &` on each of two workers with its TF_CONFIG, as the tutorial runs main.py; their logs."""
+    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
+    codes = _finish(_start_workers(work, cluster, [script], "run"), timeout=600)
+    logs = [re.sub(r"\x1b\[[0-9;]*m", "", text) for text in _logs(work, "run")]
+    assert codes == [0, 0], logs[0][-2000:] + logs[1][-2000:]
+    return logs
+
+
 @pytest.mark.multiprocess
 def test_multi_worker_keras_tutorial(tmp_path):
     """`python main.py &` on each of two workers, each with its TF_CONFIG, as the tutorial runs them."""
@@ -220,37 +229,68 @@ def test_multi_worker_keras_tutorial(tmp_path):
 
     work = tmp_path / "job"
     shutil.copytree(TUTORIALS / "multi_worker", work)
-    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device per worker, as TF's CPUs
-    env.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    workers = []
-    for index in range(2):
-        config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        log = open(work / f"job_{index}.log", "w")
-        workers.append((subprocess.Popen([sys.executable, "main.py"], cwd=work, stdout=log,
-                                         stderr=subprocess.STDOUT, env={**env, "TF_CONFIG": config}), log))
-    try:
-        codes = [process.wait(timeout=600) for process, _ in workers]
-    finally:
-        for process, log in workers:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            log.close()
-    logs = [re.sub(r"\x1b\[[0-9;]*m", "", (work / f"job_{i}.log").read_text()) for i in range(2)]
-    assert codes == [0, 0], logs[0][-2000:] + logs[1][-2000:]
     finals = []
-    for text in logs:
+    for text in _two_workers(work, "main.py"):
         sections = text.split("Epoch ")[1:]  # each epoch's last progress line holds its final metrics
         epochs = [re.findall(r"70/70 \S+ \d+s \S+ - accuracy: ([\d.]+) - loss: ([\d.]+)", part)[-1]
                   for part in sections]
         assert len(epochs) == 3, text[-2000:]
-        finals.append(tuple(float(v) for v in epochs[-1]))
+        finals.append([tuple(float(v) for v in epoch) for epoch in epochs])
     assert finals[0] == finals[1]  # one model, global metrics: both workers print the same numbers
-    accuracy, loss = finals[0]
-    # TF's range with room for an unseeded start; the loss bound stays under chance level (ln 10 = 2.3026)
-    assert accuracy > TF_MULTI_WORKER_LAST_EPOCH["accuracy"][0] - 0.2
-    assert loss < TF_MULTI_WORKER_LAST_EPOCH["loss"][1] + 0.2
+    losses = [loss for _, loss in finals[0]]
+    assert losses == sorted(losses, reverse=True)  # it learns every epoch ...
+    accuracy, loss = finals[0][-1]
+    # ... and ends where both TF's and jdist's unseeded runs ended, with room: under chance (ln 10 = 2.3026)
+    assert accuracy > TF_MULTI_WORKER_LAST_EPOCH["accuracy"][0] - 0.3
+    assert loss < TF_MULTI_WORKER_LAST_EPOCH["loss"][1] + 0.12
+
+
+# The tutorial's model and fit (mnist_setup.py's), on 2 workers with TF_CONFIG, from fixed starting weights (Glorot's
+# uniform range, numpy's generator) and the digits unshuffled: TF 2.21 with tf_keras printed these three epochs'
+# losses and accuracies, the same on both workers and on one device (one device differs in the 7th digit).
+TF_MULTI_WORKER_SEEDED = {"loss": [2.2552586, 2.1424375, 2.0132525], "accuracy": [0.21506697, 0.53705359, 0.68035716]}
+_MULTI_WORKER_SEEDED = """
+import json
+import numpy as np
+import jdist.tf_compat as tf
+import mnist_setup
+from jdist.datasets import load_digits
+
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x, y = load_digits("train")
+x = (x[..., 0] * 255).round().astype(np.uint8) / np.float32(255)
+dataset = tf.data.Dataset.from_tensor_slices((x, y.astype(np.int64))).repeat().batch(128)
+with strategy.scope():
+    model = mnist_setup.build_and_compile_cnn_model()
+rng = np.random.default_rng(1)
+weights = []
+for shape in [w.shape for w in model.get_weights()]:
+    if len(shape) == 1:
+        weights.append(np.zeros(shape, "float32"))
+        continue
+    field = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    limit = np.sqrt(6 / (shape[-2] * field + shape[-1] * field))
+    weights.append(rng.uniform(-limit, limit, shape).astype("float32"))
+model.set_weights(weights)
+history = model.fit(dataset, epochs=3, steps_per_epoch=70, verbose=0).history
+print("history", json.dumps([history["loss"], history["accuracy"]]))
+"""
+
+
+@pytest.mark.multiprocess
+def test_multi_worker_keras_tutorial_model_trains_as_tf(tmp_path):
+    """With TF's starting weights and data order, the tutorial's training on two workers is TF's: the unseeded
+    tutorial's spread (above) is its random start and shuffle, not a difference in what is computed."""
+    import shutil
+
+    work = tmp_path / "job"
+    shutil.copytree(TUTORIALS / "multi_worker", work)
+    (work / "seeded.py").write_text(_MULTI_WORKER_SEEDED)
+    histories = [json.loads(text.split("history ", 1)[1].splitlines()[0]) for text in _two_workers(work, "seeded.py")]
+    assert histories[0] == histories[1]
+    losses, accuracies = histories[0]
+    np.testing.assert_allclose(losses, TF_MULTI_WORKER_SEEDED["loss"], rtol=1e-5)  # observed: within 2.4e-7
+    np.testing.assert_allclose(accuracies, TF_MULTI_WORKER_SEEDED["accuracy"], rtol=1e-6)  # observed: equal
 
 
 # TF 2.21 with tf_keras (TF_USE_LEGACY_KERAS=1; with its default Keras 3 the tutorial stops at
