@@ -51,6 +51,7 @@ from jdist.tf_compat import (
     unsupported as _unsupported,
 )
 from jdist.tf_compat.device import device
+from jdist.tf_compat.tensor_array import TensorArray
 from jdist.tf_compat.distribute_namespace import distribute
 from jdist.tf_compat.dtype_table import (
     DType,
@@ -346,6 +347,8 @@ for _namespace in (math, nn, linalg, sparse, random, image, debugging, dtypes, r
     _host_tensors.wrap_ops(_namespace.__dict__)
 for _method in ("normal", "uniform", "truncated_normal", "uniform_full_int", "binomial", "make_seeds"):
     setattr(random.Generator, _method, _host_tensors.returning_tensors(getattr(random.Generator, _method)))
+for _method in ("read", "stack", "gather", "concat", "size"):
+    setattr(TensorArray, _method, _host_tensors.returning_tensors(getattr(TensorArray, _method)))
 
 
 def __getattr__(name: str) -> Any:
@@ -362,7 +365,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "Module", "TensorShape", "TensorSpec", "UnconnectedGradients", "Variable", "__version__",
+    "DType", "GradientTape", "Module", "TensorArray", "TensorShape", "TensorSpec", "UnconnectedGradients", "Variable",
+    "__version__",
     "abs", "add", "add_n", "argmax", "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat",
     "complex128", "complex64", "concat", "config", "constant", "convert_to_tensor", "data", "device", "distribute",
     "divide", "double", "dtypes", "einsum", "equal", "errors", "eye", "exp", "expand_dims", "fill", "float16",
