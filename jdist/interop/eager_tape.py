@@ -11,8 +11,10 @@ arrays bound to a name the block reads, as `tape.watch(x)` marks them) as the va
 differentiation, and evaluates the `gradient` call's target expression (`loss`) in what the replay
 bound (or, for a `gradient` call inside the block, the block's statements up to it and that call's
 target). Keras variables are read through a `StatelessScope`, so what the block assigned (metric
-updates, BatchNormalization's statistics) is assigned once, by the eager run, not again. The
-block must be the `with` statement's own body in a source file (not typed at a prompt). A `print`
+updates, BatchNormalization's statistics) is assigned once, by the eager run, not again (and, as in TF,
+not differentiated through). What is differentiated is what TF's tape records (`Watch`). The block must
+be the `with` statement's own body in a source file or a notebook cell (linecache holds a cell's source;
+a later cell may call `gradient`), not typed at a plain prompt. A `print`
 written in the block is silent in the replay, so it prints once, as TF's; other Python side effects
 (an append, a print in a function the block calls) happen again.
 """
@@ -57,6 +59,7 @@ class Block:
     filename: str
     statements: list[ast.stmt]
     namespace: dict[str, Any]
+    module_globals: dict[str, Any] | None  # the module's globals when the block is at its top level (a cell)
 
 
 def _tree(filename: str) -> ast.Module:
@@ -93,20 +96,25 @@ def enter(frame: types.FrameType) -> Block:
     for item in block.items:
         if isinstance(item.optional_vars, ast.Name):
             namespace[item.optional_vars.id] = _Replaying()
-    return Block(frame.f_code, filename, block.body, namespace)
+    top_level = frame.f_code.co_name == "<module>"
+    return Block(frame.f_code, filename, block.body, namespace, frame.f_globals if top_level else None)
 
 
 def target_expression(block: Block, frame: types.FrameType) -> ast.expr:
-    """The first argument of the `tape.gradient(...)` call running at `frame`'s current line."""
-    if frame.f_code is not block.code:
+    """The first argument of the `tape.gradient(...)` call running at `frame`'s current line: in the block's own
+    function, or at the top level of the block's module (a notebook's next cell, as TF's guides call it)."""
+    next_cell = block.module_globals is not None and frame.f_globals is block.module_globals and (
+        frame.f_code.co_name == "<module>")
+    if frame.f_code is not block.code and not next_cell:
         raise RuntimeError(
             "GradientTape outside strategy.run: tape.gradient must be called in the function (or module) "
             "whose `with` block recorded the tape; it replays the block and reads the target there.")
-    calls = [c for c in _enclosing(_tree(block.filename), frame.f_lineno, (ast.Call,))
+    filename = frame.f_code.co_filename
+    calls = [c for c in _enclosing(_tree(filename), frame.f_lineno, (ast.Call,))
              if isinstance(c.func, ast.Attribute) and c.func.attr == "gradient" and c.args]
     if not calls:
         raise RuntimeError(f"GradientTape: no `tape.gradient(target, sources)` call found at "
-                           f"{block.filename}:{frame.f_lineno}.")
+                           f"{filename}:{frame.f_lineno}.")
     # Several calls on one line (`print(t.gradient(z, c), t.gradient(w, c))`): the running instruction's
     # source position is the call's own.
     position = list(frame.f_code.co_positions())[frame.f_lasti // 2]
@@ -128,45 +136,120 @@ def _silent(*args: Any, **kwargs: Any) -> None:
     """`print` in the replay of a block."""
 
 
-def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any,
-             unconnected_gradients: Any = None) -> list:
-    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block` (None for a source
-    the target does not depend on, as TF's, see `jdist.interop.unconnected`)."""
+@functools.cache
+def _assigning_scope() -> type:
     import keras
 
-    variables = [s for s in sources if isinstance(s, keras.Variable)]
-    arrays = [s for s in sources if not isinstance(s, keras.Variable)]
+    class Assigning(keras.StatelessScope):
+        """The replay's variables: an assignment in the block holds its value from there on, but as a constant,
+        as TF's tape does not record through an assignment (observed, TF 2.21: `x1.assign_add(x0)` then
+        `y = x1**2` in the block gives dy/dx0 None)."""
+
+        def add_update(self, update: tuple) -> None:
+            variable, value = update
+            super().add_update((variable, jax.lax.stop_gradient(value)))
+
+    return Assigning
+
+
+def variables_read(block: Block) -> list:
+    """The Keras variables the block reads, in the order it first reads them: its statements run once more,
+    without assigning anything and without printing (for `watched_variables`)."""
+    import keras
+
+    seen: dict[int, Any] = {}
+
+    class Recording(keras.StatelessScope):
+        def get_current_value(self, variable: Any) -> Any:
+            seen.setdefault(id(variable), variable)
+            return super().get_current_value(variable)
+
+    namespace = {**block.namespace, "print": _silent}
+    with Recording():
+        try:
+            exec(compile(ast.Module(body=block.statements, type_ignores=[]), block.filename, "exec"), namespace)
+        except _Reached:
+            pass
+    return list(seen.values())
+
+
+def _assigned(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement of the block binds (`y = ...`, `a, b = ...`, `y += ...`)."""
+    return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+@dataclass
+class Watch:
+    """What TF's tape records: the objects `tape.watch` was given, and whether trainable variables the block
+    reads are watched too (`watch_accessed_variables`)."""
+
+    watched: list
+    accessed: bool = True
+
+    def records(self, source: Any) -> bool:
+        import keras
+
+        if any(source is w for w in self.watched):
+            return True
+        return self.accessed and isinstance(source, keras.Variable) and bool(source.trainable)
+
+
+def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any,
+             unconnected_gradients: Any = None, watch: Watch | None = None,
+             caller_names: dict[str, Any] | None = None) -> list:
+    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block`.
+
+    As TF's tape: a variable counts if trainable (or watched), another tensor if `tape.watch` was given it, or if
+    the block computed it (a name a top-level statement bound: the replay holds it at its value from there on);
+    any other source, or one the target does not depend on, gets None (see `jdist.interop.unconnected`)."""
+    import keras
+
+    watch = watch or Watch([])
     names: dict[int, list[str]] = {}
     for name, value in block.namespace.items():
         names.setdefault(id(value), []).append(name)
-    unbound = [type(a).__name__ for a in arrays if id(a) not in names]
-    if unbound:
+    computed: dict[int, tuple[int, list[str]]] = {}  # a value the block computed: (statement, its names)
+    for index, statement in enumerate(block.statements):
+        for name in sorted(_assigned(statement)):
+            value = (caller_names or {}).get(name)
+            if value is not None and not isinstance(value, keras.Variable):
+                computed.setdefault(id(value), (index, []))[1].append(name)
+    variables = [s for s in sources if isinstance(s, keras.Variable) and watch.records(s)]
+    inputs = [s for s in sources if not isinstance(s, keras.Variable) and watch.records(s) and id(s) not in computed]
+    results = [s for s in sources if not isinstance(s, keras.Variable) and id(s) in computed]
+    unknown = [type(s).__name__ for s in sources if not isinstance(s, keras.Variable) and id(s) not in computed
+               and (id(s) not in names if watch.records(s) else not hasattr(s, "numpy"))]
+    if unknown:
         raise ValueError(
-            f"tape.gradient: sources of types {unbound} are neither variables nor values bound to a name the "
+            f"tape.gradient: sources of types {unknown} are neither variables nor values bound to a name the "
             "tape's block reads; pass Keras variables (model.trainable_variables, tf.Variable) or the array a "
             "name in the block holds (as `tape.watch(x)` watches it).")
-    statements = compile(ast.Module(body=block.statements, type_ignores=[]), block.filename, "exec")
+    statements = [compile(ast.Module(body=[s], type_ignores=[]), block.filename, "exec") for s in block.statements]
     expression = compile(ast.Expression(body=target), block.filename, "eval")
 
     def replayed(values: list) -> Any:
         namespace = dict(block.namespace)
         namespace["print"] = _silent  # the eager run printed already
-        for array, value in zip(arrays, values[len(variables):]):
+        by_id = {id(s): v for s, v in zip(sources, values)}
+        for array in inputs:
             for name in names[id(array)]:
-                namespace[name] = value
-        with keras.StatelessScope(state_mapping=list(zip(variables, values[:len(variables)]))):
+                namespace[name] = by_id[id(array)]
+        held: dict[int, list[tuple[str, Any]]] = {}
+        for s in results:
+            index, bound = computed[id(s)]
+            held.setdefault(index, []).extend((name, by_id[id(s)]) for name in bound)
+        mapping = [(v, by_id[id(v)]) for v in variables]
+        with _assigning_scope()(state_mapping=mapping):
             try:
-                exec(statements, namespace)
-                result = jnp.asarray(eval(expression, namespace))
+                for index, statement in enumerate(statements):
+                    exec(statement, namespace)
+                    namespace.update(held.get(index, []))
+                result = eval(expression, namespace)
             except _Reached as reached:  # `gradient` called inside the block: the statements up to it
-                result = jnp.asarray(reached.target)
+                result = reached.target
             except jax.errors.ConcretizationTypeError as err:
                 raise _host_read(block, err) from err
-        if output_gradients is not None:
-            result = result * jnp.asarray(output_gradients)
-        return jnp.sum(result)
+            return unconnected.total(result, output_gradients)  # in the scope: a variable target reads its value
 
-    primal = [jnp.asarray(v.value) for v in variables] + [jnp.asarray(a) for a in arrays]
-    grads = iter(unconnected.gradients(replayed, primal, unconnected_gradients))
-    by_id = {id(s): next(grads) for s in variables + arrays}
-    return [by_id[id(s)] for s in sources]
+    primal = [jnp.asarray(s.value) if isinstance(s, keras.Variable) else jnp.asarray(s) for s in sources]
+    return unconnected.gradients(replayed, primal, unconnected_gradients)  # what is not recorded is not read: None

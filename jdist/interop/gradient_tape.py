@@ -21,6 +21,7 @@ statements from its source (`jdist.interop.eager_tape`).
 """
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -29,6 +30,10 @@ import jax.numpy as jnp
 
 from jdist.interop import eager_tape, keras_run, unconnected
 from jdist.typing import ArrayLike, PyTree
+
+
+def _is_variable(x: Any) -> bool:
+    return hasattr(x, "path") and hasattr(x, "assign")
 
 
 class GradientTape:
@@ -41,6 +46,7 @@ class GradientTape:
         self._entry: dict[int, Any] = {}
         self._used = False
         self._block: eager_tape.Block | None = None
+        self._watch = eager_tape.Watch([], watch_accessed_variables)
 
     def __enter__(self) -> "GradientTape":
         frame = keras_run.current_frame()
@@ -66,7 +72,25 @@ class GradientTape:
         return None
 
     def watch(self, tensor: object) -> None:
-        """Accepted for TF compatibility: the sources given to `gradient` are what is differentiated."""
+        """Marks `tensor` (a tensor, a variable, or a structure of them) as TF's tape does: an eager tape gives its
+        gradient; inside compiled code the sources given to `gradient` are what is differentiated."""
+        for leaf in jax.tree.leaves(tensor, is_leaf=_is_variable):
+            dtype = None if getattr(leaf, "dtype", None) is None else jnp.dtype(str(leaf.dtype))
+            if dtype is not None and not jnp.issubdtype(dtype, jnp.inexact):
+                logging.getLogger("tensorflow").warning(  # TF 2.21's warning (observed)
+                    "The dtype of the watched tensor must be floating (e.g. tf.float32), got tf.%s", dtype)
+            self._watch.watched.append(leaf)
+
+    def watched_variables(self) -> tuple:
+        """The variables the tape records, as TF's: trainable ones the block read (with
+        `watch_accessed_variables`) and watched ones, in the order they were made (eager tapes)."""
+        if self._block is None:
+            raise RuntimeError("watched_variables() is answered for an eager tape (outside strategy.run and "
+                               "tf.function), after its `with` block; inside compiled code, name the sources.")
+        read = eager_tape.variables_read(self._block)
+        found = [v for v in read if self._watch.records(v)]
+        found += [v for v in self._watch.watched if _is_variable(v) and all(v is not f for f in found)]
+        return tuple(sorted(found, key=lambda v: getattr(v, "_jdist_created", float("inf"))))
 
     def gradient(self, target: ArrayLike, sources: PyTree, output_gradients: ArrayLike | None = None,
                  unconnected_gradients: object = None) -> PyTree:
@@ -90,10 +114,7 @@ class GradientTape:
         ids = [id(v) for v in leaves]
 
         def replayed(values):
-            target_value = keras_run.replay(frame, self._index, dict(zip(ids, values)))
-            if output_gradients is not None:
-                return jnp.sum(jnp.asarray(target_value) * output_gradients)
-            return jnp.sum(jnp.asarray(target_value))
+            return unconnected.total(keras_run.replay(frame, self._index, dict(zip(ids, values))), output_gradients)
 
         return jax.tree.unflatten(treedef, unconnected.gradients(replayed, primal, unconnected_gradients))
 
@@ -103,12 +124,13 @@ class GradientTape:
             raise RuntimeError("A non-persistent GradientTape can only be used to compute one set of gradients "
                                "(create it with persistent=True to call gradient() more than once).")
         self._used = True
-        return jax.tree.flatten(sources, is_leaf=lambda x: hasattr(x, "path") and hasattr(x, "assign"))
+        return jax.tree.flatten(sources, is_leaf=_is_variable)
 
     def _eager_gradient(self, sources: PyTree, output_gradients: ArrayLike | None, unconnected_gradients: Any,
                         caller: Any) -> PyTree:
         assert self._block is not None
         leaves, treedef = self._sources(sources)
         target = eager_tape.target_expression(self._block, caller)
-        grads = eager_tape.gradient(self._block, target, leaves, output_gradients, unconnected_gradients)
+        grads = eager_tape.gradient(self._block, target, leaves, output_gradients, unconnected_gradients,
+                                    self._watch, {**caller.f_globals, **caller.f_locals})
         return jax.tree.unflatten(treedef, grads)

@@ -9,6 +9,7 @@ linearized target reads its tangent, the rule of TF's recorded graph: `stop_grad
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any, Callable
 
 import jax
@@ -45,6 +46,20 @@ def _reads(closed: Any) -> list[bool]:
     return [v in needed for v in jaxpr.invars]
 
 
+def total(target: Any, output_gradients: Any = None) -> jax.Array:
+    """The scalar TF differentiates: the sum over a target's elements, and over the members of a structured
+    target (TF 2.21: the gradient of {'y0': x**2, 'y1': 1/x} at 2 is 3.75), each weighted by its
+    `output_gradients` (one per member)."""
+    leaves = jax.tree.leaves(target, is_leaf=lambda x: hasattr(x, "assign") and hasattr(x, "path"))  # a variable
+    weights = [None] * len(leaves) if output_gradients is None else (
+        jax.tree.leaves(output_gradients) if len(leaves) > 1 else [output_gradients])
+    if len(weights) != len(leaves):
+        raise ValueError(f"tape.gradient: output_gradients has {len(weights)} members for a target of {len(leaves)}.")
+    parts = [jnp.sum(jnp.asarray(leaf) if weight is None else jnp.asarray(leaf) * jnp.asarray(weight))
+             for leaf, weight in zip(leaves, weights)]
+    return functools.reduce(jnp.add, parts) if parts else jnp.zeros(())
+
+
 def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gradients: Any = None) -> list:
     """d target / d primal[i] for each i, the scalar `target` taking the list `primal`; a source that is not
     floating point, or that the target does not depend on, gets None (zeros with `UnconnectedGradients.ZERO`)."""
@@ -59,11 +74,12 @@ def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gra
 
     subset = [primal[i] for i in floating]
     value, linear = jax.linearize(of_floating, subset)
-    (grads,) = jax.linear_transpose(linear, subset)(jnp.ones_like(value))
-    connected = _reads(jax.make_jaxpr(linear)(subset))
     result: list = [None] * len(primal)
-    for i, grad, used in zip(floating, grads, connected):
-        result[i] = grad if used or mode is UnconnectedGradients.ZERO else None
+    if jnp.issubdtype(value.dtype, jnp.inexact):  # an integer target: TF's tape records nothing, all None
+        (grads,) = jax.linear_transpose(linear, subset)(jnp.ones_like(value))
+        connected = _reads(jax.make_jaxpr(linear)(subset))
+        for i, grad, used in zip(floating, grads, connected):
+            result[i] = grad if used or mode is UnconnectedGradients.ZERO else None
     if mode is UnconnectedGradients.ZERO:  # TF: zeros for every unconnected source, integer ones included
         result = [jnp.zeros_like(primal[i]) if g is None else g for i, g in enumerate(result)]
     return result

@@ -51,7 +51,6 @@ from jdist.tf_compat import (
     unsupported as _unsupported,
 )
 from jdist.tf_compat.device import device
-from jdist.tf_compat.tensor_array import TensorArray
 from jdist.tf_compat.distribute_namespace import distribute
 from jdist.tf_compat.dtype_table import (
     DType,
@@ -148,6 +147,7 @@ from jdist.tf_compat.reductions import (
 )
 from jdist.tf_compat.servers import ConfigProto
 from jdist.tf_compat.sparse import SparseTensor
+from jdist.tf_compat.tensor_array import TensorArray
 from jdist.tf_compat.tpu_setup import experimental_connect_to_cluster, tpu
 from jdist.tf_compat.unsupported import not_provided
 from jdist.tf_compat.variables import Variable

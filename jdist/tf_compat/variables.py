@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import warnings
 from typing import Any, Iterator
 
@@ -66,6 +67,9 @@ def variable_class() -> type:
     return TFVariable
 
 
+_CREATED = itertools.count()
+
+
 class _VariableType(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, variable_class())
@@ -79,8 +83,10 @@ class _VariableType(type):
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
         _check_fits(value)
         with _quiet_narrowing(value.dtype):
-            return variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
-                                    name=name or "Variable")
+            variable = variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
+                                        name=name or "Variable")
+        variable._jdist_created = next(_CREATED)  # TF lists a tape's watched variables in the order they were made
+        return variable
 
 
 def _narrowed(dtype: Any) -> bool:
