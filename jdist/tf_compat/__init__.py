@@ -46,8 +46,10 @@ from jdist.tf_compat import (
     nest_ops as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
+    ragged as _ragged,
     reductions as _reductions,
     sparse as _sparse,
+    strings as _strings,
     unsupported as _unsupported,
 )
 from jdist.tf_compat.device import device
@@ -135,6 +137,7 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     zeros,
     zeros_like,
 )
+from jdist.tf_compat.ragged import RaggedTensor
 from jdist.tf_compat.reductions import (
     reduce_all,
     reduce_any,
@@ -337,7 +340,10 @@ summary = Namespace(
 image = Namespace("tf.image", resize=_resize, ResizeMethod=_ResizeMethod, **_image_ops.NAMES, **_image_random.NAMES)
 random.__dict__.update(_random_generator.RANDOM, experimental=Namespace(
     "tf.random.experimental", **_random_generator.EXPERIMENTAL))
-io.__dict__.update(_file_io.NAMES)
+io.__dict__.update(_file_io.NAMES, decode_raw=_strings.decode_raw)
+# text on the host (jdist.tf_compat.strings) and rows of different lengths (jdist.tf_compat.ragged)
+strings = Namespace("tf.strings", **_strings.NAMES)
+ragged = Namespace("tf.ragged", **{k: v for k, v in _ragged.NAMES.items() if k != "RaggedTensor"})
 # --- end tf.image ... (names) ---
 test = Namespace("tf.test", **_test_case.TEST)  # a TF project's unit tests (jdist.tf_compat.test_case)
 
@@ -365,8 +371,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DType", "GradientTape", "Module", "TensorArray", "TensorShape", "TensorSpec", "UnconnectedGradients", "Variable",
-    "__version__",
+    "DType", "GradientTape", "Module", "RaggedTensor", "TensorArray", "TensorShape", "TensorSpec",
+    "UnconnectedGradients", "Variable", "__version__",
     "abs", "add", "add_n", "argmax", "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat",
     "complex128", "complex64", "concat", "config", "constant", "convert_to_tensor", "data", "device", "distribute",
     "divide", "double", "dtypes", "einsum", "equal", "errors", "eye", "exp", "expand_dims", "fill", "float16",
@@ -395,7 +401,7 @@ __all__ += [
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
 __all__ += ["dynamic_partition", "ensure_shape", "image", "numpy_function", "py_function", "timestamp"]
-__all__ += ["test"]
+__all__ += ["ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
 
 

@@ -47,7 +47,13 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
         return np.asarray(value, dtype=dtype)
     if isinstance(value, (np.ndarray, np.generic)):
         return np.asarray(value)
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError as err:
+        if "inhomogeneous" not in str(err):
+            raise
+        raise ValueError("Can't convert non-rectangular Python sequence to Tensor. For rows of "
+                         "different lengths, use tf.ragged.constant.") from None
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype == np.int64:

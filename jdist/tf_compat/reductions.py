@@ -28,6 +28,9 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
         from keras import ops
 
         return getattr(ops, name)(input_tensor, axis=axis, keepdims=keepdims)
+    by_rows = getattr(input_tensor, "reduce_rows", None)  # a tf.RaggedTensor reduces row by row
+    if by_rows is not None:
+        return by_rows(name, lambda values, along: _reduce(name, values, along, False), axis, keepdims)
     x = convert_to_tensor(input_tensor)
     module = xp(x)
     axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from jdist.input.tensor_spec import TensorShape
 from jdist.tf_compat import ops, predicates
@@ -44,7 +45,7 @@ def _invalid(message: str) -> InvalidArgumentError:
 
 
 def _traced(index: Any) -> bool:
-    return isinstance(index, jax.core.Tracer)
+    return isinstance(index, Tracer)
 
 
 class TensorArray:

@@ -400,8 +400,9 @@ class Dataset(grain.IterDataset):
         return iter(self._iter_pass((self._claim_pass(),)).map(lambda e: structure.map_leaves(HostTensor.of, e)))
 
     def as_numpy_iterator(self) -> Iterator:
-        """The next pass, as plain numpy values."""
-        return self.begin_pass()[1]
+        """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
+        function's `tf.cast(x, tf.float32) * 2` gives `np.float32(0.0)`)."""
+        return map(lambda element: structure.map_leaves(_plain, element), self.begin_pass()[1])
 
     def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
         """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:
@@ -418,7 +419,7 @@ class Dataset(grain.IterDataset):
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
         """Folds `reduce_func(state, element)` over one pass."""
         state = structure.normalize(initial_state)
-        for element in self.as_numpy_iterator():
+        for element in self.begin_pass()[1]:
             state = structure.normalize(reduce_func(state, element))
         return state
 
@@ -428,3 +429,7 @@ class Dataset(grain.IterDataset):
         except Exception:  # an empty mapped dataset has no spec to show
             spec = "?"
         return f"<_{self._kind} element_spec={spec}>"
+
+
+def _plain(leaf: Any) -> Any:
+    return leaf.numpy() if isinstance(leaf, HostTensor) else leaf
