@@ -140,6 +140,9 @@ TF_REPRS = [
      "<tf.Tensor: shape=(2,), dtype=string, numpy=array([b'a b', b'b c'], dtype=object)>"),
     ('tf.constant("a") == tf.constant("a")',
      '<tf.Tensor: shape=(), dtype=bool, numpy=True>'),
+    ("str(tf.sparse.SparseTensor(indices=[[0, 0], [1, 2]], values=[1, 2], dense_shape=[3, 4]))",  # the guide's
+     "SparseTensor(indices=tf.Tensor(\n[[0 0]\n [1 2]], shape=(2, 2), dtype=int64), values=tf.Tensor([1 2], "
+     "shape=(2,), dtype=int32), dense_shape=tf.Tensor([3 4], shape=(2,), dtype=int64))"),
 ]
 
 

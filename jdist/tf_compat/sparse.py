@@ -16,12 +16,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.input.tensor_spec import TensorShape
 from jdist.tf_compat.dtype_table import DType, as_dtype, numpy_dtype
 from jdist.tf_compat.linalg_ops import invalid
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
+from jdist.tfdata import tensor_text
 from jdist.typing import ArrayLike, Axis, Tensor, TensorLike
 
 
@@ -116,7 +118,11 @@ class SparseTensor:
         return self._scaled(other, lambda v, o: v / o)
 
     def __repr__(self) -> str:
-        return f"SparseTensor(indices={self._indices!r}, values={self._values!r}, dense_shape={list(self._shape)})"
+        """TF's (observed, TF 2.21): each part printed as a tensor; a traced one as JAX shows it."""
+        parts = [(name, value) for name, value in (("indices", self._indices), ("values", self._values),
+                                                   ("dense_shape", self.dense_shape))]
+        shown = [f"{name}={repr(v) if isinstance(v, Tracer) else tensor_text.tensor_str(v)}" for name, v in parts]
+        return f"SparseTensor({', '.join(shown)})"
 
 
 def _traced(*values: Any) -> bool:
