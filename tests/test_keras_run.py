@@ -68,7 +68,9 @@ def test_unbuilt_optimizer_is_built_for_the_models_weights(make):
         np.testing.assert_array_equal(got, want)
 
 
-def test_unbuilt_optimizer_without_a_model_is_refused_with_the_fix():
+def test_unbuilt_optimizer_is_built_for_the_lone_variables_it_steps():
+    """As TF's first `apply_gradients` builds it: one SGD step on w, the gradient of the mean of x @ w over the
+    global batch (x ones: 1 per element), as one device computes it."""
     strategy = jdist.MirroredStrategy()
     with strategy.scope():
         w = keras.Variable(np.ones((3,), np.float32))
@@ -79,8 +81,10 @@ def test_unbuilt_optimizer_without_a_model_is_refused_with_the_fix():
             loss = jdist.compute_average_loss(x @ w)
         optimizer.apply_gradients([(tape.gradient(loss, w), w)])
 
-    with pytest.raises(ValueError, match=r"optimizer.build\(model.trainable_variables\)"):
-        strategy.run(step, args=(strategy.distribute_batch(np.ones((8, 3), np.float32)),))
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    strategy.run(step, args=(strategy.distribute_batch(x),))
+    np.testing.assert_allclose(np.asarray(w.value), 1.0 - 0.1 * x.mean(axis=0), rtol=1e-5, atol=1e-6)
+    assert optimizer.built and int(optimizer.iterations.value) == 1
 
 
 @pytest.mark.parametrize("name", ["mirrored", "default"])

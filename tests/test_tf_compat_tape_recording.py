@@ -107,3 +107,27 @@ def test_a_notebook_calls_gradient_in_the_cell_after_the_tapes():
 
     with pytest.raises(RuntimeError, match="must be called in the function .* whose `with` block recorded"):
         elsewhere()
+
+
+def test_apply_gradients_in_a_tf_function_builds_the_optimizer_for_lone_variables():
+    """TF's tf.function guide: two modules, each with its own Adam, step one `tf.Variable`; TF 2.21 builds each
+    optimizer on its first `apply_gradients` and, after three steps of each, w is 1.9670032262802124."""
+    class TrainStep(tf.Module):
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+
+        @tf.function
+        def __call__(self, w, x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(w * x - y))
+            gradients = tape.gradient(loss, [w])
+            self.optimizer.apply_gradients(zip(gradients, [w]))
+
+    opt1, opt2 = tf.keras.optimizers.Adam(learning_rate=1e-2), tf.keras.optimizers.Adam(learning_rate=1e-3)
+    w, x, y = tf.Variable(2.0), tf.constant([-1.0]), tf.constant([2.0])
+    first, second = TrainStep(opt1), TrainStep(opt2)
+    for _ in range(3):
+        first(w, x, y)
+        second(w, x, y)
+    assert float(w.numpy()) == pytest.approx(1.9670032262802124, abs=1e-7)
+    assert int(opt1.iterations.numpy()) == int(opt2.iterations.numpy()) == 3

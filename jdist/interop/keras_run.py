@@ -147,11 +147,15 @@ def _build_models(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs:
 
 def _build_optimizers(strategy: Strategy, objects: Sequence[Any], keras: Any) -> None:
     """An optimizer not built yet is built, in the strategy's scope, for the trainable variables of the models
-    the replica function uses: what its first `apply_gradients` would build in TF. (TF 2.21 does so for plain
-    SGD; with slot variables, such as Adam's, it fails under MirroredStrategy with 2+ replicas.)"""
+    the replica function uses, and the trainable variables it is given on their own (`tf.Variable`s): what its
+    first `apply_gradients` would build in TF. (TF 2.21 does so for plain SGD; with slot variables, such as
+    Adam's, it fails under MirroredStrategy with 2+ replicas. Observed, TF 2.21's tf.function guide: Adam built
+    by its first `apply_gradients` on a lone `tf.Variable`, outside any strategy.)"""
     pending = [o for o in objects if isinstance(o, keras.optimizers.Optimizer) and not o.built]
     models = [o for o in objects if isinstance(o, keras.layers.Layer) and not isinstance(o, keras.metrics.Metric)]
+    loose = [o for o in objects if isinstance(o, keras.Variable) and o.trainable]
     trainable = list({id(v): v for m in models if m.built for v in m.trainable_variables}.values())
+    trainable += [v for v in loose if all(v is not t for t in trainable)]
     if pending and trainable:
         with strategy.scope():
             for optimizer in pending:
