@@ -56,6 +56,12 @@ def test_structured_targets_intermediates_and_what_the_tape_does_not_record(capl
         y = c * c
         z = y * y
     assert float(tape.gradient(z, y)) == 18.0  # dz/dy = 2y, y = 9: an intermediate of the block
+    with tf.GradientTape() as tape:
+        tape.watch(c)
+        y = c * c
+        y = y * 2.0  # the name's last value is the source
+        z = y * y
+    assert float(tape.gradient(z, y)) == 36.0
 
     v0, v1, w = tf.Variable(2.0), tf.Variable(2.0), tf.Variable(3.0)
     with tf.GradientTape() as tape:

@@ -208,12 +208,12 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     names: dict[int, list[str]] = {}
     for name, value in block.namespace.items():
         names.setdefault(id(value), []).append(name)
-    computed: dict[int, tuple[int, list[str]]] = {}  # a value the block computed: (statement, its names)
-    for index, statement in enumerate(block.statements):
-        for name in sorted(_assigned(statement)):
-            value = (caller_names or {}).get(name)
-            if value is not None and not isinstance(value, keras.Variable):
-                computed.setdefault(id(value), (index, []))[1].append(name)
+    last = {name: index for index, statement in enumerate(block.statements) for name in _assigned(statement)}
+    computed: dict[int, tuple[int, list[str]]] = {}  # a value the block computed: (its last statement, its names)
+    for name, index in sorted(last.items()):
+        value = (caller_names or {}).get(name)
+        if value is not None and not isinstance(value, keras.Variable):
+            computed.setdefault(id(value), (index, []))[1].append(name)
     variables = [s for s in sources if isinstance(s, keras.Variable) and watch.records(s)]
     inputs = [s for s in sources if not isinstance(s, keras.Variable) and watch.records(s) and id(s) not in computed]
     results = [s for s in sources if not isinstance(s, keras.Variable) and id(s) in computed]
