@@ -129,7 +129,7 @@ class TensorArray:
             raise _invalid("Expected value to be at least a vector, but received shape: []")
         if int(lengths.sum()) != value.shape[0]:
             raise _invalid(f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths "
-                                       f"is {int(lengths.sum())} and value's shape is: {list(value.shape)}")
+                           f"is {int(lengths.sum())} and value's shape is: {list(value.shape)}")
         if not self._dynamic_size and len(lengths) != self._length():
             raise _invalid(
                 f"TensorArray's size is not equal to the size of lengths ({self._length()} vs. {len(lengths)}), and "
@@ -141,13 +141,15 @@ class TensorArray:
 
     # --- reading ---
     def read(self, index: Any, name: str | None = None) -> Any:
-        if self._dense is not None or _traced(index):
+        if _traced(index):
             return self._densified()[index]
         i = self._checked(index, "read from")
+        if self._dense is not None:
+            return self._dense[i]
         assert self._elements is not None
         if self._elements[i] is None and i in self._cleared:
             raise _invalid(f"Could not read index {i} twice because it was cleared after a previous read "
-                                       "(perhaps try setting clear_after_read = false?)")
+                           "(perhaps try setting clear_after_read = false?)")
         value = self._zero_filled(i)
         if self._clear_after_read:
             self._elements[i] = None
@@ -164,9 +166,12 @@ class TensorArray:
         return ops.stack([self._zero_filled(i) for i in range(len(self._elements))])
 
     def gather(self, indices: Any, name: str | None = None) -> Any:
-        if self._dense is not None or _traced(indices):
+        if _traced(indices):
             return self._densified()[jnp.asarray(indices)]
-        return ops.stack([self._zero_filled(self._checked(i, "read from")) for i in self._concrete_list(indices)])
+        picked = [self._checked(i, "read from") for i in self._concrete_list(indices)]
+        if self._dense is not None:
+            return self._dense[jnp.asarray(picked, jnp.int32)]
+        return ops.stack([self._zero_filled(i) for i in picked])
 
     def concat(self, name: str | None = None) -> Any:
         parts = list(self.stack()) if self._dense is not None else [
@@ -203,7 +208,7 @@ class TensorArray:
             have = np.dtype(value.dtype)
             if have != target and have != jax.dtypes.canonicalize_dtype(target):
                 raise _invalid(f"TensorArray dtype is {self._dtype.name} but Op is trying to write dtype "
-                                           f"{as_dtype(have).name}")
+                               f"{as_dtype(have).name}")
             return ops.convert_to_tensor(value)
         return ops.convert_to_tensor(value, target)
 
