@@ -250,3 +250,30 @@ def test_bias_add_and_embedding_lookup_follow_tensorflows_data_format_and_max_no
     rows = np.asarray(tf.nn.embedding_lookup(np.arange(12, dtype=np.float32).reshape(3, 2, 2), [[2]], max_norm=5.0))
     assert rows.shape == (1, 1, 2, 2) and rows[0, 0, 0, 0] == pytest.approx(2.0908334, rel=1e-6)
     np.testing.assert_allclose(np.linalg.norm(rows), 5.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, message", [  # TF 2.21's InvalidArgumentError texts (observed)
+    (lambda: tf.matmul(tf.ones([1, 4]), tf.ones([3, 3])), r"Matrix size-incompatible: In\[0\]: \[1,4\], In\[1\]: \[3,3\]"),
+    (lambda: tf.gather(tf.constant([0.0]), [1]), r"indices\[0\] = 1 is not in \[0, 1\)"),
+    (lambda: tf.gather(tf.constant([[1, 2], [3, 4]]), [0, -1]), r"indices\[1\] = -1 is not in \[0, 2\)"),
+    (lambda: tf.gather(tf.constant([[1, 2], [3, 4]]), [[0, 5]], axis=1), r"indices\[0,1\] = 5 is not in \[0, 2\)"),
+])
+def test_matmul_and_gather_check_their_inputs_as_tf(call, message):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        call()
+
+
+def test_a_tf_function_returns_python_numbers_as_tensors():
+    """TF 2.21 (TF's "Introduction to graphs"): a traced function's outputs are tensors, Python values included."""
+    @tf.function
+    def simple_relu(x):
+        if tf.greater(x, 0):
+            return x
+        else:
+            return 0
+
+    assert simple_relu(tf.constant(-1)).numpy() == 0 and simple_relu(tf.constant(1)).numpy() == 1
+    one, nothing, yes = tf.function(lambda: (1, None, True))()
+    assert (repr(one), nothing, repr(yes)) == ("<tf.Tensor: shape=(), dtype=int32, numpy=1>", None,
+                                               "<tf.Tensor: shape=(), dtype=bool, numpy=True>")
+    assert repr(tf.function(lambda: 1.5)()) == "<tf.Tensor: shape=(), dtype=float32, numpy=1.5>"

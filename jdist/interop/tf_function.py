@@ -24,6 +24,13 @@ from jdist.strategy import context, traced_functions
 from jdist.typing import PyTree
 
 _MAX_SIGNATURES = 32
+# How a function's results are returned: `jdist.tf_compat` installs TF's rule (a Python number or bool returned
+# becomes a tensor, as a graph's outputs are); jdist's own `function` returns what the body returns.
+_OUTPUTS: list[Callable[[Any], Any]] = []
+
+
+def convert_outputs(convert: Callable[[Any], Any]) -> None:
+    _OUTPUTS[:] = [convert]
 
 
 def _signature(value: Any) -> Any:
@@ -91,8 +98,10 @@ class Function:
                 self._signatures.popitem(last=False)
         with traced_functions.active(self._site):
             if self._records_tape and not context.has_strategy() and not context.in_replica_context():
-                return _run_outside_strategies(self.python_function, args, kwargs)
-            return self.python_function(*args, **kwargs)
+                out = _run_outside_strategies(self.python_function, args, kwargs)
+            else:
+                out = self.python_function(*args, **kwargs)
+        return _OUTPUTS[0](out) if _OUTPUTS else out
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         """A method decorated with `@tf.function`: one `Function` per instance, as TF binds them."""

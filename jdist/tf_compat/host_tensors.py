@@ -61,3 +61,19 @@ def wrap_ops(names: dict[str, Any], keep: frozenset[str] = frozenset()) -> None:
     for name, value in list(names.items()):
         if name not in keep and not name.startswith("_") and is_op(value):
             names[name] = returning_tensors(value)
+
+
+def _python_number(leaf: Any) -> Any:
+    if isinstance(leaf, bool):
+        return np.asarray(leaf).view(HostTensor)
+    if isinstance(leaf, int):
+        return np.asarray(leaf, np.int32 if -2**31 <= leaf < 2**31 else np.int64).view(HostTensor)
+    if isinstance(leaf, float):
+        return np.asarray(leaf, np.float32).view(HostTensor)
+    return leaf
+
+
+def function_outputs(out: Any) -> Any:
+    """What TF's `tf.function` returns: Python numbers and bools among the results become tensors (int32,
+    float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None)."""
+    return jax.tree.map(_python_number, out)

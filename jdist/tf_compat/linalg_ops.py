@@ -76,6 +76,9 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False, transpose_b:
         x = matrix_transpose(x, conjugate=adjoint_a)
     if transpose_b or adjoint_b:
         y = matrix_transpose(y, conjugate=adjoint_b)
+    if tuple(np.shape(x))[-1] != tuple(np.shape(y))[-2]:  # TF's message (observed, TF 2.21), the inputs as given
+        shapes = [",".join(str(d) for d in arg.shape) for arg in (convert_to_tensor(a), convert_to_tensor(b))]
+        raise invalid(f"Matrix size-incompatible: In[0]: [{shapes[0]}], In[1]: [{shapes[1]}]")
     target = numpy_dtype(output_type)
     if target is not None:
         return module.matmul(x.astype(target), y.astype(target))

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.tf_compat.dtype_table import numpy_dtype
+from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:
@@ -293,6 +295,14 @@ def gather(params: TensorLike, indices: TensorLike, axis: int = 0, batch_dims: i
     if batch_dims:
         raise ValueError("jdist's tf.gather takes batch_dims=0 only; index with jnp.take_along_axis instead")
     params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if not isinstance(indices, Tracer):  # TF checks indices it can see (a traced one it cannot)
+        where = np.asarray(indices)
+        size = params.shape[axis]
+        bad = np.argwhere((where < 0) | (where >= size))
+        if bad.size:
+            at = tuple(int(i) for i in bad[0])
+            raise InvalidArgumentError(None, None, f"indices[{','.join(map(str, at))}] = {where[at]} is not in "
+                                                   f"[0, {size})")
     return xp(params, indices).take(params, indices, axis=axis)
 
 
