@@ -277,3 +277,20 @@ def test_a_tf_function_returns_python_numbers_as_tensors():
     assert (repr(one), nothing, repr(yes)) == ("<tf.Tensor: shape=(), dtype=int32, numpy=1>", None,
                                                "<tf.Tensor: shape=(), dtype=bool, numpy=True>")
     assert repr(tf.function(lambda: 1.5)()) == "<tf.Tensor: shape=(), dtype=float32, numpy=1.5>"
+
+
+def test_an_error_raised_in_a_keras_layer_keeps_its_class_and_text():
+    """TF's "Introduction to modules": Keras re-raises a layer's InvalidArgumentError with one text argument;
+    TF 2.21 printed "Exception encountered when calling FlexibleDense.call()" and the matmul's text."""
+    class FlexibleDense(tf.keras.layers.Layer):
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(int(input_shape[-1]), 3))
+
+        def call(self, inputs):
+            return tf.matmul(inputs, self.w)
+
+    layer = FlexibleDense()
+    layer(tf.constant([[2.0, 2.0, 2.0]]))
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        layer(tf.constant([[2.0, 2.0, 2.0, 2.0]]))
+    assert "FlexibleDense.call()" in str(caught.value) and "Matrix size-incompatible: In[0]: [1,4]" in str(caught.value)

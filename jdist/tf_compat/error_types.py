@@ -13,6 +13,8 @@ class OpError(Exception):
     """TF's base class: `message` holds the text, `op` and `node_def` are None (there is no graph op)."""
 
     def __init__(self, node_def: Any = None, op: Any = None, message: str = "", *args: Any):
+        if isinstance(node_def, str) and op is None and not message:  # one argument, Python's way (Keras re-raises
+            node_def, message = None, node_def                         # a layer's error with its class and a text)
         super().__init__(message)
         self.node_def, self.op, self.message = node_def, op, message
 
