@@ -140,6 +140,15 @@ TF_REPRS = [
      "<tf.Tensor: shape=(2,), dtype=string, numpy=array([b'a b', b'b c'], dtype=object)>"),
     ('tf.constant("a") == tf.constant("a")',
      '<tf.Tensor: shape=(), dtype=bool, numpy=True>'),
+    ("str(tf.ragged.constant([]))", "tf.Tensor([], shape=(0,), dtype=float32)"),
+    ("tf.ragged.constant([[1, 2], [3, 4]])", "<tf.RaggedTensor [[1, 2],\n [3, 4]]>"),
+    ("str(tf.reduce_max(tf.ragged.constant([[1, 2], []]), axis=1))",
+     "tf.Tensor([          2 -2147483648], shape=(2,), dtype=int32)"),
+    ("str(tf.reduce_mean(tf.ragged.constant([[1., 2.], []]), axis=1))", "tf.Tensor([1.5 nan], shape=(2,), dtype=float32)"),
+    ("tf.ragged.range([3, 1])", "<tf.RaggedTensor [[0, 1, 2], [0]]>"),
+    ("str(tf.ragged.constant([[[1, 2], [3]], [[4]]]).numpy())",
+     "[array([array([1, 2], dtype=int32), array([3], dtype=int32)], dtype=object)\n"
+     " array([array([4], dtype=int32)], dtype=object)]"),
     ("str(tf.sparse.SparseTensor(indices=[[0, 0], [1, 2]], values=[1, 2], dense_shape=[3, 4]))",  # the guide's
      "SparseTensor(indices=tf.Tensor(\n[[0 0]\n [1 2]], shape=(2, 2), dtype=int64), values=tf.Tensor([1 2], "
      "shape=(2,), dtype=int32), dense_shape=tf.Tensor([3 4], shape=(2,), dtype=int64))"),

@@ -149,12 +149,14 @@ class RaggedTensor:
         return [row.to_list() if isinstance(row, RaggedTensor) else row.tolist() for row in self._rows()]
 
     def numpy(self) -> np.ndarray:
-        """TF's: an object array of the rows' arrays when their lengths differ, else one array."""
-        rows = [row.numpy() if isinstance(row, RaggedTensor) else row for row in self._rows()]
+        """TF's: the values' numpy cut into rows, an object array of them when their lengths differ, else one
+        array (observed, TF 2.21: so a nested tensor's rows are object arrays of its inner rows)."""
+        values = self._values.numpy() if isinstance(self._values, RaggedTensor) else np.asarray(self._values)
+        splits = self._row_splits
+        rows = [values[splits[i]:splits[i + 1]] for i in range(len(splits) - 1)]
         if not rows:
-            inner = self.flat_values
-            return np.zeros((0, 0) + inner.shape[1:], dtype=inner.dtype)
-        if any(_count(row) != _count(rows[0]) for row in rows):
+            return np.zeros((0, 0) + values.shape[1:], dtype=values.dtype)
+        if any(len(row) != len(rows[0]) for row in rows):
             result = np.empty(len(rows), dtype=object)
             result[:] = rows
             return result
@@ -293,7 +295,7 @@ def constant(pylist: Any, dtype: Any = None, ragged_rank: int | None = None, inn
              name: Any = None, row_splits_dtype: Any = None) -> Any:
     """`tf.ragged.constant`: a nested Python list with rows of any lengths; a scalar stays a tensor."""
     if not isinstance(pylist, (list, tuple)) and np.ndim(pylist) == 0:
-        return _tensor(pylist, dtype)
+        return as_tensors(_tensor(pylist, dtype))
     depth = _depth(pylist)
     rank = depth - 1 if ragged_rank is None else ragged_rank
     flat: list = list(pylist)
@@ -305,7 +307,7 @@ def constant(pylist: Any, dtype: Any = None, ragged_rank: int | None = None, inn
     values = _tensor(flat, dtype) if flat else np.zeros((0,), numpy_dtype(dtype) or np.float32)
     if values.dtype == np.float64 and dtype is None:
         values = values.astype(np.float32)
-    return RaggedTensor.from_nested_row_splits(values, splits)
+    return as_tensors(RaggedTensor.from_nested_row_splits(values, splits))  # no ragged dimension: a tensor
 
 
 def _depth(value: Any) -> int:
