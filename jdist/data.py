@@ -3,7 +3,7 @@
     ds = jdist.data.Dataset.from_tensor_slices((images, labels)).shuffle(10000).batch(64)
 
 The implementation lives in `jdist.tfdata` (docs/input.md#tfdata); this module is its
-TF-shaped face: `Dataset`, `Options`, the constants, and `experimental`.
+TF-shaped face: `Dataset`, `TextLineDataset`, `Options`, the constants, and `experimental`.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from jdist.tfdata import (
     Options,
     TensorSpec,
 )
+from jdist.tfdata.text_line import TextLineDataset
 
 experimental = types.SimpleNamespace(
     AUTOTUNE=AUTOTUNE,
@@ -30,4 +31,4 @@ experimental = types.SimpleNamespace(
 )
 
 __all__ = ["AUTOTUNE", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "Dataset", "Options", "TensorSpec",
-           "experimental"]
+           "TextLineDataset", "experimental"]

@@ -397,7 +397,7 @@ class Dataset(grain.IterDataset):
 
     def __iter__(self) -> grain.DatasetIterator:
         """The next pass: elements as host tensors (numpy arrays with `.numpy()`), reshuffled per pass."""
-        return iter(self._iter_pass((self._claim_pass(),)).map(lambda e: structure.map_leaves(HostTensor.of, e)))
+        return iter(self._iter_pass((self._claim_pass(),)).map(lambda e: structure.map_leaves(_iterated, e)))
 
     def as_numpy_iterator(self) -> Iterator:
         """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
@@ -432,4 +432,13 @@ class Dataset(grain.IterDataset):
 
 
 def _plain(leaf: Any) -> Any:
+    if isinstance(leaf, np.bytes_):
+        return bytes(leaf)
     return leaf.numpy() if isinstance(leaf, HostTensor) else leaf
+
+
+def _iterated(leaf: Any) -> Any:
+    """A tensor as iterating a dataset gives it: a string too (TF's `line.numpy()` is its bytes)."""
+    if isinstance(leaf, (bytes, str)):
+        return np.asarray(leaf.encode() if isinstance(leaf, str) else bytes(leaf), dtype=object).view(HostTensor)
+    return HostTensor.of(leaf)
