@@ -169,6 +169,8 @@ def test_values_print_as_tfs(expression, text):
      "row_splits"),
     ("np.asarray(rt)", ValueError, "rows of different lengths.*to_tensor"),
     ("tf.reduce_sum(rt, axis=0)", NotImplementedError, "axis=None.*axis=1"),
+    ("tf.strings.length(np.array([1, 2], dtype=object))", TypeError, "expects strings, got int.*as_string"),
+    ("tf.strings.upper(tf.constant([1.5]))", TypeError, "expects strings, got a tensor of float32"),
 ])
 def test_bad_input_raises(expression, error, message):
     with pytest.raises(error, match=message):

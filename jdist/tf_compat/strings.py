@@ -21,7 +21,12 @@ from jdist.tf_compat.ragged import RaggedTensor
 
 
 def _as_bytes(value: Any) -> bytes:
-    return value.encode() if isinstance(value, str) else bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes):  # np.bytes_ too
+        return bytes(value)
+    raise TypeError(f"tf.strings expects strings, got {type(value).__name__} {value!r:.40}: convert numbers with "
+                    "tf.strings.as_string")
 
 
 def text(value: Any) -> np.ndarray:
