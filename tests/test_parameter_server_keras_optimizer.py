@@ -97,23 +97,32 @@ def test_two_workers_updates_are_applied_in_turn_on_the_servers(cluster, tmp_pat
         for got, want in zip(grads, _gradients(here, *BATCHES[index])):
             np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-7)
 
-    # The two gradient sets applied in turn in this process. The order the servers took is not known; both
-    # updates' gradients are, and only one order matches (checked below: the orders differ).
+    # The two gradient sets applied in turn in this process. Each `apply_gradients` takes its step number from the
+    # server holding `iterations` (fetch-and-add) and then updates each server in one call; the servers take the
+    # two updates in their own orders, as TF's do. So every variable, with its slots, must equal one of the four
+    # outcomes (which worker took step 1) x (which update its server applied first); each is checked on its own.
     outcomes = []
-    for order in ((0, 1), (1, 0)):
-        reference, ref_optimizer = _model(), OPTIMIZERS[name]()
-        reference.set_weights(start)
-        for index in order:
-            ref_optimizer.apply_gradients(zip([np.asarray(g) for g in computed[index]],
-                                              reference.trainable_variables))
-        outcomes.append((reference, ref_optimizer))
-    got = model.get_weights()
-    reference, ref_optimizer = min(outcomes, key=lambda o: max(float(np.max(np.abs(a - b)))
-                                                                for a, b in zip(got, o[0].get_weights())))
-    for got, want in zip(model.get_weights(), reference.get_weights()):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # read back from the servers
-    for got, want in zip(optimizer.variables, ref_optimizer.variables):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    for first_step in (0, 1):
+        for order in ((0, 1), (1, 0)):
+            reference, ref_optimizer = _model(), OPTIMIZERS[name]()
+            reference.set_weights(start)
+            for index in order:
+                ref_optimizer.iterations.assign(0 if index == first_step else 1)
+                ref_optimizer.apply_gradients(zip([np.asarray(g) for g in computed[index]],
+                                                  reference.trainable_variables))
+            outcomes.append((reference, ref_optimizer))
+
+    def close(a, b):
+        return np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+    got_weights = model.get_weights()
+    for i, got in enumerate(got_weights):  # read back from the servers
+        assert any(close(got, reference.get_weights()[i]) for reference, _ in outcomes), f"weight {i}"
+    for i, got in enumerate(optimizer.variables):  # the slots (`iterations` is checked above)
+        if got.name not in ("iteration", "learning_rate"):
+            assert any(close(got, ref_optimizer.variables[i]) for _, ref_optimizer in outcomes), f"slot {got.name}"
+    reference = min((r for r, _ in outcomes), key=lambda r: max(float(np.max(np.abs(a - b)))
+                                                                for a, b in zip(got_weights, r.get_weights())))
 
     # What each worker applying its update to its own copy and adding the changes up would have given instead.
     summed = list(start)
