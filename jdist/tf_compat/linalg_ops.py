@@ -72,13 +72,14 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False, transpose_b:
         raise invalid(f"tf.linalg.matmul: both inputs must have one dtype, got {x.dtype} and {y.dtype}; "
                       "cast one with tf.cast")
     module = xp(x, y)
+    given = (np.shape(x), np.shape(y))  # TF's message names the inputs as given
     if transpose_a or adjoint_a:
         x = matrix_transpose(x, conjugate=adjoint_a)
     if transpose_b or adjoint_b:
         y = matrix_transpose(y, conjugate=adjoint_b)
-    if tuple(np.shape(x))[-1] != tuple(np.shape(y))[-2]:  # TF's message (observed, TF 2.21), the inputs as given
-        shapes = [",".join(str(d) for d in arg.shape) for arg in (convert_to_tensor(a), convert_to_tensor(b))]
-        raise invalid(f"Matrix size-incompatible: In[0]: [{shapes[0]}], In[1]: [{shapes[1]}]")
+    if tuple(np.shape(x))[-1] != tuple(np.shape(y))[-2]:  # TF's message (observed, TF 2.21)
+        a_text, b_text = (",".join(str(d) for d in shape) for shape in given)
+        raise invalid(f"Matrix size-incompatible: In[0]: [{a_text}], In[1]: [{b_text}]")
     target = numpy_dtype(output_type)
     if target is not None:
         return module.matmul(x.astype(target), y.astype(target))

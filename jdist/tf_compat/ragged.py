@@ -18,14 +18,12 @@ from jdist.tf_compat import ops
 from jdist.tf_compat.dtype_table import DType, as_dtype, numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.host_tensors import as_tensors
+from jdist.tfdata import tensor_text
 
 
 def _tensor(value: Any, dtype: Any = None) -> Any:
     """A host tensor: numpy with TF's dtypes, text as an object array of bytes (TF's `.numpy()`)."""
-    array = np.asarray(ops.convert_to_tensor(value, dtype))
-    if array.dtype.kind in "SU":
-        array = np.vectorize(lambda s: s.encode() if isinstance(s, str) else bytes(s), otypes=[object])(array)
-    return array
+    return tensor_text.as_tf_numpy(ops.convert_to_tensor(value, dtype))
 
 
 def _splits(row_splits: Any) -> np.ndarray:
@@ -33,6 +31,17 @@ def _splits(row_splits: Any) -> np.ndarray:
     if splits.size == 0 or splits[0] != 0 or np.any(np.diff(splits) < 0):
         raise InvalidArgumentError(None, None, f"row_splits must start at 0 and never decrease; got {splits.tolist()}")
     return splits
+
+
+def _operators(op: Callable[[Any, Any], Any]) -> tuple[Callable, Callable]:
+    """A binary operator on the flat values, and its reflected form (`1 - rt`)."""
+    def forward(self: RaggedTensor, other: Any) -> Any:
+        return self._elementwise(other, op)
+
+    def reflected(self: RaggedTensor, other: Any) -> Any:
+        return self._elementwise(other, lambda a, b: op(b, a))
+
+    return forward, reflected
 
 
 class RaggedTensor:
@@ -233,26 +242,10 @@ class RaggedTensor:
             return self.with_flat_values(op(self.flat_values, _tensor(other, self.flat_values.dtype)))
         return NotImplemented
 
-    def __add__(self, other: Any) -> Any:
-        return self._elementwise(other, np.add)
-
-    def __radd__(self, other: Any) -> Any:
-        return self._elementwise(other, lambda a, b: np.add(b, a))
-
-    def __sub__(self, other: Any) -> Any:
-        return self._elementwise(other, np.subtract)
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._elementwise(other, lambda a, b: np.subtract(b, a))
-
-    def __mul__(self, other: Any) -> Any:
-        return self._elementwise(other, np.multiply)
-
-    def __rmul__(self, other: Any) -> Any:
-        return self._elementwise(other, lambda a, b: np.multiply(b, a))
-
-    def __truediv__(self, other: Any) -> Any:
-        return self._elementwise(other, np.true_divide)
+    __add__, __radd__ = _operators(np.add)
+    __sub__, __rsub__ = _operators(np.subtract)
+    __mul__, __rmul__ = _operators(np.multiply)
+    __truediv__ = _operators(np.true_divide)[0]
 
     def __neg__(self) -> RaggedTensor:
         return self.with_flat_values(-self.flat_values)

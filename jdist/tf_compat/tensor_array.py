@@ -103,7 +103,7 @@ class TensorArray:
         """Writes `value` at `index`: into this array when made eagerly, into a new one in a `tf.function`."""
         value = self._with_shape(self._converted(value))  # TF's graph array learns the shape also when the new
         target = self if self._eager else self._copy()    # array is dropped (observed: stack gives zeros of it)
-        target._write(index, value)
+        target._store(index, value)
         return target
 
     def unstack(self, value: Any, name: str | None = None) -> "TensorArray":
@@ -222,7 +222,10 @@ class TensorArray:
         return value
 
     def _write(self, index: Any, value: Any) -> None:
-        value = self._with_shape(self._converted(value))
+        self._store(index, self._with_shape(self._converted(value)))
+
+    def _store(self, index: Any, value: Any) -> None:
+        """Puts a value already converted and shape-checked at `index`."""
         if self._dense is not None or _traced(index):
             self._dense = self._densified().at[index].set(value)
             self._elements = None

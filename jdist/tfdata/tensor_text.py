@@ -23,7 +23,7 @@ def shape_text(shape: tuple[int, ...]) -> str:
     return str(tuple(int(d) for d in shape))
 
 
-def _as_tf_numpy(value: Any) -> np.ndarray:
+def as_tf_numpy(value: Any) -> np.ndarray:
     """The array TF's `.numpy()` gives: text as an object array of bytes."""
     array = np.asarray(value)
     if array.dtype.kind in "SU":
@@ -32,7 +32,7 @@ def _as_tf_numpy(value: Any) -> np.ndarray:
 
 
 def value_text(value: Any, is_repr: bool) -> str:
-    array = _as_tf_numpy(value)
+    array = as_tf_numpy(value)
     if array.ndim == 0:
         scalar = array[()]
         text = repr(scalar) if isinstance(scalar, (bytes, str)) else str(scalar)
