@@ -498,7 +498,8 @@ def test_ctrl_c_stops_every_worker(tmp_path, inherited):
                 "os.execv(sys.argv[1], sys.argv[1:])")
         cmd = [sys.executable, "-c", shim, *cmd]
     run = Running(cmd)
-    run.wait_for(r"^\[worker 1\] waiting", 30)
+    for _ in range(2):  # both workers are past Python's start-up, which swallows a KeyboardInterrupt it catches
+        assert run.wait_for(r"^\[worker \d\] waiting", 30), run.output()
     run.process.send_signal(signal.SIGINT)  # as Ctrl-C in a terminal
     assert run.finish(30) == 130, run.output()
     assert "[launch] interrupted: stopping every worker." in run.output()
