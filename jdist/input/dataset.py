@@ -51,7 +51,7 @@ from jdist.input.split import (
     replica_plan,
 )
 from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
-from jdist.strategy import extensions
+from jdist.strategy import extensions, function_trace
 from jdist.strategy.batch import place_rows
 from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.typing import DatasetLike, PyTree
@@ -295,6 +295,7 @@ class DistributedIterator:
         return self
 
     def __next__(self) -> DistributedBatch:
+        function_trace.refuse("reading a distributed iterator")  # a tf.function reading one runs as Python
         if self._prefetcher is None:
             producer = self._dataset._producer(self._state["epoch"], self._state)
 

@@ -1,32 +1,65 @@
-"""`jdist.function`: TF's `@tf.function`, with TF's tracing as far as it concerns compilation.
+"""`jdist.function`: TF's `@tf.function`, traced as TF traces it.
 
-TF traces a function once per input signature (shapes and dtypes of arrays, values of Python
-scalars, identity of other objects) and reuses the graph. Here the Python body runs on every call
-(so side effects such as `print` happen every call, unlike TF), but what it compiles is made once
-per signature: `strategy.run` compiles its replica function once, even when the body defines that
-function anew on each call (TF's multi-worker tutorial does), because the call runs under a
-`jdist.strategy.traced_functions.Site` kept for the function. `experimental_get_tracing_count()`
-counts the signatures seen (one when an `input_signature` is given), as TF's does (observed in TF 2.21:
-f(x, 2) with x float32 scalars twice, then with 3, then a shape (1,) x, then an int32 x: 4). Code
-outside `strategy.run` that should be compiled uses `jax.jit`.
+TF traces a function once per input signature (shapes and dtypes of arrays, values of Python scalars,
+identity of other objects) and reuses the graph. Here each signature's Python body is traced once into
+one compiled program (`jdist.interop.graph_trace`), and later calls run the program: `print` runs at trace
+time, `tf.print` on every call, as in TF. `experimental_get_tracing_count()` counts the traces as TF's
+does (observed in TF 2.21: f(x, 2) with x float32 scalars twice, then with 3, then a shape (1,) x, then
+an int32 x: 4; a first call that makes variables traces twice). A signature whose body cannot be compiled
+(see `graph_trace`) runs its Python body on every call instead, and so does every call while a strategy
+or another trace compiles around it: there `strategy.run` compiles its replica function once, even when
+the body defines that function anew on each call (TF's multi-worker tutorial does), because the call
+runs under a `jdist.strategy.traced_functions.Site` kept for the function.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import inspect
+import io
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
-from jdist.interop import keras_objects, keras_run
-from jdist.strategy import context, traced_functions
+from jdist.input.tensor_spec import TensorSpec
+from jdist.interop import concrete_function, function_signature, graph_trace, keras_objects, keras_run
+from jdist.strategy import context, function_trace, traced_functions
 from jdist.typing import PyTree
 
 _MAX_SIGNATURES = 32
+_EAGER = object()  # a signature whose trace stopped: its calls run the Python body
+_RUN_EAGERLY = [False]  # `tf.config.run_functions_eagerly`
 # How a function's results are returned: `jdist.tf_compat` installs TF's rule (a Python number or bool returned
 # becomes a tensor, as a graph's outputs are); jdist's own `function` returns what the body returns.
 _OUTPUTS: list[Callable[[Any], Any]] = []
+
+
+def run_eagerly(enabled: bool) -> None:
+    """`tf.config.run_functions_eagerly`: every call runs the Python body (TF's debugging switch)."""
+    _RUN_EAGERLY[0] = bool(enabled)
+
+
+def _under_jit() -> bool:
+    """Whether JAX is tracing around this call (`jax.jit`, `strategy.run`, a tape's `jax.vjp`): the body is
+    then traced as part of that program, not compiled on its own."""
+    from jax._src import core as jax_core
+
+    return bool(jax_core.unsafe_am_i_under_a_jit()) or not jax_core.trace_state_clean()
+
+
+def _spec_or_value(leaf: Any) -> Any:
+    """What a signature keeps of an argument: arrays as shape and dtype, other values as they are."""
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype") and not hasattr(leaf, "assign") \
+            and not isinstance(leaf, TensorSpec):
+        return TensorSpec(tuple(leaf.shape), np.dtype(leaf.dtype))
+    return leaf
+
+
+def _specs(out: Any) -> Any:
+    return jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(np.shape(leaf), np.dtype(leaf.dtype))
+                        if hasattr(leaf, "dtype") and hasattr(leaf, "shape") else leaf, out)
 
 
 def convert_outputs(convert: Callable[[Any], Any]) -> None:
@@ -42,7 +75,7 @@ def _signature(value: Any) -> Any:
             # f(tf.Variable(2)) is one trace)
             keys.append(("variable", tuple(leaf.shape), str(leaf.dtype)))
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            keys.append(("array", tuple(leaf.shape), str(leaf.dtype)))
+            keys.append(("array", None if leaf.shape is None else tuple(leaf.shape), str(leaf.dtype)))
         elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
         elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
@@ -50,6 +83,26 @@ def _signature(value: Any) -> Any:
         else:
             keys.append(("object", _Identity(leaf)))
     return treedef, tuple(keys)
+
+
+def _relaxed(key: Any, known: list) -> Any:
+    """TF's `reduce_retracing`: a signature whose arrays differ from a known one's only in dimension sizes is
+    that one with those dimensions unknown (observed, TF 2.21: shapes (3,), (5,), (7,), (9,) trace twice)."""
+    for other in known:
+        if not isinstance(other, tuple) or other[0] != key[0] or len(other[1]) != len(key[1]):
+            continue
+        general = []
+        for mine, theirs in zip(key[1], other[1]):
+            if mine == theirs:
+                general.append(mine)
+            elif (mine[0] == theirs[0] == "array" and mine[2] == theirs[2] and mine[1] is not None
+                  and theirs[1] is not None and len(mine[1]) == len(theirs[1])):
+                general.append(("array", tuple(a if a == b else None for a, b in zip(mine[1], theirs[1])), mine[2]))
+            else:
+                break
+        else:
+            return other[0], tuple(general)
+    return key
 
 
 class _Identity:
@@ -80,6 +133,8 @@ class Function:
         self._site = traced_functions.Site()
         self._signatures: collections.OrderedDict[Any, None] = collections.OrderedDict()
         self._tracing_count = 0
+        self._programs: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+        self._outputs: dict[Any, str] = {}  # output type text per signature (TF's concrete-function texts)
         # A body that records a GradientTape itself (not through a function it passes to strategy.run) runs,
         # outside any strategy, through the default strategy as one compiled program (keras_run).
         code = getattr(getattr(func, "__func__", func), "__code__", None)
@@ -87,21 +142,101 @@ class Function:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # An input_signature is one trace in TF whatever the inputs (they must match it).
+        if self.options.get("input_signature") is not None:
+            args, kwargs = function_signature.bind(self, args, kwargs)
+        new = self._note_signature(args, kwargs)
+        with traced_functions.active(self._site):
+            if self._compiles():
+                program = self._program(args, kwargs, counted=not new)
+                out = self.python_function(*args, **kwargs) if program is _EAGER else program(args, kwargs)
+            else:
+                self._tracing_count += new
+                if self._records_tape and not context.has_strategy() and not context.in_replica_context():
+                    out = _run_outside_strategies(self.python_function, args, kwargs)
+                else:
+                    out = self.python_function(*args, **kwargs)
+        out = _OUTPUTS[0](out) if _OUTPUTS else out
+        self._outputs.setdefault(_signature((args, kwargs)), concrete_function.output_text(_specs(out)))
+        return out
+
+    def _note_signature(self, args: tuple, kwargs: dict) -> bool:
+        """Records TF's signature of a call (an input_signature is one, whatever the shapes); True if new."""
         key = "input_signature" if self.options.get("input_signature") is not None else _signature((args, kwargs))
-        if key in self._signatures:
-            self._signatures.move_to_end(key)
-        else:
-            self._signatures[key] = None
-            self._tracing_count += 1
+        if self.options.get("reduce_retracing") and key not in self._signatures:
+            key = _relaxed(key, list(self._signatures))
+        if key not in self._signatures:
+            self._signatures[key] = ((tuple(self.options["input_signature"]), {}) if key == "input_signature" else
+                                     (jax.tree.map(_spec_or_value, args), jax.tree.map(_spec_or_value, kwargs)))
             while len(self._signatures) > _MAX_SIGNATURES:
                 self._signatures.popitem(last=False)
-        with traced_functions.active(self._site):
-            if self._records_tape and not context.has_strategy() and not context.in_replica_context():
-                out = _run_outside_strategies(self.python_function, args, kwargs)
-            else:
-                out = self.python_function(*args, **kwargs)
-        return _OUTPUTS[0](out) if _OUTPUTS else out
+            return True
+        return False  # kept in the order first seen: TF lists its concrete functions so
+
+    def _compiles(self) -> bool:
+        """Whether this call runs a compiled program (module docstring): not when a strategy or a trace around
+        it compiles the body itself, nor after `tf.config.run_functions_eagerly(True)`."""
+        return not (_RUN_EAGERLY[0] or self._records_tape or context.has_strategy() or context.in_replica_context()
+                    or function_trace.active() or _under_jit())
+
+    def _program(self, args: tuple, kwargs: dict, counted: bool) -> Any:
+        """The program for these inputs' shapes and dtypes, traced on first use; `_EAGER` for a signature whose
+        trace stopped (the Python body runs). `counted`: TF's signature was seen before (an input_signature's
+        relaxed shapes), so a trace for new shapes adds no trace to the count and shows no prints."""
+        key = _signature((args, kwargs))
+        program = self._programs.get(key)
+        if program is not None:
+            self._programs.move_to_end(key)
+            return program
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) if counted else contextlib.nullcontext():
+                program = graph_trace.trace(self.python_function, args, kwargs, first=not self._programs)
+            self._tracing_count += 0 if counted else program.traces
+            self._outputs[key] = concrete_function.output_text(program.output_structure)
+        except ValueError as error:
+            if str(error).startswith("tf.function only supports singleton"):
+                raise
+            program = _EAGER
+        except Exception:  # noqa: BLE001 - any failed trace: the body runs as Python (module docstring)
+            program = _EAGER
+        if program is _EAGER:
+            self._tracing_count += not counted
+        self._programs[key] = program
+        while len(self._programs) > _MAX_SIGNATURES:
+            self._programs.popitem(last=False)
+        return program
+
+    def trace_only(self, *args: Any, **kwargs: Any) -> None:
+        """Traces (compiles) this function for these example arguments without running it, as TF's
+        `get_concrete_function` does; nothing happens where calls would run the Python body."""
+        new = self._note_signature(args, kwargs)
+        if self._compiles():
+            with traced_functions.active(self._site):
+                self._program(args, kwargs, counted=not new)
+
+    def output_text(self, *args: Any, **kwargs: Any) -> str:
+        """TF's output type of the signature of these arguments (known once traced or called)."""
+        return self._outputs.get(_signature((args, kwargs)), "Unknown")
+
+    def describe(self, *args: Any, **kwargs: Any) -> str:
+        """TF's description of one signature: parameters, output type, captured variables."""
+        parameters = inspect.signature(self.python_function)
+        bound = parameters.bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        variadic = any(p.kind is p.VAR_POSITIONAL for p in parameters.parameters.values())
+        rows = []
+        for name, value in bound.arguments.items():
+            kind = parameters.parameters[name].kind
+            if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD):
+                continue
+            label = "POSITIONAL_ONLY" if variadic and kind is kind.POSITIONAL_OR_KEYWORD else kind.name
+            rows.append((name, label, value))
+        program = self._programs.get(_signature((args, kwargs)))
+        captures = program.captured if program is not None and program is not _EAGER else []
+        return concrete_function.describe(rows, self.output_text(*args, **kwargs), captures)
+
+    def pretty_printed_concrete_signatures(self) -> str:
+        """TF's text for every signature this function was traced for, in the order first seen."""
+        return "\n\n".join(self.describe(*args, **kwargs) for args, kwargs in self._signatures.values())
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         """A method decorated with `@tf.function`: one `Function` per instance, as TF binds them."""
@@ -113,12 +248,12 @@ class Function:
             instance.__dict__[f"_jdist_function_{id(self)}"] = bound
         return bound
 
-    def get_concrete_function(self, *args: Any, **kwargs: Any) -> "ConcreteFunction":
+    def get_concrete_function(self, *args: Any, **kwargs: Any) -> concrete_function.ConcreteFunction:
         """TF's: this function for one input signature (TensorSpecs or example arrays; its `input_signature`
         when none is given). `tf.saved_model.save(signatures=...)` exports it."""
         if not args and not kwargs and self.options.get("input_signature") is not None:
             args = tuple(self.options["input_signature"])
-        return ConcreteFunction(self, args, kwargs)
+        return concrete_function.ConcreteFunction(self, args, kwargs)
 
     def traced_arguments(self) -> list[tuple[Any, list]]:
         """The arguments of each signature this function was called with, as (treedef, leaves): arrays as
@@ -144,20 +279,6 @@ class Function:
     def experimental_get_tracing_count(self) -> int:
         """How many input signatures this function has been called with (TF's count of traces)."""
         return self._tracing_count
-
-
-class ConcreteFunction:
-    """`f.get_concrete_function(...)`: `f` for one input signature (`args`, `kwargs`: TensorSpecs or arrays)."""
-
-    def __init__(self, function: Function, args: tuple, kwargs: dict):
-        self.function, self.args, self.kwargs = function, args, kwargs
-
-    @property
-    def structured_input_signature(self) -> tuple[tuple, dict]:
-        return self.args, self.kwargs
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
 
 
 def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:

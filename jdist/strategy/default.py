@@ -8,7 +8,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from jdist.strategy import context, extensions
+from jdist.strategy import context, extensions, function_trace
 from jdist.strategy.base import Strategy
 from jdist.strategy.distributed_batch import unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
@@ -36,6 +36,7 @@ class DefaultStrategy(Strategy):
             kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        function_trace.refuse("strategy.run")
         claimed = extensions.claimed_run(fn)  # e.g. Keras objects used as TF variables (GradientTape included)
         if claimed is not None:
             extension, claim = claimed

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.strategy import context, dispatch, extensions, leaf_checks, padded_run, traced_functions
+from jdist.strategy import context, dispatch, extensions, function_trace, leaf_checks, padded_run, traced_functions
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
@@ -63,6 +63,7 @@ class ReplicaRun(StrategyFields):
         """
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        function_trace.refuse("strategy.run")  # a tf.function calling it runs as Python; run compiles the step
         strategy = self._as_strategy()
         kwargs = dict(kwargs or {})
         fn = traced_functions.canonical(fn)  # inside a tf.function: the replica function of its first call

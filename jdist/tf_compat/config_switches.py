@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import jax
 
+from jdist.interop import tf_function
 from jdist.strategy.devices import resolve_device
 from jdist.tf_compat.device_config import PhysicalDevice, _jax_devices, _types, list_physical_devices
 
@@ -31,10 +32,11 @@ def _backend_started() -> bool:
 
 # --- tf.function eagerly ---
 def run_functions_eagerly(run_eagerly: bool) -> None:
-    """TF's debugging switch: `tf.executing_eagerly()` is then True inside `tf.function` bodies. jdist runs a
-    `tf.function`'s Python body on every call anyway; `strategy.run` stays compiled (JAX has no eager
+    """TF's debugging switch: a `tf.function` then runs its Python body on every call, not its traced program,
+    and `tf.executing_eagerly()` is True inside it. `strategy.run` stays compiled (JAX has no eager
     collectives), so a breakpoint in a replica function still sees traced values."""
     _STATE["eager"] = bool(run_eagerly)
+    tf_function.run_eagerly(run_eagerly)
 
 
 def functions_run_eagerly() -> bool:

@@ -64,6 +64,8 @@ def wrap_ops(names: dict[str, Any], keep: frozenset[str] = frozenset()) -> None:
 
 
 def _python_number(leaf: Any) -> Any:
+    if type(leaf) is np.ndarray:  # a traced function's result on the host
+        return leaf.view(HostTensor)
     if isinstance(leaf, bool):
         return np.asarray(leaf).view(HostTensor)
     if isinstance(leaf, int):
@@ -75,5 +77,6 @@ def _python_number(leaf: Any) -> Any:
 
 def function_outputs(out: Any) -> Any:
     """What TF's `tf.function` returns: Python numbers and bools among the results become tensors (int32,
-    float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None)."""
+    float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None), as
+    do numpy arrays (a compiled function's results for host inputs)."""
     return jax.tree.map(_python_number, out)

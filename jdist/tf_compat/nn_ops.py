@@ -7,7 +7,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from jdist.losses import compute_average_loss, scale_regularization_loss
-from jdist.strategy import context
+from jdist.strategy import context, function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
@@ -150,6 +150,7 @@ def _host_only(name: str, seed: int | None) -> np.random.Generator:
 
 
 def _check_not_tracing(name: str) -> None:
+    function_trace.refuse(f"tf.random.{name}")  # a tf.function drawing on the host runs as Python: fresh draws
     if context.in_replica_context():
         raise RuntimeError(
             f"tf.random.{name} draws on the host and cannot run inside strategy.run: its numbers would be "

@@ -32,7 +32,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from jdist.interop import keras_objects
-from jdist.strategy import context
+from jdist.strategy import context, function_trace
 from jdist.tf_compat import generator_draws as draws
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.predicates import tracing
@@ -93,7 +93,9 @@ class Generator:
         # TF: made in a strategy's scope, or inside its replica function, each replica draws its own stream.
         self._strategy = context.get_strategy() if context.has_strategy() else None
         self._per_replica = self._strategy is not None
-        self._local = _in_compiled_code()  # made while a compiled function is traced: its state is the trace's
+        # made while a compiled function is traced: its state is the trace's; made in a tf.function's trace it
+        # outlives the trace, as TF's variables made in a first trace do (its state becomes a program input)
+        self._local = _in_compiled_code() and not function_trace.active()
         keras_objects.holder_made()
         if copy_from is not None:
             if state is not None:
@@ -214,7 +216,13 @@ class Generator:
 
     def _traced_words(self, op: str) -> jax.Array:
         """The state as run (or a saved module's program) hands it to the compiled function: traced uint32 words."""
+        if self._var is None and function_trace.active():  # a traced tf.function: the state becomes its input
+            with function_trace.outside_trace():
+                self.variables  # noqa: B018 - made on first use
         value = None if self._var is None else self._var.value
+        if function_trace.active() and value is not None:
+            # first read in a tf.function's trace: concrete now, the trace is redone with the state as an input
+            return jax.lax.bitcast_convert_type(jnp.asarray(value), jnp.uint32)
         if not isinstance(value, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
             raise RuntimeError(
                 f"tf.random.Generator.{op} inside compiled code changes the generator's state, which only "

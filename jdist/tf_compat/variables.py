@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
@@ -82,9 +83,14 @@ class _VariableType(type):
             initial_value = initial_value()
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
         _check_fits(value)
-        with _quiet_narrowing(value.dtype):
-            variable = variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
+
+        def make() -> Any:
+            with _quiet_narrowing(value.dtype):
+                return variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
                                         name=name or "Variable")
+
+        # made in a traced tf.function: TF's rule for which trace may make one (jdist.strategy.function_trace)
+        variable = function_trace.variable_created(make, value) if function_trace.active() else make()
         variable._jdist_created = next(_CREATED)  # TF lists a tape's watched variables in the order they were made
         return variable
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 import grain
 import numpy as np
 
+from jdist.strategy import function_trace
 from jdist.tfdata import structure
 
 
@@ -46,6 +47,25 @@ class _ReplayIterator(grain.DatasetIterator):
         for _ in range(int(state["count"])):
             next(self._it)
             self._count += 1
+
+
+class GuardedIterator(grain.DatasetIterator):
+    """A pass's iterator that stops a running `tf.function` trace before it takes an element: TF reads the
+    iterator on every call of the function, so the function runs as Python (`jdist.strategy.function_trace`)."""
+
+    def __init__(self, inner: grain.DatasetIterator):
+        super().__init__()
+        self._inner = inner
+
+    def __next__(self) -> Any:
+        function_trace.refuse("reading a tf.data iterator")
+        return next(self._inner)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._inner.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._inner.set_state(state)
 
 
 class Generated(grain.IterDataset):

@@ -27,9 +27,11 @@ from typing import Any, Callable, Iterator
 import grain
 import numpy as np
 
+from jdist.strategy import function_trace
 from jdist.tfdata import structure
 from jdist.tfdata._iterators import (
     Generated,
+    GuardedIterator,
     Permuted,
     Repeated,
     Slices,
@@ -397,12 +399,13 @@ class Dataset(grain.IterDataset):
 
     def __iter__(self) -> grain.DatasetIterator:
         """The next pass: elements as host tensors (numpy arrays with `.numpy()`), reshuffled per pass."""
-        return iter(self._iter_pass((self._claim_pass(),)).map(lambda e: structure.map_leaves(_iterated, e)))
+        return GuardedIterator(iter(self._iter_pass((self._claim_pass(),)).map(
+            lambda e: structure.map_leaves(_iterated, e))))
 
     def as_numpy_iterator(self) -> Iterator:
         """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
         function's `tf.cast(x, tf.float32) * 2` gives `np.float32(0.0)`)."""
-        return map(lambda element: structure.map_leaves(_plain, element), self.begin_pass()[1])
+        return map(lambda element: structure.map_leaves(_plain, element), GuardedIterator(self.begin_pass()[1]))
 
     def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
         """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:
@@ -412,6 +415,7 @@ class Dataset(grain.IterDataset):
         return index, iter(self._iter_pass((index,)))
 
     def _claim_pass(self, index: int | None = None) -> int:
+        function_trace.refuse("iterating a tf.data dataset")  # a tf.function reading one runs as Python
         index = self._passes if index is None else int(index)
         self._passes = max(self._passes, index + 1)
         return index

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from jdist.strategy import function_trace
 from jdist.train import object_graph
 
 INDEX = "checkpoint"
@@ -252,7 +253,8 @@ def _apply(root: Any, saved: dict[str, Any], status: CheckpointLoadStatus | None
             if tuple(obj.shape) != np.shape(value):
                 raise ValueError(f"Checkpoint.restore: {full_key} has shape {tuple(obj.shape)}, the checkpoint "
                                  f"{np.shape(value)}; is it from a different model?")
-            obj.assign(value)
+            # a layer built inside a traced tf.function restores after the trace, not into its program
+            function_trace.after_trace(functools.partial(obj.assign, value))
         if status is not None:
             status._restored(full_key)
 
