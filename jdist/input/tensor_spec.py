@@ -33,7 +33,7 @@ class TensorSpec:
 
     def __repr__(self) -> str:
         dtype = np.dtype(self.dtype)
-        kind = "string" if dtype.kind in "OS" else dtype.name
+        kind = "string" if dtype.kind in "OSU" else dtype.name
         shape = "<unknown>" if self.shape is None else self.shape
         return f"TensorSpec(shape={shape}, dtype=tf.{kind}, name={self.name!r})"
 

@@ -1,0 +1,186 @@
+"""`f.get_concrete_function(...)`: one input signature of a `tf.function`, and how TF describes signatures.
+
+Its Python arguments (numbers, strings, objects) are fixed when it is made: a call passes only the tensors, by
+position or name, and giving a fixed argument another value is TF's TypeError "Can not cast 3 to Literal[2]". A
+tensor of another dtype than its spec is TF's InvalidArgumentError "... was expected to be a float tensor but is
+a int32 tensor"; another shape is accepted, as TF 2.21 accepts it (observed). Made from specs without unknown
+dimensions, it is traced then (TF traces at `get_concrete_function`).
+
+The text forms (`pretty_printed_concrete_signatures()`, `function_type`, `print(concrete)`) are TF 2.21's
+(observed): `Input Parameters:` with each parameter's kind and `TensorSpec` / `Literal[2]` /
+`List[Literal[1], ...]` / `VariableSpec(...)`, `Output Type:`, and `Captures:` (the variables a traced program
+reads, by id, as TF's resource handles).
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from jdist.input.tensor_spec import TensorSpec
+
+# TF's names for dtypes in its InvalidArgumentError text (DT_FLOAT is "float").
+_TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string", "bytes": "string"}
+_OP_NUMBERS = itertools.count(1)
+# The error class for a tensor of the wrong dtype: ValueError, or TF's InvalidArgumentError under jdist.tf_compat.
+INVALID_ARGUMENT: list[Callable[[str], Exception]] = [ValueError]
+
+
+class ConcreteFunction:
+    """`function` for the arguments `args`, `kwargs` (TensorSpecs, tensors, Python values): see the module."""
+
+    def __init__(self, function: Any, args: tuple, kwargs: dict):
+        self.function, self.args, self.kwargs = function, args, kwargs
+        self._signature = inspect.signature(function.python_function)
+        self._template = self._signature.bind_partial(*args, **kwargs).arguments
+        self._tensors = [name for name, value in self._template.items() if _is_tensor_like(value)]
+        self._op = f"__inference_{getattr(function.python_function, '__name__', 'f')}_{next(_OP_NUMBERS)}"
+        examples = {name: _example(value) for name, value in self._template.items()}
+        if all(value is not None for value in examples.values()):
+            call_args, call_kwargs = self._bind_names(examples)
+            function.trace_only(*call_args, **call_kwargs)
+
+    @property
+    def structured_input_signature(self) -> tuple[tuple, dict]:
+        return self.args, self.kwargs
+
+    @property
+    def function_type(self) -> str:
+        """TF's one-line form, e.g. `(a: TensorSpec(shape=(), dtype=tf.string, name=None)) -> TensorSpec(...)`."""
+        params = ", ".join(f"{name}: {_value_text(value)}" for name, value in self._template.items())
+        args, kwargs = self._bind_names(self._examples())
+        return f"({params}) -> {self.function.output_text(*args, **kwargs)}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(self._tensors):
+            raise self._binding_error("too many positional arguments", args, kwargs)
+        values = dict(self._template)
+        given = dict(zip(self._tensors, args))
+        for name, value in kwargs.items():
+            if name in given or name not in values:
+                raise self._binding_error(f"got an unexpected keyword argument '{name}'", args, kwargs)
+            if name not in self._tensors and not _same(value, values[name]):
+                raise self._binding_error(f"Can not cast {value!r} to {_value_text(values[name])}", args, kwargs)
+            given[name] = value
+        missing = [name for name in self._tensors if name not in given]
+        if missing:
+            raise self._binding_error(f"missing a required argument: '{missing[0]}'", args, kwargs)
+        for index, name in enumerate(self._tensors):
+            self._check_dtype(index, given[name], values[name])
+        values.update(given)
+        call_args, call_kwargs = self._bind_names(values)
+        return self.function(*call_args, **call_kwargs)
+
+    def _bind_names(self, values: dict) -> tuple[tuple, dict]:
+        bound = self._signature.bind_partial()
+        bound.arguments.update(values)
+        return bound.args, bound.kwargs
+
+    def _check_dtype(self, index: int, value: Any, template: Any) -> None:
+        expected = _dtype_of(template)
+        got = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        if isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool):
+            return  # a Python value is converted to the spec's dtype
+        if expected is not None and _kind(got) != _kind(expected):
+            raise INVALID_ARGUMENT[0](
+                f"cannot compute {self._op} as input #{index}(zero-based) was expected to be a {_tf_name(expected)} "
+                f"tensor but is a {_tf_name(got)} tensor [Op:{self._op}]")
+
+    def _binding_error(self, reason: str, args: tuple, kwargs: dict) -> TypeError:
+        from jdist.interop.function_signature import argument_text
+
+        return TypeError(f"Binding inputs to tf.function failed due to `{reason}`. Received args: "
+                         f"{argument_text(args)} and kwargs: {argument_text(kwargs)} for signature: "
+                         f"{self.function_type}.")
+
+    def __str__(self) -> str:
+        args, kwargs = self._bind_names(self._examples())
+        return "ConcreteFunction " + self.function.describe(*args, **kwargs)
+
+    def _examples(self) -> dict:
+        """The template with a spec as an array of its shape (what the function's signature records)."""
+        return {name: _example(value) if _example(value) is not None else value
+                for name, value in self._template.items()}
+
+    def __repr__(self) -> str:
+        return f"<ConcreteFunction {self.function_type} at 0x{id(self):X}>"
+
+    @property
+    def graph(self) -> Any:
+        raise AttributeError("A jdist ConcreteFunction has no TF graph: its traced program is a JAX program; "
+                             "`jax.make_jaxpr(f.python_function)(*example_args)` shows its operations.")
+
+
+def _is_tensor_like(value: Any) -> bool:
+    return isinstance(value, TensorSpec) or (hasattr(value, "shape") and hasattr(value, "dtype")
+                                             and not hasattr(value, "assign"))
+
+
+def _example(value: Any) -> Any:
+    """An array to trace with for a spec (None if a dimension is unknown or it is text); other values as they are."""
+    if isinstance(value, TensorSpec):
+        if value.shape is None or None in value.shape or np.dtype(value.dtype).kind in "OSU":
+            return None
+        return np.zeros(value.shape, value.dtype)
+    if _is_tensor_like(value) and np.dtype(value.dtype).kind in "OSU":
+        return None
+    return value
+
+
+def _dtype_of(value: Any) -> np.dtype | None:
+    return np.dtype(value.dtype) if hasattr(value, "dtype") else None
+
+
+def _kind(dtype: np.dtype) -> str:
+    return "string" if dtype.kind in "OSU" else dtype.name
+
+
+def _tf_name(dtype: np.dtype) -> str:
+    name = _kind(dtype)
+    return _TF_TYPE_NAMES.get(name, name)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - values that do not compare are not the same
+        return a is b
+
+
+def _value_text(value: Any) -> str:
+    """TF's text for one argument's trace type: TensorSpec, VariableSpec, Literal[...], List[...], Tuple[...]."""
+    if isinstance(value, TensorSpec):
+        return repr(value)
+    if hasattr(value, "assign") and hasattr(value, "dtype"):
+        return (f"VariableSpec(shape={tuple(value.shape)}, dtype=tf.{np.dtype(value.dtype).name}, "
+                f"trainable={bool(getattr(value, 'trainable', True))}, alias_id=0)")
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return repr(TensorSpec(tuple(np.shape(value)), np.dtype(value.dtype)))
+    if isinstance(value, (list, tuple)):
+        name = "List" if isinstance(value, list) else "Tuple"
+        return f"{name}[{', '.join(_value_text(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "Dict[" + ", ".join(f"[{k!r}, {_value_text(v)}]" for k, v in value.items()) + "]"
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return f"Literal[{value!r}]"
+    return f"<{type(value).__name__} object>"
+
+
+def output_text(out: Any) -> str:
+    """TF's text for a function's output type (its leaves are arrays after a call)."""
+    if isinstance(out, jax.ShapeDtypeStruct):
+        return repr(TensorSpec(tuple(out.shape), np.dtype(out.dtype)))
+    return _value_text(out)
+
+
+def describe(parameters: list[tuple[str, str, Any]], outputs: str, captures: list) -> str:
+    """TF's block for one traced signature: its parameters (name, kind, value), output type and captures."""
+    lines = ["Input Parameters:"]
+    lines += [f"  {name} ({kind}): {_value_text(value)}" for name, kind, value in parameters]
+    lines += ["Output Type:", f"  {outputs}", "Captures:"]
+    lines += ([f"  {id(v)}: TensorSpec(shape=(), dtype=tf.resource, name=None)" for v in captures]
+              if captures else ["  None"])
+    return "\n".join(lines)
