@@ -294,3 +294,19 @@ def test_an_error_raised_in_a_keras_layer_keeps_its_class_and_text():
     with pytest.raises(tf.errors.InvalidArgumentError) as caught:
         layer(tf.constant([[2.0, 2.0, 2.0, 2.0]]))
     assert "FlexibleDense.call()" in str(caught.value) and "Matrix size-incompatible: In[0]: [1,4]" in str(caught.value)
+
+
+def test_a_python_operand_takes_the_other_operands_dtype():
+    """TF 2.21 (observed): `tf.maximum(0., [1, -1])` is float32 [1., 0.] (numpy would promote to float64);
+    `tf.maximum(0, [1.5, -1])` is TypeError "Cannot convert [1.5, -1] to EagerTensor of dtype int32"."""
+    out = tf.maximum(0., [1, -1])
+    assert out.dtype == np.float32 and out.numpy().tolist() == [1.0, 0.0]
+    assert tf.multiply(tf.constant([1, 2]), 2).dtype == np.int32
+    assert tf.add(2.5, tf.constant([1.0])).numpy().tolist() == [3.5]
+    with pytest.raises(TypeError, match=r"Cannot convert \[1.5, -1\] to EagerTensor of dtype int32"):
+        tf.maximum(0, [1.5, -1])
+
+
+def test_a_string_tensors_numpy_is_bytes():
+    assert tf.constant("a").numpy() == b"a"  # TF 2.21: b'a'
+    assert tf.constant(["a", "bc"]).numpy().tolist() == [b"a", b"bc"]

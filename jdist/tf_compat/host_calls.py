@@ -11,6 +11,9 @@ the function returns, converted as `tf.constant` would (its `Tout` is not applie
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +22,7 @@ import jax
 import numpy as np
 
 from jdist.input.tensor_spec import TensorSpec
-from jdist.strategy import context
+from jdist.strategy import context, function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tf_compat.predicates import tracing
@@ -39,7 +42,8 @@ def _outputs(result: Any) -> tuple[list[Any], bool]:
 
 def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
            wrap: Callable[[Any], Any]) -> tuple[list[jax.ShapeDtypeStruct], bool]:
-    """The outputs' shapes and dtypes for `pure_callback`: from TensorSpecs in `Tout`, else from one call on zeros."""
+    """The outputs' shapes and dtypes for `pure_callback`: from TensorSpecs in `Tout`, else from one call on zeros
+    (its prints hidden: TF calls the function only when the program runs)."""
     touts = list(Tout) if isinstance(Tout, (list, tuple)) else [Tout]
     several = isinstance(Tout, (list, tuple))
     if all(isinstance(t, TensorSpec) and t.shape is not None and None not in tuple(t.shape) for t in touts):
@@ -47,7 +51,8 @@ def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
                 for t in touts], several
     zeros = [wrap(np.zeros(np.shape(v), np.dtype(v.dtype))) if hasattr(v, "dtype") else v for v in inp]
     try:
-        probe, _ = _outputs(func(*zeros))
+        with contextlib.redirect_stdout(io.StringIO()):
+            probe, _ = _outputs(func(*zeros))
     except Exception as err:
         raise ValueError(
             f"tf.{op} inside compiled code needs its outputs' shapes when compiling; calling the function on zeros "
@@ -85,10 +90,10 @@ def _no_outputs(Tout: Any) -> bool:
 def numpy_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | None = None, Tout: Any = None,
                    stateful: bool = True, name: str | None = None) -> Any:
     """Calls `func` on numpy arrays; inside compiled code through `jax.pure_callback` (see the module)."""
-    if func is None:
-        return lambda f: numpy_function(f, inp, Tout, stateful, name)
+    if func is None:  # the decorator form: the decorated function takes the inputs
+        return lambda f: functools.wraps(f)(lambda *args: numpy_function(f, list(args), Tout, stateful, name))
     inp = list(inp or [])
-    if _traced(inp) or context.in_replica_context():
+    if _traced(inp) or context.in_replica_context() or function_trace.active():
         if _no_outputs(Tout):
             raise ValueError("tf.numpy_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("numpy_function", func, inp, Tout, lambda v: v)
@@ -107,10 +112,10 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
     if Tout is None:
         raise TypeError("Missing required argument: 'Tout'. If using tf.py_function as a decorator, set `Tout` by "
                         "name above the function: `@tf.py_function(Tout=tout)`")
-    if func is None:
-        return lambda f: py_function(f, inp, Tout, name)
+    if func is None:  # the decorator form (`@tf.py_function(Tout=...)`): the decorated function takes the inputs
+        return lambda f: functools.wraps(f)(lambda *args: py_function(f, list(args), Tout, name))
     inp = list(inp or [])
-    if _traced(inp) or context.in_replica_context():
+    if _traced(inp) or context.in_replica_context() or function_trace.active():
         if _no_outputs(Tout):
             raise ValueError("tf.py_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("py_function", func, inp, Tout, HostTensor.of)

@@ -17,7 +17,7 @@ import builtins
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +25,7 @@ import numpy as np
 from jax.core import Tracer
 from jax.typing import DTypeLike
 
+from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
@@ -243,9 +244,31 @@ def one_hot(indices: TensorLike, depth: int, on_value: TensorLike | None = None,
     return out if axis is None or axis == -1 else module.moveaxis(out, -1, axis)
 
 
+def _is_python(value: Any) -> bool:
+    return isinstance(value, (int, float, bool, list, tuple)) and not isinstance(value, np.generic)
+
+
+def _matching(x: TensorLike, y: TensorLike) -> tuple[Any, Any]:
+    """TF's conversion of a binary op's operands: a Python value (number, list) takes the other operand's dtype
+    (TF 2.21: `tf.maximum(0., [1, -1])` is float32, where numpy would promote to float64); a Python float that
+    an integer operand cannot hold is TF's TypeError."""
+    if _is_python(y) or not _is_python(x):
+        first = convert_to_tensor(x)
+        return first, _converted_to(y, first.dtype) if _is_python(y) else convert_to_tensor(y)
+    second = convert_to_tensor(y)
+    return _converted_to(x, second.dtype), second
+
+
+def _converted_to(value: Any, dtype: Any) -> Any:
+    array = np.asarray(value)
+    if array.dtype.kind == "f" and np.dtype(dtype).kind in "iub":
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {np.dtype(dtype).name}")
+    return convert_to_tensor(value, dtype=dtype)
+
+
 def _binary(name: str):
     def op(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-        x, y = convert_to_tensor(x), convert_to_tensor(y)
+        x, y = _matching(x, y)
         return getattr(xp(x, y), fn_name)(x, y)
 
     fn_name = name
@@ -357,9 +380,9 @@ def print(*inputs: object, output_stream: SupportsWrite[str] | None = None, summ
     def emit(*values: object) -> None:
         stream.write(sep.join(_format(v, summarize) for v in values) + end)
 
-    if is_jax(*inputs):
-        strings = {i: v for i, v in enumerate(inputs) if isinstance(v, str)}
-        arrays = [v for v in inputs if not isinstance(v, str)]
+    if is_jax(*inputs) or function_trace.active():  # in a traced tf.function: printed on every call, as TF's
+        strings = {i: v for i, v in enumerate(inputs) if not is_jax(v)}
+        arrays = [v for v in inputs if is_jax(v)]
 
         def callback(*values: object) -> None:
             it = iter(values)

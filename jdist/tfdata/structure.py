@@ -198,8 +198,9 @@ class HostTensor(np.ndarray):
         return np.asarray(value).view(HostTensor)
 
     def numpy(self) -> Any:
-        """The value as numpy: a numpy scalar for a scalar, else an array (TF's `EagerTensor.numpy`)."""
-        plain = self.view(np.ndarray)
+        """The value as numpy: a numpy scalar for a scalar, else an array (TF's `EagerTensor.numpy`); text as
+        bytes (TF 2.21: `tf.constant("a").numpy()` is `b'a'`)."""
+        plain = tensor_text.as_tf_numpy(self.view(np.ndarray))
         return plain[()] if plain.ndim == 0 else plain
 
     @property
