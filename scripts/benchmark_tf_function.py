@@ -18,6 +18,8 @@ import subprocess
 import sys
 
 PROGRAM = """
+import timeit
+
 import numpy as np
 
 x = tf.constant(np.random.default_rng(0).integers(-1, 2, size=(10, 10)).astype(np.int32))
