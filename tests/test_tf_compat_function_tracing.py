@@ -288,3 +288,25 @@ def test_generators_in_traced_functions_follow_tfs_variable_rules():
     reads(tf.Variable(1))
     reads(tf.Variable(2))
     assert len(traces) == 3  # variables trace by their spec: one more trace
+
+
+def test_init_scope_runs_its_block_once_at_trace_time():
+    """TF's function guide: the `Model` whose `__call__` assigns inside `tf.init_scope()` prints 1, 1, 1."""
+    class Model(tf.Module):
+        def __init__(self):
+            self.v = tf.Variable(0)
+            self.counter = 0
+
+        @tf.function
+        def __call__(self):
+            if self.counter == 0:
+                with tf.init_scope():
+                    self.counter += 1
+                    self.v.assign_add(1)
+            return self.v
+
+    m = Model()
+    assert [int(m().numpy()) for _ in range(3)] == [1, 1, 1]
+    with tf.init_scope():  # outside a trace it changes nothing
+        m.v.assign_add(1)
+    assert int(m().numpy()) == 2

@@ -139,9 +139,11 @@ def _spans_devices(value: Any) -> bool:
     return sharding is not None and len(sharding.device_set) > 1
 
 
-def trace(fn: Callable, args: tuple, kwargs: dict, first: bool) -> Program:
+def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | None = None) -> Program:
     """`fn(*args, **kwargs)` traced into a `Program` (see the module docstring); `first`: the function's first
-    trace, the one that may make variables. Raises what stopped the trace; its prints are then dropped."""
+    trace, the one that may make variables; `shown`: per flattened argument, the shape a printed input shows
+    (TF's, with None for a relaxed dimension), or None. Raises what stopped the trace; its prints are then
+    dropped."""
     leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=_is_variable)
     inputs = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
     if any(np.dtype(leaves[i].dtype).kind in "OSU" for i in inputs):
@@ -152,7 +154,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool) -> Program:
     traces, may_create = 0, first
     for _ in range(_MAX_RETRACES):
         record: dict[str, Any] = {}
-        body = _body(fn, leaves, treedef, inputs, arg_variables, captured, record)
+        body = _body(fn, leaves, treedef, inputs, arg_variables, captured, record, shown)
         values = ([jax.numpy.asarray(leaves[i]) for i in inputs] + [v.value for v in arg_variables]
                   + [v.value for v in captured])
         printed = io.StringIO()
@@ -228,8 +230,11 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str
     except (TypeError, ValueError):  # a callable without a signature: its inputs print as "traced"
         pass
 
+    shapes = record.setdefault("shapes", {})
+
     def text(tracer: Any) -> str:
-        shape = "(" + ", ".join(map(str, tracer.shape)) + ("," if len(tracer.shape) == 1 else "") + ")"
+        dims = shapes.get(id(tracer), tracer.shape)
+        shape = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
         return f'Tensor("{names.get(id(tracer), "traced")}:0", shape={shape}, dtype={np.dtype(tracer.dtype).name})'
 
     tracer_type = partial_eval.DynamicJaxprTracer
@@ -241,7 +246,7 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str
 
 
 def _body(fn: Callable, leaves: list, treedef: Any, inputs: list[int], arg_variables: list, captured: list,
-          record: dict[str, Any]) -> Callable:
+          record: dict[str, Any], shown: list | None) -> Callable:
     """The function JAX traces: flat input values in; the body's array outputs and assigned values out."""
     n_inputs, known = len(inputs), arg_variables + captured
 
@@ -249,6 +254,8 @@ def _body(fn: Callable, leaves: list, treedef: Any, inputs: list[int], arg_varia
         full = list(leaves)
         for i, value in zip(inputs, values[:n_inputs]):
             full[i] = value
+            if shown is not None and shown[i] is not None:  # TF's shape of this input: None where relaxed
+                record.setdefault("shapes", {})[id(value)] = shown[i]
         args, kwargs = jax.tree.unflatten(treedef, full)
         _name_inputs(args, kwargs, record)
         with _scope_type()(list(zip(known, values[n_inputs:]))) as scope:

@@ -189,7 +189,8 @@ class Function:
             return program
         try:
             with contextlib.redirect_stdout(io.StringIO()) if counted else contextlib.nullcontext():
-                program = graph_trace.trace(self.python_function, args, kwargs, first=not self._programs)
+                program = graph_trace.trace(self.python_function, args, kwargs, first=not self._programs,
+                                            shown=self._shown_shapes(args, kwargs))
             self._tracing_count += 0 if counted else program.traces
             self._outputs[key] = concrete_function.output_text(program.output_structure)
         except ValueError as error:
@@ -204,6 +205,20 @@ class Function:
         while len(self._programs) > _MAX_SIGNATURES:
             self._programs.popitem(last=False)
         return program
+
+    def _shown_shapes(self, args: tuple, kwargs: dict) -> list | None:
+        """Per flattened argument, the shape TF's trace gives it: the input_signature's or the relaxed
+        signature's (None dimensions), for printing traced inputs as TF prints them."""
+        specs = self.options.get("input_signature")
+        if specs is not None:
+            if kwargs or len(args) < len(specs):
+                return None
+            key = _signature((tuple(specs) + tuple(args[len(specs):]), {}))
+        else:
+            key = _signature((args, kwargs))
+            if self.options.get("reduce_retracing"):
+                key = _relaxed(key, list(self._signatures))
+        return [leaf[1] if leaf[0] in ("array", "variable") else None for leaf in key[1]]
 
     def trace_only(self, *args: Any, **kwargs: Any) -> None:
         """Traces (compiles) this function for these example arguments without running it, as TF's

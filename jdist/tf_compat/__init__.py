@@ -226,7 +226,7 @@ from jdist.tf_compat.control_flow import (
     scan,
     while_loop,
 )
-from jdist.tf_compat.predicates import Tensor, executing_eagerly, get_logger, is_tensor
+from jdist.tf_compat.predicates import Tensor, executing_eagerly, get_logger, init_scope, is_tensor
 
 # --- end control flow ... (imports) ---
 
@@ -398,7 +398,8 @@ __all__ = [
 # --- control flow, clipping, predicates, tf.debugging, tf.summary (__all__) ---
 __all__ += [
     "Tensor", "autograph", "case", "clip_by_global_norm", "clip_by_norm", "cond", "debugging", "executing_eagerly",
-    "foldl", "foldr", "get_logger", "group", "identity_n", "is_tensor", "map_fn", "no_op", "scan", "summary",
+    "foldl", "foldr", "get_logger", "group", "identity_n", "init_scope", "is_tensor", "map_fn", "no_op", "scan",
+    "summary",
     "while_loop",
 ]
 # --- end control flow ... (__all__) ---

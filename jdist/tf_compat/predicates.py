@@ -10,6 +10,7 @@ True elsewhere.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
-from jdist.strategy import traced_functions
+from jdist.strategy import function_trace, traced_functions
 from jdist.tf_compat.config_switches import functions_run_eagerly
 
 
@@ -57,6 +58,13 @@ def tracing() -> bool:
         return bool(jax_core.unsafe_am_i_under_a_jit())
     except (ImportError, AttributeError):  # a JAX without it: a traced zero is a Tracer
         return isinstance(jnp.zeros(()), Tracer)
+
+
+def init_scope() -> contextlib.AbstractContextManager:
+    """`tf.init_scope()`: inside a traced `tf.function`, what the block does runs once, at trace time, on the
+    variables themselves (TF lifts it out of the graph: the function guide's `Model` prints 1, 1, 1); elsewhere
+    it changes nothing."""
+    return function_trace.outside_trace() if function_trace.active() else contextlib.nullcontext()
 
 
 def executing_eagerly() -> bool:
