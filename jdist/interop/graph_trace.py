@@ -174,11 +174,11 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
             sys.stdout.write(printed.getvalue())
             traces += 1
         run = _jaxpr_as_fun(closed)
-        if new and not made:  # variables read from outside: their values are the trace's constants
-            run = _lifted(closed, record["missing_read"], len(values))
-            if run is not None:
-                new = []
-                captured += list({id(v): v for v in record["missing_read"] + record["assigned_missing"]}.values())
+        # variables read from outside: their values are the trace's constants, made the program's inputs
+        lifted = _lifted(closed, record["missing_read"], len(values)) if new and not made else None
+        if lifted is not None:
+            run, new = lifted, []
+            captured += list({id(v): v for v in record["missing_read"] + record["assigned_missing"]}.values())
         if new:
             captured += new
             may_create = False

@@ -131,7 +131,8 @@ class Function:
         self.python_function = func
         self.options = options
         self._site = traced_functions.Site()
-        self._signatures: collections.OrderedDict[Any, None] = collections.OrderedDict()
+        # TF's signatures, first seen first: each one's arguments (arrays as TensorSpecs), for its texts
+        self._signatures: collections.OrderedDict[Any, tuple[Any, Any]] = collections.OrderedDict()
         self._tracing_count = 0
         self._programs: collections.OrderedDict[Any, Any] = collections.OrderedDict()
         self._outputs: dict[Any, str] = {}  # output type text per signature (TF's concrete-function texts)

@@ -90,8 +90,9 @@ def variable_created(make: Callable[[], Any], initial_value: Any) -> Any:
 
 def _is_traced(value: Any) -> bool:
     import jax
+    from jax.core import Tracer
 
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
+    return any(isinstance(leaf, Tracer) for leaf in jax.tree.leaves(value))
 
 
 @contextlib.contextmanager
