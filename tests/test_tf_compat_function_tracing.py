@@ -310,3 +310,31 @@ def test_init_scope_runs_its_block_once_at_trace_time():
     with tf.init_scope():  # outside a trace it changes nothing
         m.v.assign_add(1)
     assert int(m().numpy()) == 2
+
+
+def test_another_threads_prints_are_not_held_back_by_a_trace(capsys):
+    """A trace holds back its own prints (dropped if it is redone), never another thread's: the other thread's
+    line is out while the trace still runs."""
+    import threading
+
+    started, printed, seen = threading.Event(), threading.Event(), []
+
+    @tf.function
+    def slow(x):
+        print("traced")
+        started.set()
+        printed.wait(10)
+        seen.append(capsys.readouterr().out)  # at trace time
+        return x * 2
+
+    def other():
+        started.wait(10)
+        print("from the other thread")
+        printed.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert slow(tf.constant(1.0)).numpy() == 2.0
+    thread.join(10)
+    assert seen == ["from the other thread\n"]  # the trace's own "traced" is held back until it is kept
+    assert capsys.readouterr().out == "traced\n"

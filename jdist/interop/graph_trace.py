@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import io
 import sys
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
+from jdist.interop import thread_stdout
 from jdist.strategy import function_trace
 
 _MAX_RETRACES = 4
@@ -157,8 +157,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
         body = _body(fn, leaves, treedef, inputs, arg_variables, captured, record, shown)
         values = ([jax.numpy.asarray(leaves[i]) for i in inputs] + [v.value for v in arg_variables]
                   + [v.value for v in captured])
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed), function_trace.tracing(function_trace.Trace(may_create)) as t, \
+        with thread_stdout.captured() as printed, function_trace.tracing(function_trace.Trace(may_create)) as t, \
                 _symbolic_printing(fn, args, kwargs, record):
             try:
                 closed = jax.make_jaxpr(body)(*values)

@@ -17,14 +17,20 @@ import collections
 import contextlib
 import functools
 import inspect
-import io
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
 from jdist.input.tensor_spec import TensorSpec
-from jdist.interop import concrete_function, function_signature, graph_trace, keras_objects, keras_run
+from jdist.interop import (
+    concrete_function,
+    function_signature,
+    graph_trace,
+    keras_objects,
+    keras_run,
+    thread_stdout,
+)
 from jdist.strategy import context, function_trace, traced_functions
 from jdist.typing import PyTree
 
@@ -189,7 +195,7 @@ class Function:
             self._programs.move_to_end(key)
             return program
         try:
-            with contextlib.redirect_stdout(io.StringIO()) if counted else contextlib.nullcontext():
+            with thread_stdout.captured() if counted else contextlib.nullcontext():
                 program = graph_trace.trace(self.python_function, args, kwargs, first=not self._programs,
                                             shown=self._shown_shapes(args, kwargs))
             self._tracing_count += 0 if counted else program.traces

@@ -10,6 +10,7 @@ runs its Python body on every call for that signature instead, which is correct,
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Callable, Iterator
 
 
@@ -29,7 +30,12 @@ class Trace:
         self.after: list[Callable[[], None]] = []  # what runs once the trace ends (`after_trace`)
 
 
-_ACTIVE: list[Trace] = []
+class _Traces(threading.local):
+    def __init__(self):
+        self.active: list[Trace] = []
+
+
+_TRACES = _Traces()  # per thread: the parameter-server coordinator runs scheduled functions in threads
 SINGLETON = ("tf.function only supports singleton tf.Variables created on the first call. Make sure the "
               "tf.Variable is only created once or created outside tf.function. See "
               "https://www.tensorflow.org/guide/function#creating_tfvariables for more information.")
@@ -37,39 +43,28 @@ SINGLETON = ("tf.function only supports singleton tf.Variables created on the fi
 
 @contextlib.contextmanager
 def tracing(trace: Trace) -> Iterator[Trace]:
-    _ACTIVE.append(trace)
+    _TRACES.active.append(trace)
     try:
         yield trace
     finally:
-        _ACTIVE.pop()
-
-
-@contextlib.contextmanager
-def paused() -> Iterator[None]:
-    """No trace is running inside: a nested program (`strategy.run`'s) traces on its own terms."""
-    saved = _ACTIVE[:]
-    _ACTIVE.clear()
-    try:
-        yield
-    finally:
-        _ACTIVE[:] = saved
+        _TRACES.active.pop()
 
 
 def active() -> bool:
-    return bool(_ACTIVE)
+    return bool(_TRACES.active)
 
 
 def refuse(what: str) -> None:
     """Stops a running trace: `what` cannot be compiled into it (see the module docstring)."""
-    if _ACTIVE:
+    if _TRACES.active:
         raise NotTraceable(what)
 
 
 def after_trace(action: Callable[[], None]) -> None:
     """`action()` now, or, during a trace, once it ends, outside JAX's tracer: giving a variable made in the trace
     a value from outside the program (a checkpoint's, when a layer built in the trace restores on build)."""
-    if _ACTIVE:
-        _ACTIVE[-1].after.append(action)
+    if _TRACES.active:
+        _TRACES.active[-1].after.append(action)
     else:
         action()
 
@@ -77,7 +72,7 @@ def after_trace(action: Callable[[], None]) -> None:
 def variable_created(make: Callable[[], Any], initial_value: Any) -> Any:
     """`make()`, a new variable, during a trace: allowed in a function's first trace, from a value known
     at trace time (one computed from the function's inputs cannot start a variable that outlives the call)."""
-    trace = _ACTIVE[-1]
+    trace = _TRACES.active[-1]
     if not trace.may_create:
         raise ValueError(SINGLETON)
     if _is_traced(initial_value):
