@@ -190,3 +190,43 @@ def test_ragged_structure_and_conversions():
     lines = tf.data.Dataset.from_tensor_slices(["1 2 3", "4 5"])
     totals = lines.map(lambda line: tf.reduce_sum(tf.strings.to_number(tf.strings.split(line))))
     assert list(totals.as_numpy_iterator()) == [6.0, 9.0]
+
+
+# tf.strings.format and tf.print write tensors alike; every text below was printed by TF 2.21.
+FORMAT_CASES = [
+    ("x: {}", lambda: tf.constant([1, 2, 3]), b"x: [1 2 3]"),
+    ("{} and {}", lambda: [tf.constant(1.5), tf.constant([[1, 2], [3, 4]])], b"1.5 and [[1 2]\n [3 4]]"),
+    ("{}", lambda: tf.range(10), b"[0 1 2 ... 7 8 9]"),
+    ("s={}", lambda: tf.constant(["ab", "c"]), b's=["ab" "c"]'),
+    ("scalar {}", lambda: tf.constant("hi"), b'scalar "hi"'),
+    ("b {}", lambda: tf.constant([True, False]), b"b [1 0]"),
+    ("f {}", lambda: tf.constant([0.1, 2.0, 3.25]), b"f [0.1 2 3.25]"),
+    ("{}", lambda: tf.constant([1 / 3, 123456789.0, 1e-7, np.nan, np.inf, -0.0, 1234567.0, 0.5], tf.float32),
+     b"[0.333333343 123456792 1e-07 ... -0 1234567 0.5]"),
+    ("{}", lambda: tf.constant([1 / 3, 123456789.0], tf.float64), b"[0.33333333333333331 123456789]"),
+    ("{}", lambda: tf.reshape(tf.range(8), [2, 2, 2]), b"[[[0 1]\n  [2 3]]\n\n [[4 5]\n  [6 7]]]"),
+    ("{}", lambda: tf.reshape(tf.range(40), [8, 5]),
+     b"[[0 1 2 3 4]\n [5 6 7 8 9]\n [10 11 12 13 14]\n ...\n [25 26 27 28 29]\n [30 31 32 33 34]\n [35 36 37 38 39]]"),
+    ("{}", lambda: tf.constant([1, 10, -100]), b"[1 10 -100]"),
+    ("{}", lambda: tf.zeros([0]), b"[]"),
+]
+
+
+@pytest.mark.parametrize("template,inputs,expected", FORMAT_CASES)
+def test_strings_format_writes_tensors_as_tf(template, inputs, expected):
+    assert tf.strings.format(template, inputs()).numpy() == expected
+
+
+def test_strings_format_summarize_placeholder_and_count():
+    assert tf.strings.format("{}", tf.range(10), summarize=2).numpy() == b"[0 1 ... 8 9]"
+    assert tf.strings.format("{}", tf.range(10), summarize=-1).numpy() == b"[0 1 2 3 4 5 6 7 8 9]"
+    assert tf.strings.format("<>", tf.constant(1), placeholder="<>").numpy() == b"1"
+    with pytest.raises(ValueError, match="The template expects 2 tensors, but the inputs only has 1"):
+        tf.strings.format("{} {}", tf.constant(1))
+
+
+def test_tf_print_writes_tensors_as_tf(capsys):
+    tf.print(tf.constant([1, 10, -100]), tf.constant([1 / 3, 2.0]), tf.reshape(tf.range(8), [2, 2, 2]))
+    tf.print(tf.constant(["ab", "c"]), "plain")
+    assert capsys.readouterr().err == ("[1 10 -100] [0.333333343 2] [[[0 1]\n  [2 3]]\n\n [[4 5]\n  [6 7]]]\n"
+                                       '["ab" "c"] plain\n')

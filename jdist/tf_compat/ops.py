@@ -28,6 +28,7 @@ from jax.typing import DTypeLike
 from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
+from jdist.tf_compat.tensor_summary import summarize_tensor
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:
@@ -365,11 +366,7 @@ def _format(value: object, summarize: int) -> str:
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {_format(v, summarize)}" for k, v in value.items()) + "}"
-    array = np.asarray(value)
-    if array.ndim == 0:
-        return str(array)
-    return np.array2string(array, threshold=max(summarize, 0) * 2 if summarize != -1 else sys.maxsize,
-                           edgeitems=summarize if summarize > 0 else 3)
+    return summarize_tensor(value, summarize)
 
 
 def print(*inputs: object, output_stream: SupportsWrite[str] | None = None, summarize: int = 3,  # noqa: A001

@@ -18,6 +18,7 @@ from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.host_tensors import as_tensors
 from jdist.tf_compat.ragged import RaggedTensor
+from jdist.tf_compat.tensor_summary import format_string
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -221,7 +222,18 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
     return as_tensors(out.astype(numpy_dtype(out_type)))
 
 
-NAMES = dict(split=split, bytes_split=bytes_split, unicode_split=unicode_split, unicode_decode=unicode_decode,
+def string_format(template: str, inputs: Any, placeholder: str = "{}", summarize: int = 3,
+                  name: Any = None) -> Any:
+    """`tf.strings.format`: `template` with each `placeholder` replaced by the next input written as `tf.print`
+    writes it (`jdist.tf_compat.tensor_summary`); a scalar string tensor."""
+    if isinstance(template, bytes):
+        template = template.decode()
+    out = format_string(str(template), inputs, placeholder, summarize)
+    return as_tensors(np.asarray(out.encode(), dtype=object))
+
+
+NAMES = dict(format=string_format, split=split,
+             bytes_split=bytes_split, unicode_split=unicode_split, unicode_decode=unicode_decode,
              unicode_encode=unicode_encode, length=length, substr=substr, lower=lower, upper=upper, strip=strip,
              regex_replace=regex_replace, regex_full_match=regex_full_match, join=join, reduce_join=reduce_join,
              to_number=to_number, as_string=as_string, ngrams=ngrams)
