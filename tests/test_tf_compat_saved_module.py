@@ -129,3 +129,23 @@ def test_a_trained_module_with_a_submodule_goes_on_from_its_saved_values(tmp_pat
     np.testing.assert_allclose(losses, expected, rtol=1e-6)
     np.testing.assert_allclose(imported.dense.kernel.numpy(), twin.dense.kernel.numpy(), rtol=1e-6)
     np.testing.assert_allclose(imported.bias.numpy(), twin.bias.numpy(), rtol=1e-6)
+
+
+def test_a_reduce_retracing_signature_saves_its_relaxed_sizes(tmp_path):
+    """A `reduce_retracing` function called with lengths 2, 3, 4 traced for (2,) and then (None,): the saved
+    function serves a length it was never called with (TF 2.21 relaxes the same way: two traces)."""
+    class Scaled(tf.Module):
+        def __init__(self):
+            self.v = tf.Variable(2.0)
+
+        @tf.function(reduce_retracing=True)
+        def f(self, x):
+            return x * self.v
+
+    module = Scaled()
+    for n in (2, 3, 4):
+        np.testing.assert_array_equal(module.f(tf.ones([n])).numpy(), np.full(n, 2.0))
+    assert module.f.experimental_get_tracing_count() == 2
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    np.testing.assert_array_equal(np.asarray(loaded.f(tf.ones([5]))), np.full(5, 2.0))
