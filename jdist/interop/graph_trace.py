@@ -8,11 +8,13 @@ the body keeps its traced value). Variables, the ones passed in and the ones the
 read and assigned through a Keras `StatelessScope`: the program takes their values as inputs and returns
 what the body assigned, which is written back after each call, so a later call sees them as TF's variables.
 
-A variable the body reads that the trace did not yet take as an input makes the trace run again with it (that
-retrace prints nothing). A variable the body makes is allowed in the function's first trace only, and that
-trace runs twice, as TF's does (observed, TF 2.21: a body that makes a variable on first call prints twice and
-counts two traces). An op that cannot be compiled stops the trace (`jdist.strategy.function_trace`); so does
-any error: the caller then runs the body eagerly for that signature.
+A variable the body reads from outside is first a constant of the trace: the program takes it as an input,
+found among the trace's constants by the identity of its value; where it is not found (an autocast or numpy
+copy of it), the trace runs again with it as an input, and that retrace prints nothing. A variable the body
+makes is allowed in the function's first trace only, and that trace runs twice, as TF's does (observed,
+TF 2.21: a body that makes a variable on first call prints twice and counts two traces). An op that cannot be
+compiled stops the trace (`jdist.strategy.function_trace`); so does any error: the caller then runs the body
+eagerly for that signature.
 """
 from __future__ import annotations
 
@@ -221,7 +223,11 @@ def _lifted(closed: Any, read: list, n_values: int) -> Callable | None:
 def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str, Any]) -> Any:
     """While tracing, `print(x)` of a traced tensor shows TF's symbolic tensor, `Tensor("a:0", shape=(),
     dtype=int32)`, named after its parameter for an input (TF names others by their op; here "traced")."""
-    from jax._src.interpreters import partial_eval
+    try:
+        from jax._src.interpreters import partial_eval
+    except ImportError:  # a JAX that moved its tracer: traced values print as JAX's
+        yield
+        return
 
     names = record.setdefault("names", {})
     try:

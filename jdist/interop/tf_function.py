@@ -52,7 +52,8 @@ def _under_jit() -> bool:
     then traced as part of that program, not compiled on its own."""
     from jax._src import core as jax_core
 
-    return bool(jax_core.unsafe_am_i_under_a_jit()) or not jax_core.trace_state_clean()
+    clean = getattr(jax_core, "trace_state_clean", lambda: True)
+    return bool(jax_core.unsafe_am_i_under_a_jit()) or not clean()
 
 
 def _spec_or_value(leaf: Any) -> Any:
