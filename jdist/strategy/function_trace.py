@@ -37,8 +37,8 @@ class _Traces(threading.local):
 
 _TRACES = _Traces()  # per thread: the parameter-server coordinator runs scheduled functions in threads
 SINGLETON = ("tf.function only supports singleton tf.Variables created on the first call. Make sure the "
-              "tf.Variable is only created once or created outside tf.function. See "
-              "https://www.tensorflow.org/guide/function#creating_tfvariables for more information.")
+             "tf.Variable is only created once or created outside tf.function. See "
+             "https://www.tensorflow.org/guide/function#creating_tfvariables for more information.")
 
 
 @contextlib.contextmanager
