@@ -19,6 +19,7 @@ eagerly for that signature.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 from typing import Any, Callable
@@ -51,6 +52,7 @@ def _initialize_made_variables(trace: function_trace.Trace) -> None:
         action()
 
 
+@functools.cache  # asked per argument leaf on every call of a compiled function
 def _keras_variable_type() -> type:
     import keras
 

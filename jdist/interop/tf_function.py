@@ -152,10 +152,11 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.options.get("input_signature") is not None:
             args, kwargs = function_signature.bind(self, args, kwargs)
-        new = self._note_signature(args, kwargs)
+        concrete = _signature((args, kwargs))  # the shapes and dtypes of this call: its program's key
+        new = self._note_signature(args, kwargs, concrete)
         with traced_functions.active(self._site):
             if self._compiles():
-                program = self._program(args, kwargs, counted=not new)
+                program = self._program(args, kwargs, concrete, counted=not new)
                 out = self.python_function(*args, **kwargs) if program is _EAGER else program(args, kwargs)
             else:
                 self._tracing_count += new
@@ -164,12 +165,14 @@ class Function:
                 else:
                     out = self.python_function(*args, **kwargs)
         out = _OUTPUTS[0](out) if _OUTPUTS else out
-        self._outputs.setdefault(_signature((args, kwargs)), concrete_function.output_text(_specs(out)))
+        if concrete not in self._outputs:  # a signature's output type, from its first call
+            self._outputs[concrete] = concrete_function.output_text(_specs(out))
         return out
 
-    def _note_signature(self, args: tuple, kwargs: dict) -> bool:
-        """Records TF's signature of a call (an input_signature is one, whatever the shapes); True if new."""
-        key = "input_signature" if self.options.get("input_signature") is not None else _signature((args, kwargs))
+    def _note_signature(self, args: tuple, kwargs: dict, concrete: Any) -> bool:
+        """Records TF's signature of a call (an input_signature is one, whatever the shapes); True if new.
+        `concrete`: the call's own signature (`_signature`)."""
+        key = "input_signature" if self.options.get("input_signature") is not None else concrete
         if self.options.get("reduce_retracing") and key not in self._signatures:
             key = _relaxed(key, list(self._signatures))
         if key not in self._signatures:
@@ -186,11 +189,11 @@ class Function:
         return not (_RUN_EAGERLY[0] or self._records_tape or context.has_strategy() or context.in_replica_context()
                     or function_trace.active() or _under_jit())
 
-    def _program(self, args: tuple, kwargs: dict, counted: bool) -> Any:
+    def _program(self, args: tuple, kwargs: dict, key: Any, counted: bool) -> Any:
         """The program for these inputs' shapes and dtypes, traced on first use; `_EAGER` for a signature whose
         trace stopped (the Python body runs). `counted`: TF's signature was seen before (an input_signature's
-        relaxed shapes), so a trace for new shapes adds no trace to the count and shows no prints."""
-        key = _signature((args, kwargs))
+        relaxed shapes), so a trace for new shapes adds no trace to the count and shows no prints. `key`: the
+        call's own signature (`_signature`)."""
         program = self._programs.get(key)
         if program is not None:
             self._programs.move_to_end(key)
@@ -231,10 +234,11 @@ class Function:
     def trace_only(self, *args: Any, **kwargs: Any) -> None:
         """Traces (compiles) this function for these example arguments without running it, as TF's
         `get_concrete_function` does; nothing happens where calls would run the Python body."""
-        new = self._note_signature(args, kwargs)
+        concrete = _signature((args, kwargs))
+        new = self._note_signature(args, kwargs, concrete)
         if self._compiles():
             with traced_functions.active(self._site):
-                self._program(args, kwargs, counted=not new)
+                self._program(args, kwargs, concrete, counted=not new)
 
     def output_text(self, *args: Any, **kwargs: Any) -> str:
         """TF's output type of the signature of these arguments (known once traced or called)."""

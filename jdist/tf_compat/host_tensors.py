@@ -63,7 +63,7 @@ def wrap_ops(names: dict[str, Any], keep: frozenset[str] = frozenset()) -> None:
             names[name] = returning_tensors(value)
 
 
-def _python_number(leaf: Any) -> Any:
+def _output_tensor(leaf: Any) -> Any:
     if type(leaf) is np.ndarray:  # a traced function's result on the host
         return leaf.view(HostTensor)
     if isinstance(leaf, bool):
@@ -79,4 +79,4 @@ def function_outputs(out: Any) -> Any:
     """What TF's `tf.function` returns: Python numbers and bools among the results become tensors (int32,
     float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None), as
     do numpy arrays (a compiled function's results for host inputs)."""
-    return jax.tree.map(_python_number, out)
+    return jax.tree.map(_output_tensor, out)
