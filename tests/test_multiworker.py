@@ -167,6 +167,9 @@ def test_two_workers_match_one_process_and_one_device(tmp_path):
     # strategy.run / reduce across processes: TF's global replica numbering (worker * 4 + local).
     assert "[worker 0] replica ids [0, 1, 2, 3] sum of doubled ids 56" in out
     assert "[worker 1] replica ids [4, 5, 6, 7] sum of doubled ids 56" in out
+    # strategy.extended: this worker's devices by TF's names, in a multi-worker job
+    for i in range(2):
+        assert f"[worker {i}] extended /job:worker/replica:0/task:{i}/device:CPU:0 x4 multi-worker True" in out
     assert (tmp_path / "chief.txt").read_text() == "0"  # only the chief writes
 
     rows = [json.loads((tmp_path / f"rows_{i}.json").read_text()) for i in range(2)]

@@ -111,6 +111,10 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     """
 
     _is_parameter_server_strategy = True
+    _between_graph = True
+
+    def _parameter_device_names(self) -> tuple[str, ...]:
+        return tuple(f"/job:ps/replica:0/task:{i}/device:CPU:0" for i in range(self._plan.num_ps))
 
     def __init__(self, cluster_resolver: Any, variable_partitioner: Callable | None = None):
         plan = cluster_plan(cluster_resolver)

@@ -31,6 +31,7 @@ from jdist.strategy import context, extensions, initial_values
 from jdist.strategy.batch import leading_size, place_rows
 from jdist.strategy.cross_replica import CrossReplicaOps
 from jdist.strategy.devices import Device, DeviceLike, resolve_devices
+from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.leaf_checks import check_leaves
 from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
 from jdist.strategy.process_local import check_divisible, process_batch_slice, to_host
@@ -152,6 +153,18 @@ class Strategy(ReplicaRun, CrossReplicaOps):
     def should_save_summary(self) -> bool:
         """Whether this process writes logs and summaries (TF's `extended.should_save_summary`)."""
         return True
+
+    @property
+    def extended(self) -> StrategyExtended:
+        """TF's `strategy.extended`: devices by TF's names, `reduce_to`, `update` (jdist.strategy.extended)."""
+        return self.__dict__.setdefault("_extended_view", StrategyExtended(self))
+
+    _between_graph = False  # each worker process runs its own copy of the program (TF's between-graph)
+    _require_static_shapes = False  # whether input pipelines must give every batch the same shape
+
+    def _parameter_device_names(self) -> tuple[str, ...]:
+        """TF's names of where variables live when that is not each replica's device (empty: it is)."""
+        return ()
 
     def __repr__(self) -> str:
         shape = ", ".join(f"{k}={v}" for k, v in self._mesh.shape.items())

@@ -88,6 +88,11 @@ class CentralStorageStrategy(Strategy):
         self._central = not (len(compute) == 1 and device == compute[0] and kind is None)
 
     # ---------------------------------------------------------------- properties
+    _between_graph = True  # TF 2.21's CentralStorageStrategy says so (observed)
+
+    def _parameter_device_names(self) -> tuple[str, ...]:
+        return (f"/device:{self._parameter_device.platform.upper()}:0",)  # TF's text (observed: '/device:CPU:0')
+
     @property
     def compute_devices(self) -> tuple:
         return self.worker_devices

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jdist.strategy import context, extensions, function_trace
 from jdist.strategy.base import Strategy
 from jdist.strategy.distributed_batch import unwrap_batches
+from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.typing import PyTree
 
@@ -23,6 +24,10 @@ class DefaultStrategy(Strategy):
 
     def _mesh_context(self):
         return contextlib.nullcontext()
+
+    @property
+    def extended(self) -> StrategyExtended:
+        return self.__dict__.setdefault("_extended_view", _DefaultExtended(self))
 
     def place(self, tree: PyTree) -> PyTree:
         """`tree` where it is, with its own buffers: a train step that donates the state must
@@ -52,6 +57,18 @@ class DefaultStrategy(Strategy):
 
     def __repr__(self) -> str:
         return "DefaultStrategy()"
+
+
+class _DefaultExtended(StrategyExtended):
+    """The default strategy has no devices of its own to name (TF 2.21's RuntimeError, observed)."""
+
+    @property
+    def worker_devices(self) -> tuple[str, ...]:
+        raise RuntimeError("worker_devices() method unsupported by default tf.distribute.Strategy.")
+
+    @property
+    def parameter_devices(self) -> tuple[str, ...]:
+        raise RuntimeError("parameter_devices() method unsupported by default tf.distribute.Strategy.")
 
 
 @functools.cache

@@ -81,3 +81,12 @@ def resolve_devices(devices: Sequence[DeviceLike] | None) -> list[Device]:
             )
         seen[dev] = spec
     return resolved
+
+
+def tf_device_name(device: Device) -> str:
+    """TF's full name of `device`: '/job:localhost/replica:0/task:0/device:CPU:0' in one process, and
+    '/job:worker/replica:0/task:{process}/device:CPU:{i}' when several processes share the work."""
+    same_kind = [d for d in jax.devices(device.platform) if d.process_index == device.process_index]
+    index = sorted(same_kind, key=lambda d: d.id).index(device)
+    job, task = ("worker", device.process_index) if jax.process_count() > 1 else ("localhost", 0)
+    return f"/job:{job}/replica:0/task:{task}/device:{device.platform.upper()}:{index}"

@@ -35,6 +35,8 @@ class MultiWorkerMirroredStrategy(Strategy):
     single worker over the local devices).
     """
 
+    _between_graph = True
+
     def __init__(
         self,
         cluster_resolver: ClusterResolver | None = None,

@@ -45,6 +45,8 @@ class TPUStrategy(Strategy):
       num_logical_devices_per_replica: cores per replica for model parallelism (mesh `data x model`).
     """
 
+    _require_static_shapes = True  # a TPU program is compiled for one batch shape
+
     def __init__(self, tpu_cluster_resolver: object = None, *, devices: Sequence[DeviceLike] | None = None,
                  num_logical_devices_per_replica: int = 1):
         topology = initialize_tpu_system(tpu_cluster_resolver, devices=devices)

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from jdist.strategy import function_trace
+from jdist.strategy.devices import tf_device_name
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
@@ -52,6 +53,11 @@ def variable_class() -> type:
             declared dtype (JAX holds 64-bit values in 32 bits unless `jax_enable_x64`)."""
             value = np.asarray(self.value).astype(self.dtype, copy=False)
             return value[()] if value.ndim == 0 else value
+
+        @property
+        def device(self) -> str:
+            """TF's name of the (first) device holding the value: '/job:localhost/replica:0/task:0/device:CPU:0'."""
+            return tf_device_name(min(self.value.sharding.device_set, key=lambda d: d.id))
 
         @property
         def variables(self) -> list:

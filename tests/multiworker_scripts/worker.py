@@ -56,6 +56,9 @@ ids = strategy.experimental_distribute_values_from_function(
 local_ids = [int(v) for v in strategy.experimental_local_results(ids)]
 total = strategy.reduce("sum", strategy.run(lambda v: v * 2, args=(ids,)), axis=None)
 print(f"replica ids {local_ids} sum of doubled ids {float(total):g}", flush=True)
+extended = strategy.extended
+print(f"extended {extended.worker_devices[0]} x{len(extended.worker_devices)} "
+      f"multi-worker {extended._in_multi_worker_mode()}", flush=True)
 
 
 def on_step(step, loss):
