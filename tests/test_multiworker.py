@@ -167,7 +167,9 @@ def test_two_workers_match_one_process_and_one_device(tmp_path):
     # strategy.run / reduce across processes: TF's global replica numbering (worker * 4 + local).
     assert "[worker 0] replica ids [0, 1, 2, 3] sum of doubled ids 56" in out
     assert "[worker 1] replica ids [4, 5, 6, 7] sum of doubled ids 56" in out
-    # strategy.extended: this worker's devices by TF's names, in a multi-worker job
+    # strategy.extended: this worker's devices by TF's names, in a multi-worker job. TF 2.21 (observed, two
+    # processes with TF_CONFIG, one CPU each): worker 1's worker_devices and parameter_devices are
+    # ('/job:worker/replica:0/task:1/device:CPU:0',), _in_multi_worker_mode() True, should_checkpoint False.
     for i in range(2):
         assert f"[worker {i}] extended /job:worker/replica:0/task:{i}/device:CPU:0 x4 multi-worker True" in out
     assert (tmp_path / "chief.txt").read_text() == "0"  # only the chief writes
