@@ -36,7 +36,7 @@ class ConcreteFunction:
         self.function, self.args, self.kwargs = function, args, kwargs
         self._signature = inspect.signature(function.python_function)
         self._template = self._signature.bind_partial(*args, **kwargs).arguments
-        self._tensors = [name for name, value in self._template.items() if _is_tensor_like(value)]
+        self._tensors = [name for name, value in self._template.items() if is_tensor_like(value)]
         self._op = f"__inference_{getattr(function.python_function, '__name__', 'f')}_{next(_OP_NUMBERS)}"
         examples = {name: _example(value) for name, value in self._template.items()}
         if all(value is not None for value in examples.values()):
@@ -114,7 +114,8 @@ class ConcreteFunction:
                              "`jax.make_jaxpr(f.python_function)(*example_args)` shows its operations.")
 
 
-def _is_tensor_like(value: Any) -> bool:
+def is_tensor_like(value: Any) -> bool:
+    """A tensor or its spec, not a variable (a signature keeps a tensor by its spec, a variable as itself)."""
     return isinstance(value, TensorSpec) or (hasattr(value, "shape") and hasattr(value, "dtype")
                                              and not hasattr(value, "assign"))
 
@@ -125,7 +126,7 @@ def _example(value: Any) -> Any:
         if value.shape is None or None in value.shape or np.dtype(value.dtype).kind in "OSU":
             return None
         return np.zeros(value.shape, value.dtype)
-    if _is_tensor_like(value) and np.dtype(value.dtype).kind in "OSU":
+    if is_tensor_like(value) and np.dtype(value.dtype).kind in "OSU":
         return None
     return value
 

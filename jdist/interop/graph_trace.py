@@ -19,6 +19,7 @@ eagerly for that signature.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import sys
@@ -157,7 +158,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
     captured: list = []
     traces, may_create = 0, first
     for _ in range(_MAX_RETRACES):
-        record: dict[str, Any] = {}
+        record = _TraceRecord()
         body = _body(fn, leaves, treedef, inputs, arg_variables, captured, record, shown)
         values = ([jax.numpy.asarray(leaves[i]) for i in inputs] + [v.value for v in arg_variables]
                   + [v.value for v in captured])
@@ -168,30 +169,45 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
             finally:
                 _initialize_made_variables(t)
         known = {id(v) for v in arg_variables + captured}
-        new = [v for v in record["missing_read"] + record["assigned_missing"] + t.created if id(v) not in known]
+        new = [v for v in record.missing_read + record.assigned_missing + t.created if id(v) not in known]
         new = list({id(v): v for v in new}.values())
-        if record["made"] and not may_create:
+        if record.made and not may_create:
             raise ValueError(function_trace.SINGLETON)
-        made = t.created or record["made"]
+        made = t.created or record.made
         if made:  # TF traces a function that made variables once more, showing both traces
             sys.stdout.write(printed.getvalue())
             traces += 1
         run = _jaxpr_as_fun(closed)
         # variables read from outside: their values are the trace's constants, made the program's inputs
-        lifted = _lifted(closed, record["missing_read"], len(values)) if new and not made else None
+        lifted = _lifted(closed, record.missing_read, len(values)) if new and not made else None
         if lifted is not None:
             run, new = lifted, []
-            captured += list({id(v): v for v in record["missing_read"] + record["assigned_missing"]}.values())
+            captured += list({id(v): v for v in record.missing_read + record.assigned_missing}.values())
         if new:
             captured += new
             may_create = False
             continue
         sys.stdout.write(printed.getvalue())
         known = arg_variables + captured
-        updated = record["updated"] + [_index_of(v, known) for v in record["assigned_missing"]]
-        return Program(run, leaves, treedef, inputs, variables, captured, updated, record["out_treedef"],
-                       record["out_static"], closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1)
+        updated = record.updated + [_index_of(v, known) for v in record.assigned_missing]
+        return Program(run, leaves, treedef, inputs, variables, captured, updated, record.out_treedef,
+                       record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1)
     raise function_trace.NotTraceable("a body that reads new variables on every trace")
+
+
+@dataclasses.dataclass
+class _TraceRecord:
+    """What one trace of the body found out, for the program built from it and for printing during it."""
+
+    missing_read: list = dataclasses.field(default_factory=list)  # variables read from outside, not given
+    assigned_missing: list = dataclasses.field(default_factory=list)  # variables assigned, not given
+    made: list = dataclasses.field(default_factory=list)  # Keras variables the body made (a layer it built)
+    updated: list = dataclasses.field(default_factory=list)  # indices of the given variables it assigned
+    out_treedef: Any = None
+    out_static: list = dataclasses.field(default_factory=list)  # output leaves, `_DYNAMIC` where traced
+    names: dict = dataclasses.field(default_factory=dict)  # id of a traced input -> its printed name
+    shapes: dict = dataclasses.field(default_factory=dict)  # id of a traced input -> its printed shape
+    signature: inspect.Signature | None = None
 
 
 def _index_of(variable: Any, variables: list) -> int:
@@ -222,7 +238,7 @@ def _lifted(closed: Any, read: list, n_values: int) -> Callable | None:
 
 
 @contextlib.contextmanager
-def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str, Any]) -> Any:
+def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: "_TraceRecord") -> Any:
     """While tracing, `print(x)` of a traced tensor shows TF's symbolic tensor, `Tensor("a:0", shape=(),
     dtype=int32)`, named after its parameter for an input (TF names others by their op; here "traced")."""
     try:
@@ -231,13 +247,13 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str
         yield
         return
 
-    names = record.setdefault("names", {})
+    names = record.names
     try:
-        record["signature"] = inspect.signature(fn)
+        record.signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a callable without a signature: its inputs print as "traced"
         pass
 
-    shapes = record.setdefault("shapes", {})
+    shapes = record.shapes
 
     def text(tracer: Any) -> str:
         dims = shapes.get(id(tracer), tracer.shape)
@@ -253,7 +269,7 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: dict[str
 
 
 def _body(fn: Callable, leaves: list, treedef: Any, inputs: list[int], arg_variables: list, captured: list,
-          record: dict[str, Any], shown: list | None) -> Callable:
+          record: "_TraceRecord", shown: list | None) -> Callable:
     """The function JAX traces: flat input values in; the body's array outputs and assigned values out."""
     n_inputs, known = len(inputs), arg_variables + captured
 
@@ -262,31 +278,31 @@ def _body(fn: Callable, leaves: list, treedef: Any, inputs: list[int], arg_varia
         for i, value in zip(inputs, values[:n_inputs]):
             full[i] = value
             if shown is not None and shown[i] is not None:  # TF's shape of this input: None where relaxed
-                record.setdefault("shapes", {})[id(value)] = shown[i]
+                record.shapes[id(value)] = shown[i]
         args, kwargs = jax.tree.unflatten(treedef, full)
         _name_inputs(args, kwargs, record)
         with _scope_type()(list(zip(known, values[n_inputs:]))) as scope:
             given = dict(scope.state_mapping)
             out = fn(*args, **kwargs)
             out = jax.tree.map(lambda leaf: leaf.value if _is_variable(leaf) else leaf, out, is_leaf=_is_variable)
-        out_leaves, record["out_treedef"] = jax.tree.flatten(out)
-        record["out_static"] = [_DYNAMIC if isinstance(leaf, jax.Array) else leaf for leaf in out_leaves]
-        record["missing_read"] = [v for key, v in scope.missing.items() if key not in given]
-        record["assigned_missing"] = [v for key, v in scope.assigned.items() if key not in given]
-        record["made"] = scope.made
+        out_leaves, record.out_treedef = jax.tree.flatten(out)
+        record.out_static = [_DYNAMIC if isinstance(leaf, jax.Array) else leaf for leaf in out_leaves]
+        record.missing_read = [v for key, v in scope.missing.items() if key not in given]
+        record.assigned_missing = [v for key, v in scope.assigned.items() if key not in given]
+        record.made = scope.made
         changed = [(i, v) for i, v in enumerate(known) if scope.state_mapping.get(id(v)) is not given[id(v)]]
-        record["updated"] = [i for i, _ in changed]
+        record.updated = [i for i, _ in changed]
         return ([leaf for leaf in out_leaves if isinstance(leaf, jax.Array)]
                 + [scope.state_mapping[id(v)] for _, v in changed]
-                + [scope.state_mapping[id(v)] for v in record["assigned_missing"]])
+                + [scope.state_mapping[id(v)] for v in record.assigned_missing])
 
     return body
 
 
-def _name_inputs(args: tuple, kwargs: dict, record: dict[str, Any]) -> None:
+def _name_inputs(args: tuple, kwargs: dict, record: "_TraceRecord") -> None:
     """Each traced input's name for printing: its parameter's, numbered after the first within a structure."""
-    names, signature = record.get("names"), record.get("signature")
-    if names is None or signature is None:
+    names, signature = record.names, record.signature
+    if signature is None:
         return
     try:
         arguments = signature.bind(*args, **kwargs).arguments

@@ -31,6 +31,7 @@ from jdist.interop import (
     keras_run,
     thread_stdout,
 )
+from jdist.interop.trace_state import under_any_trace
 from jdist.strategy import context, function_trace, traced_functions
 from jdist.typing import PyTree
 
@@ -47,19 +48,9 @@ def run_eagerly(enabled: bool) -> None:
     _RUN_EAGERLY[0] = bool(enabled)
 
 
-def _under_jit() -> bool:
-    """Whether JAX is tracing around this call (`jax.jit`, `strategy.run`, a tape's `jax.vjp`): the body is
-    then traced as part of that program, not compiled on its own."""
-    from jax._src import core as jax_core
-
-    clean = getattr(jax_core, "trace_state_clean", lambda: True)
-    return bool(jax_core.unsafe_am_i_under_a_jit()) or not clean()
-
-
 def _spec_or_value(leaf: Any) -> Any:
     """What a signature keeps of an argument: arrays as shape and dtype, other values as they are."""
-    if hasattr(leaf, "shape") and hasattr(leaf, "dtype") and not hasattr(leaf, "assign") \
-            and not isinstance(leaf, TensorSpec):
+    if not isinstance(leaf, TensorSpec) and concrete_function.is_tensor_like(leaf):
         return TensorSpec(tuple(leaf.shape), np.dtype(leaf.dtype))
     return leaf
 
@@ -187,7 +178,7 @@ class Function:
         """Whether this call runs a compiled program (module docstring): not when a strategy or a trace around
         it compiles the body itself, nor after `tf.config.run_functions_eagerly(True)`."""
         return not (_RUN_EAGERLY[0] or self._records_tape or context.has_strategy() or context.in_replica_context()
-                    or function_trace.active() or _under_jit())
+                    or function_trace.active() or under_any_trace())
 
     def _program(self, args: tuple, kwargs: dict, key: Any, counted: bool) -> Any:
         """The program for these inputs' shapes and dtypes, traced on first use; `_EAGER` for a signature whose

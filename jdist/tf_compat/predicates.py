@@ -17,10 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.core import Tracer
 
+from jdist.interop.trace_state import under_jit
 from jdist.strategy import function_trace, traced_functions
 from jdist.tf_compat.config_switches import functions_run_eagerly
 
@@ -49,15 +48,8 @@ def is_tensor(x: Any) -> bool:
 
 
 def tracing() -> bool:
-    """Whether JAX is tracing the code that calls this (`jax.jit`, `strategy.run`, a `lax` loop's body).
-
-    Asked of JAX's trace stack (no public alias), so that it makes no array: an array would start JAX's backend
-    before `tf.config.set_logical_device_configuration` can split the CPU."""
-    try:
-        from jax._src import core as jax_core
-        return bool(jax_core.unsafe_am_i_under_a_jit())
-    except (ImportError, AttributeError):  # a JAX without it: a traced zero is a Tracer
-        return isinstance(jnp.zeros(()), Tracer)
+    """Whether JAX is tracing the code that calls this (`jax.jit`, `strategy.run`, a `lax` loop's body)."""
+    return under_jit()
 
 
 def init_scope() -> contextlib.AbstractContextManager:
