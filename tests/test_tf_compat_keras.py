@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 import jdist  # noqa: E402
 import jdist.tf_compat as tf  # noqa: E402
-from jdist.callbacks.event_file import read_scalars  # noqa: E402
+from jdist.callbacks.event_file import read_scalars, read_tensors  # noqa: E402
 
 
 def _scalars(directory):
@@ -43,9 +43,52 @@ def test_tensorboard_writes_kerass_layout_without_tensorflow(tmp_path):
     assert [s for s, t, _ in validation if t == "evaluation_loss_vs_iterations"] == [4, 8]
 
 
+def test_tensorboard_writes_weight_histograms_and_the_model_config(tmp_path):
+    """TF 2.21 with Keras 3 (observed: the tensorboard migration guide's model, with BatchNormalization, fit 3
+    epochs with `histogram_freq=2`): in `train/`, one `<weight path>/histogram` per weight of every layer,
+    trainable or not (`sequential/layers_dense/kernel/histogram`, ..., `sequential/bn/moving_variance/histogram`),
+    at epochs 0 and 2; each a float64 (30, 3) array equal to numpy's 30-bin histogram of the weight after that
+    epoch in float64 (counts, and edges from its min to its max); and at step 0 the tag `keras`, plugin
+    `graph_keras_model` with content b"1", holding `model.to_json()`."""
+    strategy = jdist.MirroredStrategy(jax.devices()[:2])
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 6)).astype(np.float32), rng.integers(0, 3, 32)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.layers.Input((6,)), tf.keras.layers.Dense(4, name="layers_dense"),
+                                     tf.keras.layers.BatchNormalization(name="bn"),
+                                     tf.keras.layers.Dense(3, name="layers_dense_2")])
+        model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        seen = {}
+
+        class Keep(tf.keras.callbacks.Callback):  # each epoch's weights, to compare with what was written
+            def on_epoch_end(self, epoch, logs=None):
+                seen[epoch] = {w.path: np.asarray(w.value) for w in self.model.weights}
+
+        model.fit(x, y, batch_size=8, epochs=3, verbose=0,
+                  callbacks=[Keep(), tf.keras.callbacks.TensorBoard(log_dir=str(tmp_path), histogram_freq=2)])
+    (path,) = [os.path.join(tmp_path, "train", f) for f in os.listdir(tmp_path / "train")]
+    written = read_tensors(path)
+    graph = [(step, value) for step, tag, plugin, value in written if tag == "keras"]
+    assert [(step, plugin) for step, tag, plugin, _ in written if tag == "keras"] == [(0, "graph_keras_model")]
+    assert graph[0][1].item().decode() == model.to_json()
+    histograms = [(step, tag, value) for step, tag, plugin, value in written if plugin == "histograms"]
+    paths = [w.path for layer in model.layers for w in layer.weights]
+    assert "bn/moving_variance" in " ".join(paths) and len(paths) == 8
+    assert [(step, tag) for step, tag, _ in histograms] == [(e, f"{p}/histogram") for e in (0, 2) for p in paths]
+    for step, tag, value in histograms:
+        weight = seen[step][tag[: -len("/histogram")]]
+        counts, edges = np.histogram(weight.astype(np.float64), bins=30)  # TF bins in float64
+        assert value.shape == (30, 3) and value.dtype == np.float64
+        np.testing.assert_array_equal(value[:, 2], counts)
+        np.testing.assert_allclose(value[:, 0], edges[:-1], rtol=1e-12, atol=1e-12)
+        assert value[-1, 1] == weight.max()
+
+
 def test_tensorboard_refuses_what_needs_tensorflow():
-    with pytest.raises(ValueError, match="histogram_freq"):
-        tf.keras.callbacks.TensorBoard(histogram_freq=1)
+    with pytest.raises(ValueError, match="write_images"):
+        tf.keras.callbacks.TensorBoard(write_images=True)
+    with pytest.raises(ValueError, match="histogram_freq must be a non-negative int"):
+        tf.keras.callbacks.TensorBoard(histogram_freq=-1)
 
 
 def test_string_lookup_matches_tf():

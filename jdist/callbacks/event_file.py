@@ -74,8 +74,10 @@ _DT_STRING = 7
 _DTYPE_OF = {v: k for k, v in _DT.items()}
 
 
-def encode_tensor_value(tag: str, value: np.ndarray, plugin_name: str, description: str = "") -> bytes:
-    """One serialized `Summary.Value` holding a tensor (numbers as tensor_content, strings as string_val)."""
+def encode_tensor_value(tag: str, value: np.ndarray, plugin_name: str, description: str = "",
+                        plugin_content: bytes = b"") -> bytes:
+    """One serialized `Summary.Value` holding a tensor (numbers as tensor_content, strings as string_val);
+    `plugin_content` is the plugin's own metadata (TF's Keras writes b"1" for its model graph)."""
     value = np.asarray(value)
     shape = b"".join(_length_delimited(2, _field(1, 0, _varint(d))) for d in value.shape)
     if value.dtype.kind in "USO":
@@ -87,10 +89,30 @@ def encode_tensor_value(tag: str, value: np.ndarray, plugin_name: str, descripti
             raise TypeError(f"event files hold float32, float64, int32, int64 or bool tensors, not {value.dtype}.")
         data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
         tensor = _field(1, 0, _varint(_DT[value.dtype])) + _length_delimited(2, shape) + _length_delimited(4, data)
-    metadata = _length_delimited(1, _length_delimited(1, plugin_name.encode()))
+    plugin = _length_delimited(1, plugin_name.encode())
+    if plugin_content:
+        plugin += _length_delimited(2, plugin_content)
+    metadata = _length_delimited(1, plugin)
     if description:
         metadata += _length_delimited(3, description.encode())
     return _length_delimited(1, tag.encode()) + _length_delimited(8, tensor) + _length_delimited(9, metadata)
+
+
+def histogram_buckets(data: np.ndarray, buckets: int = 30) -> np.ndarray:
+    """TensorBoard's v2 histogram: a float64 [buckets, 3] array of (left edge, right edge, count)."""
+    values = np.asarray(data, dtype=np.float64).reshape(-1)
+    if values.size == 0:
+        return np.zeros((buckets, 3))
+    low, high = values.min(), values.max()
+    if low == high:
+        counts = np.zeros(buckets)
+        counts[-1] = values.size
+        return np.stack([np.full(buckets, low), np.full(buckets, high), counts], axis=1)
+    width = (high - low) / buckets
+    index = np.minimum(np.floor((values - low) / width).astype(np.int64), buckets - 1)
+    counts = np.bincount(index, minlength=buckets).astype(np.float64)
+    edges = np.concatenate([np.linspace(low, high, buckets + 1)[:-1], [high]])
+    return np.stack([edges[:-1], edges[1:], counts], axis=1)
 
 
 def encode_event(wall_time: float, step: int = 0, *, scalars: Mapping[str, float] | None = None,

@@ -12,21 +12,22 @@ The event files are written by `jdist.callbacks.event_file` (no TensorFlow neede
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from jdist.callbacks.base import Callback, Logs
-from jdist.callbacks.event_file import EventFileWriter
+from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value, histogram_buckets
 
 if TYPE_CHECKING:
     from jdist.trainer.trainer import Trainer
 
 
-class ScalarLog:
-    """Keras's TensorBoard layout for scalars, shared by jdist's callback and `tf.keras.callbacks.TensorBoard`:
-    `train/` and `validation/` event files, `epoch_<metric>` at the epoch, `batch_<metric>` and
-    `evaluation_<metric>_vs_iterations` at the optimizer step."""
+class SummaryLog:
+    """Keras's TensorBoard layout, shared by jdist's callback and `tf.keras.callbacks.TensorBoard`: `train/` and
+    `validation/` event files, `epoch_<metric>` at the epoch, `batch_<metric>` and
+    `evaluation_<metric>_vs_iterations` at the optimizer step; weight histograms and the model's config in
+    `train/` (Keras 3's tags, observed in TF 2.21: `<weight path>/histogram` at the epoch, `keras` at step 0)."""
 
     def __init__(self, log_dir: str | os.PathLike):
         self.log_dir = os.fspath(log_dir)
@@ -58,6 +59,20 @@ class ScalarLog:
         for writer in self._writers.values():
             writer.flush()
 
+    def histograms(self, epoch: int, weights: Sequence[tuple[str, np.ndarray]]) -> None:
+        """Each weight's 30-bucket histogram, tagged `<path>/histogram` (its path: `sequential/dense/kernel`)."""
+        writer = self._writer("train")
+        for path, value in weights:
+            writer.add_values(epoch, [encode_tensor_value(f"{path}/histogram", histogram_buckets(value),
+                                                          "histograms")])
+        writer.flush()
+
+    def keras_model(self, config_json: str) -> None:
+        """The model's config (`model.to_json()`), which TensorBoard's graph tab draws (Keras's `keras` tag)."""
+        value = np.asarray(config_json.encode(), dtype=object)
+        self._writer("train").add_values(0, [encode_tensor_value("keras", value, "graph_keras_model",
+                                                                 plugin_content=b"1")])
+
     def close(self) -> None:
         for writer in self._writers.values():
             writer.close()
@@ -81,7 +96,7 @@ class TensorBoard(Callback):
             raise ValueError(f"update_freq must be 'epoch' or a positive number of steps, got {update_freq!r}.")
         self.log_dir = os.fspath(log_dir)
         self.update_freq = update_freq
-        self._log = ScalarLog(self.log_dir)
+        self._log = SummaryLog(self.log_dir)
         self._last_logged_step = 0
 
     def on_train_batch_end(self, batch: int, logs: Logs | None = None) -> None:

@@ -1,9 +1,10 @@
 """The `tf.keras` names TF's distribute tutorials use that Keras 3 runs only with TensorFlow installed.
 
 - `tf.keras.callbacks.TensorBoard`: Keras 3's writes through `tf.summary`; this one writes the same
-  scalars in the same layout (`jdist.callbacks.tensorboard.ScalarLog`: `train/`, `validation/`,
-  `epoch_<metric>`, `epoch_learning_rate`, `batch_<metric>`, `evaluation_<metric>_vs_iterations`) with
-  jdist's own event-file writer. Histograms, images, graphs, embeddings and profiles are not written.
+  summaries in the same layout (`jdist.callbacks.tensorboard.SummaryLog`: `train/`, `validation/`,
+  `epoch_<metric>`, `epoch_learning_rate`, `batch_<metric>`, `evaluation_<metric>_vs_iterations`, weight
+  histograms every `histogram_freq` epochs, the model's config for the graph tab) with jdist's own event-file
+  writer. Weight images, embeddings and profiles are not written (an error says so).
 - `tf.keras.layers.StringLookup`: Keras 3's is a TensorFlow op; this one looks strings up in numpy on
   the host, where `tf.data` map functions run, with TF 2.21's indices (observed: the mask token if any,
   then the OOV token, then the vocabulary; `adapt` ranks tokens by count, ties in descending order).
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jdist.callbacks.tensorboard import ScalarLog, is_chief
+from jdist.callbacks.tensorboard import SummaryLog, is_chief
+from jdist.strategy.process_local import to_host
 
 if TYPE_CHECKING:
     from jdist.tf_compat.namespace import Namespace
@@ -28,27 +30,36 @@ def tensorboard_class() -> type:
     import keras
 
     class TensorBoard(keras.callbacks.Callback):
-        """`tf.keras.callbacks.TensorBoard`, scalars only, without TensorFlow (process 0 writes)."""
+        """`tf.keras.callbacks.TensorBoard` without TensorFlow (process 0 writes)."""
 
         def __init__(self, log_dir: str = "logs", histogram_freq: int = 0, write_graph: bool = True,
                      write_images: bool = False, write_steps_per_second: bool = False,
                      update_freq: str | int = "epoch", profile_batch: Any = 0, embeddings_freq: int = 0,
                      embeddings_metadata: Any = None):
             super().__init__()
-            unsupported = {"histogram_freq": histogram_freq, "write_images": write_images,
-                           "write_steps_per_second": write_steps_per_second, "embeddings_freq": embeddings_freq,
-                           "profile_batch": profile_batch}
+            unsupported = {"write_images": write_images, "write_steps_per_second": write_steps_per_second,
+                           "embeddings_freq": embeddings_freq, "profile_batch": profile_batch}
             asked = [k for k, v in unsupported.items() if v not in (0, False, None, (0, 0))]
             if asked:
-                raise ValueError(f"tf.keras.callbacks.TensorBoard under jdist writes scalars only; {asked} need "
-                                 "TensorFlow's summary ops. Leave them at their defaults (jdist.profile() records "
-                                 "profiles).")
+                raise ValueError(f"tf.keras.callbacks.TensorBoard under jdist writes scalars, weight histograms and "
+                                 f"the model graph; {asked} need TensorFlow's summary ops. Leave them at their "
+                                 "defaults (jdist.profile() records profiles).")
+            if isinstance(histogram_freq, bool) or not isinstance(histogram_freq, int) or histogram_freq < 0:
+                raise ValueError(f"histogram_freq must be a non-negative int (epochs between weight histograms; "
+                                 f"0: none), got {histogram_freq!r}")
+            self.histogram_freq, self.write_graph = histogram_freq, bool(write_graph)
             if update_freq not in ("epoch", "batch") and not (isinstance(update_freq, int) and update_freq > 0):
                 raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int, got {update_freq!r}")
             self.log_dir = str(log_dir)
             self.update_freq = 1 if update_freq == "batch" else update_freq
-            self._log = ScalarLog(self.log_dir)
+            self._log = SummaryLog(self.log_dir)
             self._train_batches = 0
+
+        def set_model(self, model: Any) -> None:
+            super().set_model(model)
+            # Keras 3 writes the config of a Sequential or functional model only (observed, TF 2.21: tag `keras`).
+            if self.write_graph and type(model).__name__ in ("Sequential", "Functional") and is_chief():
+                self._log.keras_model(model.to_json())
 
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             self._train_batches += 1
@@ -63,6 +74,12 @@ def tensorboard_class() -> type:
                 self._log.evaluation(int(np.asarray(optimizer.iterations)), {k: float(v) for k, v in logs.items()})
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if self.histogram_freq and epoch % self.histogram_freq == 0:
+                # every process reads the weights (one may hold a piece another needs); the chief writes
+                weights = [(w.path, w.value) for layer in getattr(self.model, "layers", []) for w in layer.weights]
+                values = to_host([value for _, value in weights])
+                if is_chief():
+                    self._log.histograms(epoch, [(path, v) for (path, _), v in zip(weights, values)])
             if not is_chief():
                 return
             logs = {k: float(v) for k, v in (logs or {}).items() if k != "learning_rate"}

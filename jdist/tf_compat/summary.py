@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value
+from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value, histogram_buckets
 from jdist.strategy.context import get_replica_context
 
 _STATE: dict[str, Any] = {"writer": None, "step": None, "record": True}
@@ -153,23 +153,6 @@ def _scalar_value(data: np.ndarray) -> np.ndarray:
 def scalar(name: str, data: Any, step: Any = None, description: str | None = None) -> np.ndarray:
     """`tf.summary.scalar`: a float32 scalar at `step` (or the default step); True if written."""
     return _write(name, data, step, _scalar_value, "scalars", description)
-
-
-def histogram_buckets(data: np.ndarray, buckets: int = 30) -> np.ndarray:
-    """TensorBoard's v2 histogram: a float64 [buckets, 3] array of (left edge, right edge, count)."""
-    values = np.asarray(data, dtype=np.float64).reshape(-1)
-    if values.size == 0:
-        return np.zeros((buckets, 3))
-    low, high = values.min(), values.max()
-    if low == high:
-        counts = np.zeros(buckets)
-        counts[-1] = values.size
-        return np.stack([np.full(buckets, low), np.full(buckets, high), counts], axis=1)
-    width = (high - low) / buckets
-    index = np.minimum(np.floor((values - low) / width).astype(np.int64), buckets - 1)
-    counts = np.bincount(index, minlength=buckets).astype(np.float64)
-    edges = np.concatenate([np.linspace(low, high, buckets + 1)[:-1], [high]])
-    return np.stack([edges[:-1], edges[1:], counts], axis=1)
 
 
 def histogram(name: str, data: Any, step: Any = None, buckets: int | None = None,
