@@ -78,8 +78,10 @@ from jdist.strategy.context import (
 from jdist.strategy.devices import resolve_device, resolve_devices
 from jdist.strategy.dispatch import InFlightLimiter
 from jdist.strategy.distributed_batch import DistributedBatch
+from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.reduce_op import ReduceOp
 from jdist.strategy.replica_context import ReplicaContext
+from jdist.strategy.run_options import RunOptions
 from jdist.strategy.values import PerReplica
 from jdist.trainer.trainer import Trainer
 from jdist.training.accumulation import accumulate_gradients, split_microbatches
@@ -147,8 +149,10 @@ __all__ = [  # sorted (tests/test_architecture.py checks)
     "RemoteTrainState",
     "RemoteValue",
     "ReplicaContext",
+    "RunOptions",
     "StepBreakdown",
     "Strategy",
+    "StrategyExtended",
     "SyncBatchNorm",
     "TPUStrategy",
     "TerminationConfig",

@@ -326,6 +326,33 @@ def test_distributed_dataset_spec_optional_and_datasets_from_function():
     assert got == [[[0, 1, 2], [3, 4, 5]], [[6, 7, 8], [9, 10, 11]]]
 
 
+def test_distributed_dataset_cardinality_reduce_and_next_as_tf():
+    """TF 2.21 (observed, MirroredStrategy on 2 logical CPUs): `experimental_distribute_dataset(range(10).batch(4))`
+    has `cardinality` 3 (a property) and `reduce(0, lambda s, x: s + strategy.reduce(SUM, x, axis=0))` 45,
+    counting gives an int32 3; `distribute_datasets_from_function` of `range(10).batch(2)` has `cardinality` 5 (the
+    per-worker dataset's) and its reduce counts 3 global batches; `iterator.next()` is `get_next()`;
+    `run(..., options=tf.distribute.RunOptions())` runs as without."""
+    import jax
+    import jax.numpy as jnp
+    strategy = jdist.MirroredStrategy(jax.devices()[:2])
+    dist = strategy.experimental_distribute_dataset(D.range(10).batch(4))
+    assert dist.cardinality == 3
+    total = dist.reduce(np.int64(0), lambda state, x: state + strategy.reduce("sum", x, axis=0))
+    assert int(total) == sum(range(10))
+    count = dist.reduce(0, lambda state, x: state + 1)
+    assert int(count) == 3 and count.dtype == jnp.int32
+    assert strategy.experimental_distribute_dataset(D.range(10).batch(4).repeat()).cardinality == -1
+    per_worker = strategy.distribute_datasets_from_function(lambda ctx: D.range(10).batch(2))
+    assert per_worker.cardinality == 5 and int(per_worker.reduce(0, lambda state, x: state + 1)) == 3
+    iterator = iter(dist)
+    first = iterator.next()
+    assert [np.asarray(t).tolist() for t in strategy.experimental_local_results(first)] == [[0, 1], [2, 3]]
+    doubled = strategy.run(lambda x: x * 2, args=(iterator.next(),), options=jdist.RunOptions())
+    assert [np.asarray(t).tolist() for t in strategy.experimental_local_results(doubled)] == [[8, 10], [12, 14]]
+    with pytest.raises(TypeError, match="RunOptions"):
+        strategy.run(lambda: 1.0, options={"experimental_enable_dynamic_batch_size": False})
+
+
 def test_distributed_iterator_resumes_inside_a_windowed_shuffle():
     import jax
     strategy = jdist.MirroredStrategy(jax.devices()[:2])

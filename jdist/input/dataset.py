@@ -29,6 +29,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jdist.cluster.process_sync import ProcessChannel
@@ -249,6 +250,26 @@ class DistributedDataset:
             raise TypeError("The number of batches of this distributed dataset is not known in advance.")
         return length
 
+    @property
+    def cardinality(self) -> int:
+        """TF's: the batches of one pass (of each worker's own dataset for `distribute_datasets_from_function`),
+        -1 for an endless dataset, -2 where it is not known (TF 2.21, observed: a `range(10).batch(4)` gives
+        3; a per-worker `range(10).batch(2)` gives 5)."""
+        source = self._datasets[0]
+        count = getattr(source, "cardinality", None)
+        if callable(count):
+            return int(np.asarray(count()))
+        length = dataset_length(source)
+        return -2 if length is None else int(length)
+
+    def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
+        """TF's: `state = reduce_func(state, batch)` over one pass, from `initial_state`; Python numbers in the
+        result become arrays, as TF returns tensors (a Python int counter gives an int32 one)."""
+        state = initial_state
+        for batch in self:
+            state = reduce_func(state, batch)
+        return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, (int, float, bool)) else x, state)
+
     def __iter__(self) -> "DistributedIterator":
         epoch = self._next_epoch
         self._next_epoch += 1
@@ -315,6 +336,8 @@ class DistributedIterator:
     def get_next(self) -> DistributedBatch:
         """TF's name for `next(iterator)`."""
         return next(self)
+
+    next = get_next  # TF's iterators keep Python 2's name too
 
     def get_next_as_optional(self) -> Optional:
         """The next batch as an `Optional`, with no value at the end (TF's loop over a dataset of

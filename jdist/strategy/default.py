@@ -13,6 +13,7 @@ from jdist.strategy.base import Strategy
 from jdist.strategy.distributed_batch import unwrap_batches
 from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.replica_context import ReplicaContext
+from jdist.strategy.run_options import RunOptions, check_run_options
 from jdist.typing import PyTree
 
 
@@ -38,9 +39,10 @@ class DefaultStrategy(Strategy):
         return batch
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
-            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
+            kwargs: Mapping[str, PyTree] | None = None, options: RunOptions | None = None) -> PyTree:
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        check_run_options(options)
         function_trace.refuse("strategy.run")
         claimed = extensions.claimed_run(fn)  # e.g. Keras objects used as TF variables (GradientTape included)
         if claimed is not None:

@@ -19,6 +19,7 @@ from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
+from jdist.strategy.run_options import RunOptions, check_run_options
 from jdist.strategy.values import PerReplica, is_mirrored, mark_mirrored, split_mark
 from jdist.typing import PyTree
 
@@ -51,7 +52,7 @@ class ReplicaRun(StrategyFields):
         _run_cache: dict
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
-            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
+            kwargs: Mapping[str, PyTree] | None = None, options: RunOptions | None = None) -> PyTree:
         """Runs `fn` once per replica, compiled; returns per-replica results.
 
         Arguments: per-replica values (`PerReplica`, `DistributedBatch`, what
@@ -63,6 +64,7 @@ class ReplicaRun(StrategyFields):
         """
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
+        check_run_options(options)  # TF's options; a padded batch needs none of them
         function_trace.refuse("strategy.run")  # a tf.function calling it runs as Python; run compiles the step
         strategy = self._as_strategy()
         kwargs = dict(kwargs or {})

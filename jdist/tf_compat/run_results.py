@@ -28,6 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jdist
 from jdist.strategy import dispatch
 from jdist.strategy.aggregation import MirroredState
+from jdist.strategy.run_options import RunOptions
 from jdist.strategy.values import PerReplica, as_per_replica_class, register_per_replica_class
 from jdist.tfdata import tensor_text
 from jdist.typing import PyTree
@@ -61,14 +62,14 @@ class TFRunResults:
     per_replica_display = TFPerReplica
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
-            kwargs: Mapping[str, PyTree] | None = None) -> PyTree:
+            kwargs: Mapping[str, PyTree] | None = None, options: RunOptions | None = None) -> PyTree:
         """`jdist.Strategy.run`, with every result TF returns per replica as a `PerReplica`."""
         runner: Any = super()
         if getattr(_ACTIVE, "on", False):
-            return runner.run(fn, args, kwargs)
+            return runner.run(fn, args, kwargs, options)
         _ACTIVE.on = True
         try:
-            out = runner.run(fn, args, kwargs)
+            out = runner.run(fn, args, kwargs, options)
         finally:
             _ACTIVE.on = False
         return per_replica_results(cast(jdist.Strategy, self), out)
