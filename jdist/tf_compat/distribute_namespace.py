@@ -144,6 +144,8 @@ distribute = Namespace(
         CollectiveCommunication=jdist.CollectiveCommunication,
         CommunicationOptions=jdist.CommunicationOptions,
         ValueContext=jdist.ValueContext,
+        PreemptionCheckpointHandler=jdist.train.PreemptionCheckpointHandler,
+        TerminationConfig=jdist.TerminationConfig,
         partitioners=Namespace(
             "tf.distribute.experimental.partitioners",
             Partitioner=jdist.partitioners.Partitioner,

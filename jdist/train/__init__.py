@@ -8,9 +8,10 @@
 from jdist.cluster.spec import ClusterSpec
 from jdist.train.checkpoint import Checkpoint, CheckpointLoadStatus, latest_checkpoint
 from jdist.train.manager import CheckpointManager
+from jdist.train.preemption import PreemptionCheckpointHandler
 from jdist.train.reader import CheckpointReader, list_variables, load_checkpoint
 from jdist.train.waiting import checkpoints_iterator, wait_for_new_checkpoint
 
 __all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "CheckpointReader", "ClusterSpec",
-           "checkpoints_iterator", "latest_checkpoint", "list_variables", "load_checkpoint",
-           "wait_for_new_checkpoint"]
+           "PreemptionCheckpointHandler", "checkpoints_iterator", "latest_checkpoint", "list_variables",
+           "load_checkpoint", "wait_for_new_checkpoint"]
