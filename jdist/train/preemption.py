@@ -79,10 +79,11 @@ class PreemptionCheckpointHandler(PreemptionWatch):
                             f"got {type(target).__name__}. For a functional JAX state, use "
                             "jdist.PreemptionCheckpointHandler with a jdist.checkpoint.CheckpointManager.")
         self._manager = manager
-        self._checkpointed_runs = getattr(manager.checkpoint, _ITERATION_VARIABLE, None)
-        if self._checkpointed_runs is None:
-            self._checkpointed_runs = _RunCount()
-            setattr(manager.checkpoint, _ITERATION_VARIABLE, self._checkpointed_runs)
+        runs = getattr(manager.checkpoint, _ITERATION_VARIABLE, None)
+        if runs is None:
+            runs = _RunCount()
+            setattr(manager.checkpoint, _ITERATION_VARIABLE, runs)
+        self._checkpointed_runs: Any = runs
         super().__init__(cluster_resolver, termination_config)
         manager.restore_or_initialize()
         self._run_counter = int(np.asarray(self._checkpointed_runs.value))
