@@ -1,5 +1,9 @@
-"""The error jdist raises for bad input caught at its host boundary."""
+"""The errors jdist raises: bad input caught at its host boundary (`InputError`), and TF's op errors
+(`tf.errors`), each also the Python exception it means (`NotFoundError` is a `FileNotFoundError`), so
+`except tf.errors.NotFoundError` and `except OSError` both catch it."""
 from __future__ import annotations
+
+from typing import Any
 
 
 class InputError(ValueError):
@@ -13,3 +17,55 @@ class InputTypeError(InputError, TypeError):
 
 class NonFiniteInputError(InputError):
     """A NaN or infinity in a batch, found by `jdist.enable_check_numerics()`."""
+
+
+class OpError(Exception):
+    """TF's base class: `message` holds the text, `op` and `node_def` are None (there is no graph op)."""
+
+    def __init__(self, node_def: Any = None, op: Any = None, message: str = "", *args: Any):
+        if isinstance(node_def, str) and op is None and not message:  # one argument, Python's way (Keras re-raises
+            node_def, message = None, node_def                         # a layer's error with its class and a text)
+        super().__init__(message)
+        self.node_def, self.op, self.message = node_def, op, message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFoundError(OpError, FileNotFoundError):
+    """A file or directory that does not exist."""
+
+
+class AlreadyExistsError(OpError, FileExistsError):
+    """A destination that exists where the call does not overwrite."""
+
+
+class FailedPreconditionError(OpError):
+    """An operation on the wrong kind of entry (removing a directory with `remove`)."""
+
+
+class InvalidArgumentError(OpError, ValueError):
+    """A bad argument, such as an unknown file mode."""
+
+
+class UnimplementedError(OpError, NotImplementedError):
+    """What is not implemented, such as a file system scheme."""
+
+
+# TF's names for dtypes in its op errors (DT_FLOAT is "float"; text is "string").
+_TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string", "bytes": "string",
+                  "str": "string"}
+
+
+def tf_type_name(dtype_name: str) -> str:
+    """TF's name of a dtype in an op error, from numpy's name (`float32` is `float`, `float64` `double`)."""
+    return _TF_TYPE_NAMES.get(dtype_name, dtype_name)
+
+
+def dtype_mismatch(op: str, index: int, expected: str, got: str) -> InvalidArgumentError:
+    """TF's error for an op input of another dtype than the op takes (numpy dtype names in; TF 2.21's text,
+    observed: "cannot compute AddV2 as input #1(zero-based) was expected to be a int32 tensor but is a float
+    tensor [Op:AddV2] name: ")."""
+    return InvalidArgumentError(None, None, f"cannot compute {op} as input #{index}(zero-based) was expected to be a "
+                                            f"{tf_type_name(expected)} tensor but is a {tf_type_name(got)} tensor "
+                                            f"[Op:{op}] name: ")

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import numpy as np
 
+from jdist.errors import dtype_mismatch
 from jdist.input.tensor_spec import TensorSpec
 
-# TF's names for dtypes in its InvalidArgumentError text (DT_FLOAT is "float").
-_TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string", "bytes": "string"}
 _OP_NUMBERS = itertools.count(1)
-# The error class for a tensor of the wrong dtype: ValueError, or TF's InvalidArgumentError under jdist.tf_compat.
-INVALID_ARGUMENT: list[Callable[[str], Exception]] = [ValueError]
 
 
 class ConcreteFunction:
@@ -85,9 +82,7 @@ class ConcreteFunction:
         if isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool):
             return  # a Python value is converted to the spec's dtype
         if expected is not None and _kind(got) != _kind(expected):
-            raise INVALID_ARGUMENT[0](
-                f"cannot compute {self._op} as input #{index}(zero-based) was expected to be a {_tf_name(expected)} "
-                f"tensor but is a {_tf_name(got)} tensor [Op:{self._op}]")
+            raise dtype_mismatch(self._op, index, _kind(expected), _kind(got))
 
     def _binding_error(self, reason: str, args: tuple, kwargs: dict) -> TypeError:
         from jdist.interop.function_signature import argument_text
@@ -137,11 +132,6 @@ def _dtype_of(value: Any) -> np.dtype | None:
 
 def _kind(dtype: np.dtype) -> str:
     return "string" if dtype.kind in "OSU" else dtype.name
-
-
-def _tf_name(dtype: np.dtype) -> str:
-    name = _kind(dtype)
-    return _TF_TYPE_NAMES.get(name, name)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -28,7 +28,7 @@ if "keras" not in sys.modules:  # a ported script's later `import keras` gets th
 import jdist
 from jdist import data, saved_model as _saved_model, train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.interop import concrete_function as _concrete_function, tf_function as _tf_function
+from jdist.interop import tf_function as _tf_function
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
@@ -259,8 +259,6 @@ newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 _importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 _tf_function.convert_outputs(_host_tensors.function_outputs)  # a tf.function returns tensors, as TF's
-# a concrete function given a tensor of another dtype raises TF's InvalidArgumentError (observed, TF 2.21)
-_concrete_function.INVALID_ARGUMENT[:] = [lambda message: _errors.InvalidArgumentError(None, None, message)]
 
 _OPS = [
     "convert_to_tensor", "constant", "cast", "range", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
