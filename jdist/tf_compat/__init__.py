@@ -242,12 +242,19 @@ from jdist.tf_compat import (
 )
 from jdist.tf_compat.host_calls import numpy_function, py_function, timestamp
 from jdist.tf_compat.image_resize import ResizeMethod as _ResizeMethod, resize as _resize
+from jdist.tf_compat.math_extra import (
+    MATH as _MATH_EXTRA,
+    batch_normalization as _batch_normalization,
+    bitcast,
+    histogram_fixed_width,
+)
 from jdist.tf_compat.partition_ops import dynamic_partition, ensure_shape
 
 # --- end tf.image ... (imports) ---
 
-_MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS}
-_MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k}
+_MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS, **_MATH_EXTRA}
+_MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k,
+                "batch_normalization": _batch_normalization}
 _MATH_OPS_RANDOM = _random_ops.RANDOM_EXTRA
 # ---- end of the everyday math, array and nn ops: imports
 
@@ -278,8 +285,6 @@ math = Namespace(
        | {k: v for k, v in _MATH_OPS_MATH.items() if k != "l2_normalize"},  # linalg's l2_normalize, as TF's
     matmul=matmul, l2_normalize=_linalg_ops.l2_normalize,
     softmax=_nn_ops.softmax, log_softmax=_nn_ops.log_softmax, sigmoid=_nn_ops.sigmoid,
-    divide_no_nan=lambda x, y, name=None: _ops.where(_ops.equal(y, 0), _ops.zeros_like(_ops.divide(x, y)),
-                                                     _ops.divide(x, _ops.where(_ops.equal(y, 0), 1, y))),
 )
 nn = Namespace("tf.nn", **_nn_ops.NN, **{k: v for k, v in _MATH_OPS_NN.items() if k != "l2_normalize"},
                l2_normalize=_linalg_ops.l2_normalize)  # tf.nn.l2_normalize is tf.linalg's in TF 2.21
@@ -403,7 +408,8 @@ __all__ += [
 # --- end control flow ... (__all__) ---
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
-__all__ += ["dynamic_partition", "ensure_shape", "image", "numpy_function", "py_function", "timestamp"]
+__all__ += ["bitcast", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image", "numpy_function",
+            "py_function", "timestamp"]
 __all__ += ["ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
 

@@ -15,6 +15,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import scipy.special as sp
 
+from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.typing import ArrayLike, Tensor, TensorLike
 
@@ -145,10 +146,14 @@ def realdiv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
         return xp(x, y).true_divide(x, y)
 
 
+class IntegerDivisionByZero(InvalidArgumentError, ZeroDivisionError):
+    """TF's InvalidArgumentError for an integer divided by zero, also Python's ZeroDivisionError."""
+
+
 def _check_int_divisor(op: str, y: ArrayLike) -> None:
     if np.dtype(y.dtype).kind in "iu" and not is_jax(y) and np.any(np.asarray(y) == 0):
-        raise ZeroDivisionError(f"{op}: integer division by zero (TF raises InvalidArgumentError); "
-                                "mask the zero divisors or divide floats")
+        raise IntegerDivisionByZero(None, None, f"{op}: Integer division by zero (TF 2.21's InvalidArgumentError); "
+                                                "mask the zero divisors or divide floats")
 
 
 def floordiv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:

@@ -29,6 +29,7 @@ from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.tensor_summary import summarize_tensor
+from jdist.tfdata import operands
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:
@@ -45,12 +46,18 @@ def xp(*values: object) -> ModuleType:
     return jnp if is_jax(*values) else np
 
 
+def _text_tensor(array: np.ndarray) -> np.ndarray:
+    """Text as TF holds it: UTF-8 bytes in an object array, so that `x.dtype == tf.string` for any text."""
+    return (np.char.encode(array, "utf-8") if array.dtype.kind == "U" else array).astype(object)
+
+
 def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
     """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
     if dtype is not None:
         return np.asarray(value, dtype=dtype)
     if isinstance(value, (np.ndarray, np.generic)):
-        return np.asarray(value)
+        array = np.asarray(value)
+        return _text_tensor(array) if array.dtype.kind in "SU" else array
     try:
         array = np.asarray(value)
     except ValueError as err:
@@ -58,6 +65,8 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
             raise
         raise ValueError("Can't convert non-rectangular Python sequence to Tensor. For rows of "
                          "different lengths, use tf.ragged.constant.") from None
+    if array.dtype.kind in "SU":
+        return _text_tensor(array)
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype == np.int64:
@@ -115,7 +124,13 @@ def range(start: TensorLike, limit: TensorLike | None = None, delta: TensorLike 
 
 def reshape(tensor: TensorLike, shape: ShapeLike, name: str | None = None) -> ArrayLike:
     tensor = convert_to_tensor(tensor)
-    return xp(tensor).reshape(tensor, tuple(int(s) for s in np.asarray(shape).reshape(-1)))
+    dims = tuple(int(s) for s in np.asarray(shape).reshape(-1))
+    known = int(np.prod([d for d in dims if d != -1]))
+    if -1 in dims and (known == 0 or tensor.size % known) or -1 not in dims and known != tensor.size:
+        wanted = f"requires a multiple of {known}" if -1 in dims else f"has {known}"
+        raise InvalidArgumentError(None, None, f"Input to reshape is a tensor with {tensor.size} values, but the "
+                                               f"requested shape {wanted} [Op:Reshape]")
+    return xp(tensor).reshape(tensor, dims)
 
 
 def zeros(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
@@ -151,12 +166,24 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
     return xp(x).squeeze(x, axis=tuple(axis) if isinstance(axis, list) else axis)
 
 
+def _one_dtype(op: str, values: Sequence[TensorLike]) -> None:
+    """TF's rule for a list of inputs: every tensor among them has the first tensor's dtype (observed, TF 2.21:
+    `tf.concat([int32, float32], 0)` is "cannot compute ConcatV2 as input #1(zero-based) ...")."""
+    tensors = [(i, v) for i, v in enumerate(values) if operands.is_tensor(v)]
+    for _, v in tensors[1:]:
+        first = np.dtype(tensors[0][1].dtype)
+        if np.dtype(v.dtype) != first and first.kind not in "OSU":
+            operands.check_pair(op, tensors[0][1], v)  # raises, unless JAX narrowed one of them (its 32 bits)
+
+
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
+    _one_dtype("ConcatV2", values)
     arrays = [convert_to_tensor(v) for v in values]
     return xp(*arrays).concatenate(arrays, axis=axis)
 
 
 def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> ArrayLike:
+    _one_dtype("Pack", values)
     arrays = [convert_to_tensor(v) for v in values]
     return xp(*arrays).stack(arrays, axis=axis)
 
@@ -249,10 +276,13 @@ def _is_python(value: Any) -> bool:
     return isinstance(value, (int, float, bool, list, tuple)) and not isinstance(value, np.generic)
 
 
-def _matching(x: TensorLike, y: TensorLike) -> tuple[Any, Any]:
+def _matching(x: TensorLike, y: TensorLike, op: str) -> tuple[Any, Any]:
     """TF's conversion of a binary op's operands: a Python value (number, list) takes the other operand's dtype
     (TF 2.21: `tf.maximum(0., [1, -1])` is float32, where numpy would promote to float64); a Python float that
-    an integer operand cannot hold is TF's TypeError."""
+    an integer operand cannot hold is TF's TypeError; two tensors of different dtypes are TF's
+    InvalidArgumentError (`jdist.tfdata.operands`)."""
+    if operands.is_tensor(x) and operands.is_tensor(y):
+        operands.check_pair(op, x, y)
     if _is_python(y) or not _is_python(x):
         first = convert_to_tensor(x)
         return first, _converted_to(y, first.dtype) if _is_python(y) else convert_to_tensor(y)
@@ -269,7 +299,7 @@ def _converted_to(value: Any, dtype: Any) -> Any:
 
 def _binary(name: str):
     def op(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-        x, y = _matching(x, y)
+        x, y = _matching(x, y, fn_name)
         return getattr(xp(x, y), fn_name)(x, y)
 
     fn_name = name

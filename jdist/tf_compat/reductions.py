@@ -6,11 +6,12 @@ a reduction is recorded as a Keras op, as TF records a TF op on one as a layer.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, cast, overload
+from typing import TYPE_CHECKING, Any, Protocol, cast, overload
 
 import jax
 import numpy as np
 
+from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.typing import Axis, Tensor, TensorLike
 
@@ -34,6 +35,12 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     x = convert_to_tensor(input_tensor)
     module = xp(x)
     axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis
+    _check_reduction(name, x, axis)
+    if name in ("max", "min") and x.size == 0:  # TF gives the identity: -inf / inf, or the integer limits
+        limits = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+        identity = (-np.inf if name == "max" else np.inf) if x.dtype.kind == "f" else \
+            (limits.min if name == "max" else limits.max)
+        return getattr(module, name)(x, axis=axis, keepdims=keepdims, initial=identity)
     if name == "mean" and x.dtype.kind in "iub":
         count = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
         total = module.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
@@ -41,6 +48,30 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     if name in ("sum", "prod") and x.dtype.kind in "iu":
         return getattr(module, name)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
     return getattr(module, name)(x, axis=axis, keepdims=keepdims)
+
+
+_OP_NAMES = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min", "prod": "Prod", "any": "Any", "all": "All",
+             "logsumexp": "Max"}
+
+
+_NUMBER_TYPES = ("float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, "
+                 "quint16, uint16, complex128, half, uint32, uint64")
+_ORDERED_TYPES = ("float, double, int32, uint8, int16, int8, int64, bfloat16, uint16, half, uint32, uint64, qint8, "
+                  "quint8, qint32, qint16, quint16")
+
+
+def _check_reduction(name: str, x: Any, axis: Any) -> None:
+    """TF's errors (observed, TF 2.21): a reduction dimension out of range, and sum, mean, prod, max and min of
+    bools ("Value for attr 'T' of bool is not in the list of allowed values")."""
+    op = _OP_NAMES.get(name, name.capitalize())
+    for a in () if axis is None else np.atleast_1d(np.asarray(axis)).tolist():
+        if not -x.ndim <= int(a) < max(x.ndim, 1):
+            raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({int(a)} for input with {x.ndim} "
+                                                   f"dimension(s) [Op:{op}] name: ")
+    if x.dtype.kind == "b" and name in ("sum", "mean", "prod", "max", "min"):
+        allowed = _ORDERED_TYPES if name in ("max", "min") else _NUMBER_TYPES
+        raise InvalidArgumentError(None, None, f"Value for attr 'T' of bool is not in the list of allowed values: "
+                                               f"{allowed} [Op:{op}] name: ")
 
 
 class Reduction(Protocol):

@@ -74,7 +74,10 @@ def count_nonzero(input: TensorLike, axis: Axis = None, keepdims: bool | None = 
                   dtype: DTypeLike = "int64", name: str | None = None) -> Tensor:
     x = convert_to_tensor(input)
     module = xp(x)
-    nonzero = x != "" if x.dtype.kind in "US" else x != 0  # TF counts non-empty strings
+    if x.dtype.kind in "OSU":  # TF counts non-empty strings
+        nonzero = np.frompyfunc(len, 1, 1)(np.asarray(x)).astype(np.int64) > 0
+    else:
+        nonzero = x != 0
     counts = module.sum(nonzero, axis=_axis(axis), keepdims=bool(keepdims))
     return module.asarray(counts).astype(_index_dtype(x, dtype))
 

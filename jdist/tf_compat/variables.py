@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import sys
 import warnings
 from typing import Any, Iterator
 
@@ -25,6 +26,8 @@ from jdist.strategy.devices import tf_device_name
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
+from jdist.tfdata import operands
+from jdist.tfdata.structure import library_code
 
 
 @functools.cache
@@ -70,8 +73,27 @@ def variable_class() -> type:
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
             return f"<tf.Variable '{self.name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
 
+    for op in _CHECKED_OPERATORS:  # TF's operand rule before Keras's operator (jdist.tfdata.operands)
+        for dunder in (f"__{op}__", f"__r{op}__"):
+            if hasattr(keras.Variable, dunder):
+                setattr(TFVariable, dunder, _checked(op, getattr(keras.Variable, dunder), dunder.startswith("__r")))
     TFVariable.__name__ = TFVariable.__qualname__ = "Variable"
     return TFVariable
+
+
+_CHECKED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lt", "le", "gt", "ge")
+
+
+def _checked(op: str, keras_operator: Any, reflected: bool) -> Any:
+    """`keras_operator` after TF's check of the operands (TF 2.21: `tf.Variable(1) * 2.5` is TypeError "Cannot
+    convert 2.5 to EagerTensor of dtype int32"; `tf.constant(1) + tf.Variable(1.)` InvalidArgumentError)."""
+    def method(self: Any, other: Any) -> Any:
+        if not library_code(sys._getframe(1)) and (operands.is_tensor(other) or operands.convertible(other)):
+            operands.check_pair(op, other, self) if reflected else operands.check_pair(op, self, other)
+        return keras_operator(self, other)
+
+    method.__name__ = keras_operator.__name__
+    return method
 
 
 _CREATED = itertools.count()

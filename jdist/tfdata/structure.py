@@ -8,12 +8,13 @@ once, at the edge, so every transformation works on numpy leaves.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import numpy as np
 
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.tfdata import tensor_text
+from jdist.tfdata import operands, tensor_text
 
 
 def to_leaf(value: Any) -> np.ndarray | np.generic:
@@ -185,6 +186,48 @@ def conform(element: Any, signature: Any) -> Any:
     return map_leaves(one, element)
 
 
+# Packages whose own code takes host tensors as the numpy arrays they are (`np.testing` compares an int32 tensor
+# with an int64 array; jdist's ops compute on them): their operators keep numpy's rules. TF's tensors would have
+# been turned into plain arrays there; the operand rule is for the code of a TF script.
+_LIBRARIES = ("numpy", "jax", "jaxlib", "jdist", "keras", "scipy", "optax", "flax", "sklearn", "pandas", "grain")
+
+
+def library_code(frame: Any) -> bool:
+    return str(frame.f_globals.get("__name__", "")).split(".")[0] in _LIBRARIES
+
+
+def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """A host tensor's binary operator and its reflected form, under TF's operand rule."""
+    def apply(x: Any, y: Any) -> Any:
+        x, y = operands.check_pair(op, x, y)
+        if any(isinstance(v, HostTensor) is False and operands.is_tensor(v) for v in (x, y)):
+            return NotImplemented  # a device array or variable computes it (JAX's or Keras's reflected operator)
+        if op == "truediv":
+            wide = operands.true_divide_dtype(np.result_type(x, y))
+            if wide is not None:
+                x, y = np.asarray(x, dtype=wide), np.asarray(y, dtype=wide)
+        out = ufunc(np.asarray(x).view(np.ndarray), np.asarray(y).view(np.ndarray))
+        return np.asarray(out).view(HostTensor)
+
+    def forward(self: Any, other: Any) -> Any:
+        if other is None and op in ("eq", "ne"):
+            return op == "ne"  # TF 2: `tensor == None` is False
+        if self.dtype.kind in "OSU":  # text: numpy's own, with Python text as TF's bytes (`t == "a"`)
+            return getattr(np.ndarray, f"__{op}__")(self, tensor_text.as_bytes(other))
+        if library_code(sys._getframe(1)) or not (operands.is_tensor(other) or operands.convertible(other)):
+            return getattr(np.ndarray, f"__{op}__")(self, other)  # numpy's own
+        return apply(self, other)
+
+    def reflected(self: Any, other: Any) -> Any:
+        if self.dtype.kind in "OSU":
+            return getattr(np.ndarray, f"__r{op}__")(self, tensor_text.as_bytes(other))
+        if library_code(sys._getframe(1)) or not operands.convertible(other):
+            return getattr(np.ndarray, f"__r{op}__")(self, other)
+        return apply(other, self)
+
+    return forward, reflected
+
+
 class HostTensor(np.ndarray):
     """A numpy array with TF's `.numpy()`: what iterating a `tf.data.Dataset` gives a TF script.
 
@@ -236,6 +279,24 @@ class HostTensor(np.ndarray):
     def __format__(self, format_spec: str) -> str:
         """An f-string formats the values, as TF's (`f"{t}"` is `[1 2]`, a scalar's `format` is numpy's)."""
         return format(self.numpy(), format_spec)
+
+    # Binary operators follow TF's operand rule (jdist.tfdata.operands): one dtype for two tensors, a Python or
+    # numpy operand converted to the tensor's dtype, TF's dtypes for integer true division.
+    __add__, __radd__ = _operator("add", np.add)
+    __sub__, __rsub__ = _operator("sub", np.subtract)
+    __mul__, __rmul__ = _operator("mul", np.multiply)
+    __truediv__, __rtruediv__ = _operator("truediv", np.true_divide)
+    __floordiv__, __rfloordiv__ = _operator("floordiv", np.floor_divide)
+    __mod__, __rmod__ = _operator("mod", np.remainder)
+    __pow__, __rpow__ = _operator("pow", np.power)
+    __matmul__, __rmatmul__ = _operator("matmul", np.matmul)
+    __and__, __rand__ = _operator("and", np.bitwise_and)
+    __or__, __ror__ = _operator("or", np.bitwise_or)
+    __xor__, __rxor__ = _operator("xor", np.bitwise_xor)
+    __lt__, __gt__ = _operator("lt", np.less)[0], _operator("gt", np.greater)[0]
+    __le__, __ge__ = _operator("le", np.less_equal)[0], _operator("ge", np.greater_equal)[0]
+    __eq__, __ne__ = _operator("eq", np.equal)[0], _operator("ne", np.not_equal)[0]
+    __hash__ = None  # type: ignore[assignment]  # as numpy's: elementwise `==` makes a tensor unhashable
 
     # TF tensors are immutable: `image /= 255` in a map function makes a new tensor. numpy would divide the
     # dataset's own rows in place (every epoch again), so augmented assignment here is out of place.

@@ -31,6 +31,15 @@ def as_tf_numpy(value: Any) -> np.ndarray:
     return array
 
 
+def as_bytes(value: Any) -> Any:
+    """Python or numpy text as TF holds it (UTF-8 bytes); anything else as it is."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (np.ndarray, list, tuple)) and np.asarray(value).dtype.kind in "SU":
+        return as_tf_numpy(value)
+    return value
+
+
 def value_text(value: Any, is_repr: bool) -> str:
     array = as_tf_numpy(value)
     if array.ndim == 0:
