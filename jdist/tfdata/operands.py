@@ -40,13 +40,20 @@ def is_device_array(x: Any) -> bool:
     return isinstance(x, jax.Array)
 
 
+# The host tensor type (`jdist.tfdata.structure.HostTensor`), which registers itself when defined.
+_HOST_TENSORS: list[type] = []
+
+
+def register_host_tensor(cls: type) -> type:
+    _HOST_TENSORS.append(cls)
+    return cls
+
+
 def is_tensor(x: Any) -> bool:
     """A value TF would already hold as a tensor: a host tensor, a device array or a variable; numbers, lists and
     numpy values are converted to the other operand's dtype instead."""
-    from jdist.tfdata.structure import HostTensor
-
-    return isinstance(x, HostTensor) or is_device_array(x) or (hasattr(x, "assign") and hasattr(x, "value")
-                                                               and hasattr(x, "dtype"))
+    return isinstance(x, tuple(_HOST_TENSORS)) or is_device_array(x) or (
+        hasattr(x, "assign") and hasattr(x, "value") and hasattr(x, "dtype"))
 
 
 def converted(value: Any, dtype: Any, op: str) -> np.ndarray:

@@ -228,6 +228,7 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
     return forward, reflected
 
 
+@operands.register_host_tensor
 class HostTensor(np.ndarray):
     """A numpy array with TF's `.numpy()`: what iterating a `tf.data.Dataset` gives a TF script.
 
