@@ -244,8 +244,9 @@ from jdist.tf_compat.host_calls import numpy_function, py_function, timestamp
 from jdist.tf_compat.image_resize import ResizeMethod as _ResizeMethod, resize as _resize
 from jdist.tf_compat.math_extra import (
     MATH as _MATH_EXTRA,
-    batch_normalization as _batch_normalization,
+    NN as _NN_EXTRA,
     bitcast,
+    complex,
     histogram_fixed_width,
 )
 from jdist.tf_compat.partition_ops import dynamic_partition, ensure_shape
@@ -253,8 +254,7 @@ from jdist.tf_compat.partition_ops import dynamic_partition, ensure_shape
 # --- end tf.image ... (imports) ---
 
 _MATH_OPS_MATH = {**_math_ops.ELEMENTWISE, **_scans.SCANS, **_segment_ops.SEGMENTS, **_MATH_EXTRA}
-_MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k,
-                "batch_normalization": _batch_normalization}
+_MATH_OPS_NN = {**_nn_extra.NN_EXTRA, "top_k": _segment_ops.top_k, "in_top_k": _segment_ops.in_top_k, **_NN_EXTRA}
 _MATH_OPS_RANDOM = _random_ops.RANDOM_EXTRA
 # ---- end of the everyday math, array and nn ops: imports
 
@@ -408,8 +408,8 @@ __all__ += [
 # --- end control flow ... (__all__) ---
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
-__all__ += ["bitcast", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image", "numpy_function",
-            "py_function", "timestamp"]
+__all__ += ["bitcast", "complex", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image",
+            "numpy_function", "py_function", "timestamp"]
 __all__ += ["ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
 

@@ -301,7 +301,15 @@ def global_norm(t_list: Sequence[TensorLike | None], name: str | None = None) ->
     return module.sqrt(total).astype(tensors[0].dtype if np.dtype(tensors[0].dtype).kind == "f" else np.float32)
 
 
+def tensor_diag(diagonal: TensorLike, name: str | None = None) -> Tensor:
+    """The rank-2k tensor with `diagonal` (rank k) on its diagonal: `out[i, j, i, j] = diagonal[i, j]`."""
+    x = convert_to_tensor(diagonal)
+    module = xp(x)
+    return module.reshape(module.diagflat(x), tuple(x.shape) + tuple(x.shape))
+
+
 NAMES = dict(
+    tensor_diag=tensor_diag,
     matmul=matmul, matvec=matvec, einsum=einsum, tensordot=tensordot, trace=trace, eye=eye, diag=diag,
     diag_part=diag_part, set_diag=set_diag, band_part=band_part, matrix_transpose=matrix_transpose,
     adjoint=adjoint, cross=cross, norm=norm, normalize=normalize, l2_normalize=l2_normalize,

@@ -11,6 +11,7 @@ give inf/NaN, as LAPACK does). Host values inside a traced function stay traced.
 """
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -72,12 +73,15 @@ def svd(tensor: TensorLike, full_matrices: bool = False, compute_uv: bool = True
     return s, u, matrix_transpose(vh, conjugate=True)
 
 
+Qr = collections.namedtuple("Qr", ["q", "r"])  # TF's result type (`tf.linalg.qr(x).q`)
+
+
 @_host_numpy
 def qr(input: TensorLike, full_matrices: bool = False, name: str | None = None) -> Any:  # noqa: A002
-    """`tf.linalg.qr`: `(q, r)`, reduced unless `full_matrices`."""
+    """`tf.linalg.qr`: `Qr(q, r)`, reduced unless `full_matrices`."""
     x = _matrix(input, "qr", square=False)
     q, r = jnp.linalg.qr(x, mode="complete" if full_matrices else "reduced")
-    return q, r
+    return Qr(q, r)
 
 
 def _from_lower(x: jax.Array) -> jax.Array:

@@ -27,9 +27,10 @@ from jax.typing import DTypeLike
 
 from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
-from jdist.tf_compat.error_types import InvalidArgumentError
+from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
 from jdist.tf_compat.tensor_summary import summarize_tensor
 from jdist.tfdata import operands
+from jdist.tfdata.tensor_text import dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:
@@ -100,9 +101,15 @@ def constant(value: TensorLike, dtype: DTypeLike | None = None, shape: Sequence[
 
 
 def cast(x: TensorLike, dtype: DTypeLike, name: str | None = None) -> Tensor:
-    """`tf.cast`: float to int truncates toward zero; to bool is `x != 0`."""
+    """`tf.cast`: float to int truncates toward zero; to bool is `x != 0`; text to or from numbers is TF's
+    UnimplementedError (observed, TF 2.21: "Cast string to int32 is not supported")."""
     target = numpy_dtype(dtype)
     x = convert_to_tensor(x)
+    if target is not None and (np.dtype(x.dtype).kind in "OSU") != (target.kind in "OSU"):
+        names = [dtype_name(d) for d in (x.dtype, target)]
+        raise UnimplementedError(None, None, f"Cast {names[0]} to {names[1]} is not supported [Op:Cast] name: ; "
+                                             "text to numbers is tf.strings.to_number, numbers to text "
+                                             "tf.strings.as_string")
     if target is not None and target.kind == "b":
         return x != 0
     return x.astype(target)
@@ -115,8 +122,10 @@ def range(start: TensorLike, limit: TensorLike | None = None, delta: TensorLike 
         start, limit = 0, start
     first, last, step = (np.asarray(v) for v in (start, limit, delta))
     target = numpy_dtype(dtype)
-    if target is None:
-        target = np.dtype(np.float32) if any(b.dtype.kind == "f" for b in (first, last, step)) else np.dtype(np.int32)
+    if target is None:  # TF infers from the bounds: a float makes float32, an int64 tensor int64 (observed)
+        wide = any(isinstance(v, np.ndarray) and v.dtype == np.int64 for v in (start, limit, delta))
+        target = np.dtype(np.float32) if any(b.dtype.kind == "f" for b in (first, last, step)) else \
+            np.dtype(np.int64 if wide else np.int32)
     # 0-d bounds keep their dtype, so numpy counts as TF does (TF 2.21: np.float32 bounds 0, 1.7, 0.1 give 17
     # values; as Python floats they would give 18). numpy's stubs take numpy scalars only; numpy takes 0-d arrays.
     return np.arange(first, last, step).astype(target)  # pyright: ignore[reportCallIssue, reportArgumentType]
@@ -322,13 +331,38 @@ def divide(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     return xp(x, y).true_divide(x, y)
 
 
+class FloatOnlyError(InvalidArgumentError, TypeError):
+    """TF's InvalidArgumentError for an integer or bool given to a float-only kernel (also a TypeError)."""
+
+
+def require_float(op: str, *values: Any, complex_ok: bool = True) -> None:
+    """TF's refusal of integer and bool input to a float kernel (observed, TF 2.21: `tf.math.exp(tf.constant([1,
+    4]))` is "Value for attr 'T' of int32 is not in the list of allowed values: bfloat16, half, float, double,
+    complex64, complex128"), with the cast that makes it work."""
+    for value in values:
+        dtype = np.dtype(value.dtype)
+        if dtype.kind not in "fc" and str(value.dtype) != "bfloat16":
+            allowed = "bfloat16, half, float, double" + (", complex64, complex128" if complex_ok else "")
+            raise FloatOnlyError(None, None, f"{op}: Value for attr 'T' of {dtype.name} is not in the list of "
+                                             f"allowed values: {allowed}; cast it first: tf.cast(x, tf.float32)")
+
+
+# The unary ops TF runs on floats only (observed, TF 2.21): with complex, and without (floor, ceil, is_nan).
+_FLOAT_ONLY = {"exp": True, "log": True, "sqrt": True, "tanh": True, "floor": False, "ceil": False,
+               "isnan": False, "isfinite": False}
+
+
 def _unary(name: str):
     def op(x: TensorLike, name: str | None = None) -> Tensor:
         x = convert_to_tensor(x)
+        if fn_name in _FLOAT_ONLY:
+            require_float(f"tf.math.{op.__name__}", x, complex_ok=_FLOAT_ONLY[fn_name])
+        if fn_name == "rint" and np.dtype(x.dtype).kind in "iub":
+            return x  # TF rounds integers to themselves, keeping their dtype
         return getattr(xp(x), fn_name)(x)
 
     fn_name = name
-    op.__name__ = name
+    op.__name__ = {"rint": "round", "isnan": "is_nan", "isfinite": "is_finite"}.get(name, name)
     return op
 
 
@@ -346,9 +380,15 @@ def clip_by_value(t: TensorLike, clip_value_min: TensorLike, clip_value_max: Ten
 
 def gather(params: TensorLike, indices: TensorLike, axis: int = 0, batch_dims: int = 0,
            name: str | None = None) -> Tensor:
-    if batch_dims:
-        raise ValueError("jdist's tf.gather takes batch_dims=0 only; index with jnp.take_along_axis instead")
     params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if batch_dims:  # each of the leading `batch_dims` entries gathers from its own row (TF's rule)
+        batch_dims = batch_dims % max(np.ndim(indices), 1) if batch_dims < 0 else batch_dims
+        axis = axis % np.ndim(params)
+        if axis < batch_dims:
+            raise InvalidArgumentError(None, None, f"batch_dims ({batch_dims}) must be less than or equal to axis "
+                                                   f"({axis})")
+        parts = [gather(p, i, axis - 1, batch_dims - 1) for p, i in zip(params, indices)]
+        return xp(params, indices).stack(parts)
     if not isinstance(indices, Tracer):  # TF checks indices it can see (a traced one it cannot)
         where = np.asarray(indices)
         size = params.shape[axis]
