@@ -35,8 +35,8 @@ def rint(x: TensorLike, name: str | None = None) -> Tensor:
     return xp(x).rint(x)
 
 
-def accumulate_n(inputs: Sequence[TensorLike], shape: Sequence[int] | None = None, tensor_dtype: DTypeLike = None,
-                 name: str | None = None) -> Tensor:
+def accumulate_n(inputs: Sequence[TensorLike], shape: Sequence[int] | None = None,
+                 tensor_dtype: DTypeLike | None = None, name: str | None = None) -> Tensor:
     """`tf.math.accumulate_n`: the element-wise sum of the inputs (TF's `add_n` without waiting for all)."""
     return add_n(inputs)
 
@@ -167,7 +167,7 @@ def cumulative_logsumexp(x: TensorLike, axis: int = 0, exclusive: bool = False, 
     module = xp(x)
     if reverse:
         x = module.flip(x, axis)
-    out = module.logaddexp.accumulate(x, axis=axis) if module is np else jax.lax.cumlogsumexp(x, axis=axis)
+    out = np.logaddexp.accumulate(x, axis=axis) if module is np else jax.lax.cumlogsumexp(jnp.asarray(x), axis=axis)
     if exclusive:
         pad = module.full_like(module.take(out, module.arange(1), axis=axis), -module.inf)
         out = module.concatenate([pad, module.take(out, module.arange(out.shape[axis] - 1), axis=axis)], axis=axis)
@@ -220,7 +220,7 @@ def weighted_cross_entropy_with_logits(labels: TensorLike, logits: TensorLike, p
     """Sigmoid cross entropy with the positive term weighted by `pos_weight`, computed stably (TF's formula)."""
     z, x = convert_to_tensor(labels), convert_to_tensor(logits)
     module = xp(z, x)
-    log_weight = 1 + (pos_weight - 1) * z
+    log_weight = 1 + (convert_to_tensor(pos_weight) - 1) * z
     return (1 - z) * x + log_weight * (module.log1p(module.exp(-module.abs(x))) + module.maximum(-x, 0))
 
 
@@ -230,7 +230,7 @@ def normalize_moments(counts: TensorLike, mean_ss: TensorLike, variance_ss: Tens
     divisor = 1.0 / np.asarray(counts, np.float64)
     mean_ss, variance_ss = convert_to_tensor(mean_ss), convert_to_tensor(variance_ss)
     shifted_mean = mean_ss * np.asarray(divisor, np.dtype(mean_ss.dtype))
-    mean = shifted_mean if shift is None else shifted_mean + shift
+    mean = shifted_mean if shift is None else shifted_mean + convert_to_tensor(shift)
     variance = variance_ss * np.asarray(divisor, np.dtype(variance_ss.dtype)) - shifted_mean * shifted_mean
     return mean, variance
 

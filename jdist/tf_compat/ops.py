@@ -178,11 +178,11 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
 def _one_dtype(op: str, values: Sequence[TensorLike]) -> None:
     """TF's rule for a list of inputs: every tensor among them has the first tensor's dtype (observed, TF 2.21:
     `tf.concat([int32, float32], 0)` is "cannot compute ConcatV2 as input #1(zero-based) ...")."""
-    tensors = [(i, v) for i, v in enumerate(values) if operands.is_tensor(v)]
-    for _, v in tensors[1:]:
-        first = np.dtype(tensors[0][1].dtype)
+    tensors: list[Any] = [v for v in values if operands.is_tensor(v)]
+    for v in tensors[1:]:
+        first = np.dtype(tensors[0].dtype)
         if np.dtype(v.dtype) != first and first.kind not in "OSU":
-            operands.check_pair(op, tensors[0][1], v)  # raises, unless JAX narrowed one of them (its 32 bits)
+            operands.check_pair(op, tensors[0], v)  # raises, unless JAX narrowed one of them (its 32 bits)
 
 
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:

@@ -75,7 +75,7 @@ def count_nonzero(input: TensorLike, axis: Axis = None, keepdims: bool | None = 
     x = convert_to_tensor(input)
     module = xp(x)
     if x.dtype.kind in "OSU":  # TF counts non-empty strings
-        nonzero = np.frompyfunc(len, 1, 1)(np.asarray(x)).astype(np.int64) > 0
+        nonzero = np.asarray(np.frompyfunc(len, 1, 1)(np.asarray(x)), np.int64) > 0
     else:
         nonzero = x != 0
     counts = module.sum(nonzero, axis=_axis(axis), keepdims=bool(keepdims))

@@ -289,7 +289,7 @@ class HostTensor(np.ndarray):
     __truediv__, __rtruediv__ = _operator("truediv", np.true_divide)
     __floordiv__, __rfloordiv__ = _operator("floordiv", np.floor_divide)
     __mod__, __rmod__ = _operator("mod", np.remainder)
-    __pow__, __rpow__ = _operator("pow", np.power)
+    __pow__, __rpow__ = _operator("pow", np.power)  # pyright: ignore[reportAssignmentType]
     __matmul__, __rmatmul__ = _operator("matmul", np.matmul)
     __and__, __rand__ = _operator("and", np.bitwise_and)
     __or__, __ror__ = _operator("or", np.bitwise_or)
