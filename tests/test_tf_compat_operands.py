@@ -73,6 +73,11 @@ VALUES = {
     "linalg.qr(...).q": (lambda: tf.abs(tf.linalg.qr(tf.constant([[1., 2.], [3., 4.]])).q)[0], "float32",
                          [0.3162278, 0.9486833]),
     "tensor_diag": (lambda: tf.linalg.tensor_diag(tf.constant([1., 2.])), "float32", [[1., 0.], [0., 2.]]),
+    "pad_to_bounding_box": (lambda: tf.image.pad_to_bounding_box(tf.reshape(tf.range(4.), [2, 2, 1]), 1, 0, 3,
+                                                                 3)[..., 0], "float32",
+                            [[0., 0., 0.], [0., 1., 0.], [2., 3., 0.]]),
+    "crop_to_bounding_box": (lambda: tf.image.crop_to_bounding_box(tf.reshape(tf.range(9.), [3, 3, 1]), 1, 1, 2,
+                                                                   2)[..., 0], "float32", [[4., 5.], [7., 8.]]),
 }
 
 
@@ -135,6 +140,13 @@ ERRORS = {
                          "Cast string to int32 is not supported"),
     "cast int to text": (lambda: tf.cast(tf.constant([1]), tf.string), tf.errors.UnimplementedError,
                          "Cast int32 to string is not supported"),
+    "one_hot of float indices": (lambda: tf.one_hot(tf.constant([1.]), 2), tf.errors.InvalidArgumentError,
+                                 "Value for attr 'TI' of float is not in the list of allowed values: uint8, int8, "
+                                 "int32, int64"),
+    "pad_to_bounding_box too small": (lambda: tf.image.pad_to_bounding_box(tf.ones([2, 2, 1]), 2, 0, 3, 3),
+                                      ValueError, "height must be <= target - offset"),
+    "crop_to_bounding_box too big": (lambda: tf.image.crop_to_bounding_box(tf.ones([2, 2, 1]), 1, 0, 2, 2),
+                                     ValueError, r"height must be >= target \+ offset."),
 }
 
 

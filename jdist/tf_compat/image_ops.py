@@ -84,6 +84,33 @@ def resize_with_crop_or_pad(image: TensorLike, target_height: int, target_width:
     return xp(cropped).pad(cropped, pads)
 
 
+def pad_to_bounding_box(image: TensorLike, offset_height: int, offset_width: int, target_height: int,
+                        target_width: int) -> Tensor:
+    """Zeros around `image`, which lands at (offset_height, offset_width) of a target_height x target_width one."""
+    image = at_least_3d("pad_to_bounding_box", image)
+    height, width = int(image.shape[-3]), int(image.shape[-2])
+    if height > int(target_height) - int(offset_height):
+        raise ValueError("height must be <= target - offset")  # TF 2.21's text (observed)
+    if width > int(target_width) - int(offset_width):
+        raise ValueError("width must be <= target - offset")
+    pads = [(0, 0)] * (image.ndim - 3) + [(int(offset_height), int(target_height) - int(offset_height) - height),
+                                          (int(offset_width), int(target_width) - int(offset_width) - width),
+                                          (0, 0)]
+    return xp(image).pad(image, pads)
+
+
+def crop_to_bounding_box(image: TensorLike, offset_height: int, offset_width: int, target_height: int,
+                         target_width: int) -> Tensor:
+    """The target_height x target_width window of `image` whose top-left corner is (offset_height, offset_width)."""
+    image = at_least_3d("crop_to_bounding_box", image)
+    height, width = int(image.shape[-3]), int(image.shape[-2])
+    if height < int(target_height) + int(offset_height):
+        raise ValueError("height must be >= target + offset.")  # TF 2.21's text (observed)
+    if width < int(target_width) + int(offset_width):
+        raise ValueError("width must be >= target + offset.")
+    return crop(image, int(offset_height), int(offset_width), int(target_height), int(target_width))
+
+
 # ---------------------------------------------------------------------------------------------- dtypes
 def _kind(dtype: np.dtype, what: str) -> str:
     if dtype.kind in "iu":
@@ -214,5 +241,6 @@ NAMES: dict[str, Any] = dict(
     resize_with_crop_or_pad=resize_with_crop_or_pad, convert_image_dtype=convert_image_dtype,
     adjust_brightness=adjust_brightness, adjust_contrast=adjust_contrast,
     per_image_standardization=per_image_standardization, rgb_to_grayscale=rgb_to_grayscale,
-    grayscale_to_rgb=grayscale_to_rgb,
+    grayscale_to_rgb=grayscale_to_rgb, pad_to_bounding_box=pad_to_bounding_box,
+    crop_to_bounding_box=crop_to_bounding_box,
 )

@@ -25,6 +25,7 @@ import numpy as np
 from jax.core import Tracer
 from jax.typing import DTypeLike
 
+from jdist.errors import tf_type_name
 from jdist.strategy import function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
@@ -272,6 +273,10 @@ def one_hot(indices: TensorLike, depth: int, on_value: TensorLike | None = None,
             axis: int | None = None, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:
     """`tf.one_hot`: float32 unless `dtype` or the on/off values say otherwise; indices out of range give zeros."""
     indices = convert_to_tensor(indices)
+    if np.dtype(indices.dtype).kind not in "iu":  # TF 2.21's error (observed)
+        kind = tf_type_name(np.dtype(indices.dtype).name)
+        raise InvalidArgumentError(None, None, f"Value for attr 'TI' of {kind} is not in the list of allowed values: "
+                                               "uint8, int8, int32, int64")
     module = xp(indices)
     target = numpy_dtype(dtype) or (convert_to_tensor(on_value).dtype if on_value is not None else np.float32)
     on = 1 if on_value is None else on_value
