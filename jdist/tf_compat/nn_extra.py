@@ -183,11 +183,11 @@ def conv1d(input: TensorLike, filters: TensorLike, stride: int | Sequence[int], 
         raise ValueError(f"tf.nn.conv1d: data_format must be 'NWC' or 'NCW', got {data_format!r}")
     x, w = convert_to_tensor(input), convert_to_tensor(filters)
     module = xp(x, w)
-    step = stride[1] if isinstance(stride, (list, tuple)) and len(stride) == 3 else stride
-    step = step[0] if isinstance(step, (list, tuple)) else step
+    steps = [int(v) for v in np.asarray(stride).reshape(-1)]  # an int, [s] or TF's [1, s, 1]
+    step = steps[1] if len(steps) == 3 else steps[0]
     channels_last = data_format == "NWC"
     lifted = module.expand_dims(x, 1 if channels_last else 2)
-    out = conv2d(lifted, module.expand_dims(w, 0), (1, int(step)), padding, "NHWC" if channels_last else "NCHW",
+    out = conv2d(lifted, module.expand_dims(w, 0), (1, step), padding, "NHWC" if channels_last else "NCHW",
                  None if dilations is None else (1, int(dilations)))
     return xp(out).squeeze(out, 1 if channels_last else 2)
 
