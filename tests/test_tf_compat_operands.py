@@ -76,6 +76,10 @@ VALUES = {
     "pad_to_bounding_box": (lambda: tf.image.pad_to_bounding_box(tf.reshape(tf.range(4.), [2, 2, 1]), 1, 0, 3,
                                                                  3)[..., 0], "float32",
                             [[0., 0., 0.], [0., 1., 0.], [2., 3., 0.]]),
+    "argmax passes over NaN": (lambda: tf.argmax([1., float("nan"), 3.]), "int64", 2),
+    "argmin passes over NaN": (lambda: tf.argmin([float("nan"), 1., 3.]), "int64", 1),
+    "argmax of all NaN": (lambda: tf.argmax([float("nan"), float("nan")]), "int64", 0),
+    "argmax of a NaN last": (lambda: tf.argmax([1., 3., float("nan")]), "int64", 1),
     "crop_to_bounding_box": (lambda: tf.image.crop_to_bounding_box(tf.reshape(tf.range(9.), [3, 3, 1]), 1, 1, 2,
                                                                    2)[..., 0], "float32", [[4., 5.], [7., 8.]]),
 }

@@ -218,16 +218,25 @@ def transpose(a: TensorLike, perm: Sequence[int] | None = None, conjugate: bool 
     return xp(x).transpose(x, perm)
 
 
+def _without_nan(x: ArrayLike, fill: float) -> ArrayLike:
+    """`x` with NaN as `fill`: TF's argmax and argmin pass over NaN (observed, TF 2.21: argmax([1, nan, 3]) is 2,
+    argmin([nan, 1, 3]) 1, and 0 when all are NaN), where numpy's and JAX's pick the first NaN."""
+    if np.dtype(x.dtype).kind != "f":
+        return x
+    module = xp(x)
+    return module.where(module.isnan(x), module.asarray(fill, x.dtype), x)
+
+
 def argmax(input: TensorLike, axis: int | None = None, output_type: DTypeLike = "int64",  # noqa: A002
            name: str | None = None) -> Tensor:
-    """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64)."""
-    x = convert_to_tensor(input)
+    """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64); NaN passed over."""
+    x = _without_nan(convert_to_tensor(input), -np.inf)
     return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
 
 
 def argmin(input: TensorLike, axis: int | None = None, output_type: DTypeLike = "int64",  # noqa: A002
            name: str | None = None) -> Tensor:
-    x = convert_to_tensor(input)
+    x = _without_nan(convert_to_tensor(input), np.inf)
     return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
 
 
