@@ -10,26 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
 import scipy.special as sp
 
 from jdist.tf_compat.error_types import InvalidArgumentError
-from jdist.tf_compat.ops import FloatOnlyError, convert_to_tensor, is_jax, xp
+from jdist.tf_compat.ops import convert_to_tensor, is_jax, require_float, xp
 from jdist.typing import ArrayLike, Tensor, TensorLike
-
-
-def require_float(op: str, *values: ArrayLike) -> None:
-    """TF's float-only ops refuse integer and bool input (TF's InvalidArgumentError, also a TypeError); say
-    which cast makes it work."""
-    for value in values:
-        kind = np.dtype(value.dtype).kind
-        if kind not in "fc" and value.dtype != jnp.bfloat16:
-            raise FloatOnlyError(None, None, f"{op} takes floating-point or complex input (as TF's kernel: Value "
-                                             f"for attr 'T' of {np.dtype(value.dtype).name} is not in the list of "
-                                             f"allowed values), got {value.dtype}; cast it first: tf.cast(x, "
-                                             "tf.float32)")
 
 
 def _float_unary(tf_name: str, numpy_name: str):

@@ -352,13 +352,15 @@ class FloatOnlyError(InvalidArgumentError, TypeError):
 def require_float(op: str, *values: Any, complex_ok: bool = True) -> None:
     """TF's refusal of integer and bool input to a float kernel (observed, TF 2.21: `tf.math.exp(tf.constant([1,
     4]))` is "Value for attr 'T' of int32 is not in the list of allowed values: bfloat16, half, float, double,
-    complex64, complex128"), with the cast that makes it work."""
+    complex64, complex128"), with the cast that makes it work. Every float-only op of `jdist.tf_compat` checks
+    here (`math_ops`, `nn_extra`, `scans`, `math_extra`)."""
     for value in values:
         dtype = np.dtype(value.dtype)
         if dtype.kind not in "fc" and str(value.dtype) != "bfloat16":
             allowed = "bfloat16, half, float, double" + (", complex64, complex128" if complex_ok else "")
-            raise FloatOnlyError(None, None, f"{op}: Value for attr 'T' of {dtype.name} is not in the list of "
-                                             f"allowed values: {allowed}; cast it first: tf.cast(x, tf.float32)")
+            raise FloatOnlyError(None, None, f"{op} takes floating-point input, as TF's kernel (Value for attr 'T' "
+                                             f"of {dtype.name} is not in the list of allowed values: {allowed}), got "
+                                             f"{dtype.name}; cast it first: tf.cast(x, tf.float32)")
 
 
 # The unary ops TF runs on floats only (observed, TF 2.21): with complex, and without (floor, ceil, is_nan).
