@@ -21,16 +21,12 @@ import numpy as np
 from jdist.strategy import context
 from jdist.strategy.devices import tf_device_name
 from jdist.strategy.reduce_op import ReduceOp
-from jdist.strategy.values import PerReplica, mark_mirrored
+from jdist.strategy.values import is_per_replica, mark_mirrored
 
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
 _CROSS_REPLICA_ONLY = "Method requires being in cross-replica context, use get_replica_context().merge_call()"
-
-
-def _is_per_replica(x: Any) -> bool:
-    return isinstance(x, PerReplica)
 
 
 class StrategyExtended:
@@ -124,7 +120,7 @@ class StrategyExtended:
         del destinations, options  # every result is placed where the strategy's variables are
         self._require_cross_replica()
         op = ReduceOp.from_value(reduce_op)
-        if any(_is_per_replica(x) for x in jax.tree.leaves(value, is_leaf=_is_per_replica)):
+        if any(is_per_replica(x) for x in jax.tree.leaves(value, is_leaf=is_per_replica)):
             return self._strategy.reduce(op, value, axis=None)
         if op is ReduceOp.SUM and self._strategy.num_replicas_in_sync > 1:
             raise ValueError(
@@ -151,20 +147,22 @@ class StrategyExtended:
         """Runs `fn(var, *args, **kwargs)` once on the variable; in replica context through `merge_call`,
         as TF does. Returns `fn`'s result (`group=False`: one per worker device, as TF's tuple)."""
         kwargs = dict(kwargs or {})
-        replica_context = context.get_replica_context()
-        if context.in_replica_context() and replica_context is not None:
+        replica_context = context.get_replica_context() if context.in_replica_context() else None
+        if replica_context is not None:
             return replica_context.merge_call(
                 lambda strategy, *a, **k: strategy.extended.update(var, fn, a, k, group), args=tuple(args),
                 kwargs=kwargs)
-        call_args, call_kwargs = jax.tree.map(_one_value, (tuple(args), kwargs), is_leaf=_is_per_replica)
-        result = fn(var, *call_args, **call_kwargs)
-        return result if group else (result,) * max(1, len(self._local_devices()))
+        call_args, call_kwargs = jax.tree.map(_one_value, (tuple(args), kwargs), is_leaf=is_per_replica)
+        return self._grouped(fn(var, *call_args, **call_kwargs), group)
 
     def update_non_slot(self, colocate_with: Any, fn: Callable[..., Any], args: Sequence[Any] = (),
                         kwargs: Mapping[str, Any] | None = None, group: bool = True) -> Any:
         del colocate_with
         self._require_cross_replica()
-        result = fn(*args, **dict(kwargs or {}))
+        return self._grouped(fn(*args, **dict(kwargs or {})), group)
+
+    def _grouped(self, result: Any, group: bool) -> Any:
+        """`result`, or with `group=False` TF's tuple of one result per worker device."""
         return result if group else (result,) * max(1, len(self._local_devices()))
 
     def call_for_each_replica(self, fn: Callable[..., Any], args: Sequence[Any] = (),
@@ -188,7 +186,7 @@ def _read(value: Any) -> Any:
 def _one_value(x: Any) -> Any:
     """The value an update applies for a per-replica argument: the components when they agree; inside
     `run` (traced) replica 0's, which is what TF's reads of its device copies return."""
-    if not _is_per_replica(x):
+    if not is_per_replica(x):
         return x
     parts = x.values
     if any(isinstance(p, jax.core.Tracer) for p in jax.tree.leaves(parts)):

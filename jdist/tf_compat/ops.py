@@ -181,9 +181,7 @@ def _one_dtype(op: str, values: Sequence[TensorLike]) -> None:
     `tf.concat([int32, float32], 0)` is "cannot compute ConcatV2 as input #1(zero-based) ...")."""
     tensors: list[Any] = [v for v in values if operands.is_tensor(v)]
     for v in tensors[1:]:
-        first = np.dtype(tensors[0].dtype)
-        if np.dtype(v.dtype) != first and first.kind not in "OSU":
-            operands.check_pair(op, tensors[0], v)  # raises, unless JAX narrowed one of them (its 32 bits)
+        operands.check_pair(op, tensors[0], v)  # raises on another dtype, unless JAX narrowed one (its 32 bits)
 
 
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:

@@ -37,9 +37,10 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     axis = tuple(axis) if isinstance(axis, (list, tuple)) else axis
     _check_reduction(name, x, axis)
     if name in ("max", "min") and x.size == 0:  # TF gives the identity: -inf / inf, or the integer limits
-        limits = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
-        identity = (-np.inf if name == "max" else np.inf) if x.dtype.kind == "f" else \
-            (limits.min if name == "max" else limits.max)
+        if x.dtype.kind == "f":
+            identity = -np.inf if name == "max" else np.inf
+        else:
+            identity = np.iinfo(x.dtype).min if name == "max" else np.iinfo(x.dtype).max
         return getattr(module, name)(x, axis=axis, keepdims=keepdims, initial=identity)
     if name == "mean" and x.dtype.kind in "iub":
         count = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
@@ -48,10 +49,6 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     if name in ("sum", "prod") and x.dtype.kind in "iu":
         return getattr(module, name)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
     return getattr(module, name)(x, axis=axis, keepdims=keepdims)
-
-
-_OP_NAMES = {"sum": "Sum", "mean": "Mean", "max": "Max", "min": "Min", "prod": "Prod", "any": "Any", "all": "All",
-             "logsumexp": "Max"}
 
 
 _NUMBER_TYPES = ("float, double, int32, uint8, int16, int8, complex64, int64, qint8, quint8, qint32, bfloat16, qint16, "
@@ -63,7 +60,7 @@ _ORDERED_TYPES = ("float, double, int32, uint8, int16, int8, int64, bfloat16, ui
 def _check_reduction(name: str, x: Any, axis: Any) -> None:
     """TF's errors (observed, TF 2.21): a reduction dimension out of range, and sum, mean, prod, max and min of
     bools ("Value for attr 'T' of bool is not in the list of allowed values")."""
-    op = _OP_NAMES.get(name, name.capitalize())
+    op = name.capitalize()  # TF's op: Sum, Mean, Max, Min, Prod, Any, All
     for a in () if axis is None else np.atleast_1d(np.asarray(axis)).tolist():
         if not -x.ndim <= int(a) < max(x.ndim, 1):
             raise InvalidArgumentError(None, None, f"Invalid reduction dimension ({int(a)} for input with {x.ndim} "
