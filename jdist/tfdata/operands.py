@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 from jdist.errors import dtype_mismatch
@@ -35,24 +36,24 @@ OPS = {"add": "AddV2", "sub": "Sub", "mul": "Mul", "truediv": "RealDiv", "floord
 
 def is_device_array(x: Any) -> bool:
     """A JAX array or tracer (a device value, or one being traced)."""
-    import jax
-
     return isinstance(x, jax.Array)
 
 
-# The host tensor type (`jdist.tfdata.structure.HostTensor`), which registers itself when defined.
-_HOST_TENSORS: list[type] = []
+# The host tensor type (`jdist.tfdata.structure.HostTensor`), which registers itself when defined. Every
+# operator of a host tensor asks `is_tensor`, so the types are kept as the tuple `isinstance` takes.
+_HOST_TENSORS: tuple[type, ...] = ()
 
 
 def register_host_tensor(cls: type) -> type:
-    _HOST_TENSORS.append(cls)
+    global _HOST_TENSORS
+    _HOST_TENSORS += (cls,)
     return cls
 
 
 def is_tensor(x: Any) -> bool:
     """A value TF would already hold as a tensor: a host tensor, a device array or a variable; numbers, lists and
     numpy values are converted to the other operand's dtype instead."""
-    return isinstance(x, tuple(_HOST_TENSORS)) or is_device_array(x) or (
+    return isinstance(x, _HOST_TENSORS) or is_device_array(x) or (
         hasattr(x, "assign") and hasattr(x, "value") and hasattr(x, "dtype"))
 
 

@@ -200,7 +200,7 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
     """A host tensor's binary operator and its reflected form, under TF's operand rule."""
     def apply(x: Any, y: Any) -> Any:
         x, y = operands.check_pair(op, x, y)
-        if any(isinstance(v, HostTensor) is False and operands.is_tensor(v) for v in (x, y)):
+        if any(not isinstance(v, HostTensor) and operands.is_tensor(v) for v in (x, y)):
             return NotImplemented  # a device array or variable computes it (JAX's or Keras's reflected operator)
         if op == "truediv":
             wide = operands.true_divide_dtype(np.result_type(x, y))
