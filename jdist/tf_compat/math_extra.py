@@ -55,10 +55,22 @@ def bessel_i0(x: TensorLike, name: str | None = None) -> Tensor:
     return jsp.i0(x) if is_jax(x) else sp.i0(x).astype(x.dtype)
 
 
-def zeta(x: TensorLike, q: TensorLike, name: str | None = None) -> Tensor:
-    """The Hurwitz zeta function: sum over n >= 0 of (n + q) ** -x."""
-    x, q = convert_to_tensor(x), convert_to_tensor(q)
-    return jsp.zeta(x, q) if is_jax(x, q) else sp.zeta(x, q).astype(np.result_type(x, q))
+def _special2(numpy_fn, jax_fn, tf_name: str, doc: str):
+    """An element-wise special function of two arguments: scipy's on the host (in the inputs' dtype), JAX's on
+    device values."""
+    def op(a: TensorLike, b: TensorLike, name: str | None = None) -> Tensor:
+        a, b = convert_to_tensor(a), convert_to_tensor(b)
+        return jax_fn(a, b) if is_jax(a, b) else numpy_fn(a, b).astype(np.result_type(a, b))
+
+    op.__name__ = op.__qualname__ = tf_name
+    op.__doc__ = doc
+    return op
+
+
+zeta = _special2(sp.zeta, jsp.zeta, "zeta", "The Hurwitz zeta function of (x, q): sum over n >= 0 of (n + q) ** -x.")
+igamma = _special2(sp.gammainc, jsp.gammainc, "igamma", "The regularized lower incomplete gamma function P(a, x).")
+igammac = _special2(sp.gammaincc, jsp.gammaincc, "igammac",
+                    "The regularized upper incomplete gamma function Q(a, x).")
 
 
 def histogram_fixed_width(values: TensorLike, value_range: TensorLike, nbins: int = 100, dtype: DTypeLike = "int32",
@@ -113,18 +125,6 @@ softsign = _special(lambda x: x / (1 + np.abs(x)), lambda x: x / (1 + jnp.abs(x)
 digamma = _special(sp.digamma, jsp.digamma, "digamma")
 erfinv = _special(sp.erfinv, jsp.erfinv, "erfinv")
 ndtri = _special(sp.ndtri, jsp.ndtri, "ndtri")
-
-
-def igamma(a: TensorLike, x: TensorLike, name: str | None = None) -> Tensor:
-    """The regularized lower incomplete gamma function P(a, x)."""
-    a, x = convert_to_tensor(a), convert_to_tensor(x)
-    return jsp.gammainc(a, x) if is_jax(a, x) else sp.gammainc(a, x).astype(np.result_type(a, x))
-
-
-def igammac(a: TensorLike, x: TensorLike, name: str | None = None) -> Tensor:
-    """The regularized upper incomplete gamma function Q(a, x)."""
-    a, x = convert_to_tensor(a), convert_to_tensor(x)
-    return jsp.gammaincc(a, x) if is_jax(a, x) else sp.gammaincc(a, x).astype(np.result_type(a, x))
 
 
 def nextafter(x1: TensorLike, x2: TensorLike, name: str | None = None) -> Tensor:
