@@ -65,7 +65,7 @@ class KerasVariableStore:
             self._server_of.append(server)
             variable._jdist_ps_store = self
             variable._jdist_ps_key = key
-            variable._jdist_ps_device = _device(server)
+            variable._jdist_ps_device = server_device(server)
             self._pending[key] = np.asarray(variable._value)
 
     def key_of(self, variable: Any) -> int | None:
@@ -84,7 +84,7 @@ class KerasVariableStore:
             self._server_of[key] = target
             variable = self._variables[key]()
             if variable is not None:
-                variable._jdist_ps_device = _device(target)
+                variable._jdist_ps_device = server_device(target)
 
     def optimizer_spec(self, optimizer: Any) -> OptimizerSpec:
         """How the servers apply `optimizer`'s updates (described once; its slots moved to their variables)."""
@@ -225,7 +225,8 @@ class SyncPlan:
             remote_optimizer.send(spec, self.store_id, self.servers, server_of, values, by_key, self.timeout_s)
 
 
-def _device(server: int) -> str:
+def server_device(server: int) -> str:
+    """TF's name of parameter server `server`'s device (where its variables live)."""
     return f"/job:ps/replica:0/task:{server}/device:CPU:0"
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jdist.cluster import worker_context
 from jdist.parameter_server.cluster import ParameterServerCluster, cluster_plan
 from jdist.parameter_server.errors import PSUnavailableError, UnavailableError
-from jdist.parameter_server.keras_state import KerasVariableStore
+from jdist.parameter_server.keras_state import KerasVariableStore, server_device
 from jdist.parameter_server.layout import ParameterLayout
 from jdist.parameter_server.processes import ParameterServerProcess, start_actor
 from jdist.parameter_server.ray_lifetime import ensure_ray, stop_local_ray
@@ -114,7 +114,7 @@ class ParameterServerStrategy(RemoteStepsStrategy):
     _between_graph = True
 
     def _parameter_device_names(self) -> tuple[str, ...]:
-        return tuple(f"/job:ps/replica:0/task:{i}/device:CPU:0" for i in range(self._plan.num_ps))
+        return tuple(server_device(i) for i in range(self._plan.num_ps))
 
     def __init__(self, cluster_resolver: Any, variable_partitioner: Callable | None = None):
         plan = cluster_plan(cluster_resolver)

@@ -31,7 +31,7 @@ from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
 from jdist.tf_compat.tensor_summary import summarize_tensor
 from jdist.tfdata import operands
-from jdist.tfdata.tensor_text import dtype_name
+from jdist.tfdata.tensor_text import as_tf_numpy, dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
 if TYPE_CHECKING:
@@ -48,18 +48,13 @@ def xp(*values: object) -> ModuleType:
     return jnp if is_jax(*values) else np
 
 
-def _text_tensor(array: np.ndarray) -> np.ndarray:
-    """Text as TF holds it: UTF-8 bytes in an object array, so that `x.dtype == tf.string` for any text."""
-    return (np.char.encode(array, "utf-8") if array.dtype.kind == "U" else array).astype(object)
-
-
 def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
     """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
     if dtype is not None:
         return np.asarray(value, dtype=dtype)
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
-        return _text_tensor(array) if array.dtype.kind in "SU" else array
+        return as_tf_numpy(array)  # text as TF holds it: UTF-8 bytes in an object array (`tf.string`)
     try:
         array = np.asarray(value)
     except ValueError as err:
@@ -68,7 +63,7 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
         raise ValueError("Can't convert non-rectangular Python sequence to Tensor. For rows of "
                          "different lengths, use tf.ragged.constant.") from None
     if array.dtype.kind in "SU":
-        return _text_tensor(array)
+        return as_tf_numpy(array)
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype == np.int64:
