@@ -91,7 +91,7 @@ class PreemptionCheckpointHandler(PreemptionWatch):
     def run(self, distributed_train_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Saves and exits if a notice reached this step; else `distributed_train_function(*args, **kwargs)`,
         counted as one run. Pass a function of one training step: the count is the resumed step."""
-        self._maybe_checkpoint(())
+        self._maybe_checkpoint(((), {}))  # what a save passes to manager.save: nothing
         result = distributed_train_function(*args, **kwargs)
         self._count_run()
         return result
@@ -108,7 +108,7 @@ class PreemptionCheckpointHandler(PreemptionWatch):
         yield
 
     def _save(self, state: Any) -> None:
-        args, kwargs = state if state else ((), {})
+        args, kwargs = state  # manager.save's arguments
         logger.warning("Preemption: saving a checkpoint after %d runs in %s.", self._run_counter,
                        self._manager.directory)
         self._checkpointed_runs.assign(self._run_counter)
