@@ -110,14 +110,16 @@ def test_custom_training_tutorial(tmp_path):
 
 # TF 2.21 with its Keras 3, keras.ipynb on the same digits arrays and 8 logical CPUs, nine runs (unseeded): eval
 # loss 1.076-1.318, eval accuracy 0.803-0.875 (0.875, 0.858, 0.803, 0.842, 0.864, 0.819, 0.808, 0.842, 0.842), the
-# same numbers again for the model saved and loaded without and within the strategy. jdist's nine runs (unseeded)
-# gave loss 1.067-1.380, accuracy 0.728-0.869 (0.864, 0.775, 0.728, 0.869, 0.853, 0.756, 0.828, 0.819, 0.828): the
-# model starts from random weights and the data is reshuffled, and nine steps at 1e-3 decide most of it. With the
-# same starting weights and no shuffle the two compute the same training (test_keras_tutorial_model_trains_as_tf).
+# same numbers again for the model saved and loaded without and within the strategy. jdist's sixteen runs
+# (unseeded) gave loss 1.067-1.380, accuracy 0.728-0.869 (0.864, 0.775, 0.728, 0.869, 0.853, 0.756, 0.828, 0.819,
+# 0.828; a CI run 0.728; then 0.819, 0.836, 0.842, 0.825, 0.819, 0.861): the model starts from random weights and
+# the data is reshuffled, and nine steps at 1e-3 decide most of it. With the same starting weights and no shuffle
+# the two compute the same training (test_keras_tutorial_model_trains_as_tf), so this run is asserted to train
+# (loss in TF's range with room, accuracy far above chance's 0.1), not to land on TF's numbers.
 # The learning rates PrintLR printed (TF's own lines):
 TF_KERAS_LEARNING_RATES = ["0.0010000000474974513"] * 3 + ["9.999999747378752e-05"] * 4 + [
     "9.999999747378752e-06"] * 5
-TF_KERAS_EVAL = {"loss": (1.076, 1.318), "accuracy": (0.858, 0.875)}
+TF_KERAS_EVAL = {"loss": (1.076, 1.318), "accuracy": (0.803, 0.875)}
 
 
 def test_keras_tutorial(tmp_path):
@@ -141,7 +143,7 @@ def test_keras_tutorial(tmp_path):
         assert loss == pytest.approx(evals[0][0], rel=1e-5) and accuracy == evals[0][1]
     low, high = TF_KERAS_EVAL["loss"]
     assert 0.7 * low < evals[0][0] < 1.3 * high  # TF's range, with room for an unseeded run
-    assert evals[0][1] > TF_KERAS_EVAL["accuracy"][0] - 0.12  # jdist's lowest of nine: 0.728
+    assert evals[0][1] > TF_KERAS_EVAL["accuracy"][0] - 0.15  # jdist's lowest of sixteen: 0.728
     assert sorted(p.name for p in (work / "training_checkpoints").iterdir()) == [
         f"ckpt_{epoch:04d}.weights.h5" for epoch in range(1, 13)]
     (events,) = (work / "logs" / "train").iterdir()
