@@ -28,7 +28,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdist.interop import thread_stdout
+from jdist.interop import output_order, thread_stdout
 from jdist.strategy import function_trace
 
 _MAX_RETRACES = 4
@@ -98,15 +98,16 @@ class Program:
     """One input signature's compiled program and how to feed it and read it back (see the module docstring)."""
 
     def __init__(self, run: Callable, leaves: list, treedef: Any, inputs: list[int], variables: list[int],
-                 captured: list, updated: list, out_treedef: Any, out_static: list, out_avals: list, traces: int):
+                 captured: list, updated: list, out_treedef: Any, out_static: list, out_avals: list, traces: int,
+                 key_orders: Any = None):
         self._run = jax.jit(run)
         self._leaves, self._treedef = leaves, treedef
         self._inputs, self._variables, self.captured = inputs, variables, captured
         self._updated, self._out_treedef, self._out_static = updated, out_treedef, out_static
-        self.traces = traces
+        self.traces, self._key_orders = traces, key_orders
         avals = iter(out_avals)
-        self.output_structure = jax.tree.unflatten(out_treedef, [  # TF's "Output Type" of this signature
-            _shape_of(next(avals)) if static is _DYNAMIC else static for static in out_static])
+        self.output_structure = output_order.reordered(jax.tree.unflatten(out_treedef, [  # TF's "Output Type"
+            _shape_of(next(avals)) if static is _DYNAMIC else static for static in out_static]), key_orders)
 
     def __call__(self, args: tuple, kwargs: dict) -> Any:
         leaves = jax.tree.leaves((args, kwargs), is_leaf=_is_variable)
@@ -125,7 +126,7 @@ class Program:
             jax.block_until_ready(flat)
         it = iter(outputs)
         out = [next(it) if static is _DYNAMIC else static for static in self._out_static]
-        return jax.tree.unflatten(self._out_treedef, out)
+        return output_order.reordered(jax.tree.unflatten(self._out_treedef, out), self._key_orders)
 
 
 _DYNAMIC = object()
@@ -191,7 +192,8 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
         known = arg_variables + captured
         updated = record.updated + [_index_of(v, known) for v in record.assigned_missing]
         return Program(run, leaves, treedef, inputs, variables, captured, updated, record.out_treedef,
-                       record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1)
+                       record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1,
+                       record.key_orders)
     raise function_trace.NotTraceable("a body that reads new variables on every trace")
 
 
@@ -208,6 +210,7 @@ class _TraceRecord:
     names: dict = dataclasses.field(default_factory=dict)  # id of a traced input -> its printed name
     shapes: dict = dataclasses.field(default_factory=dict)  # id of a traced input -> its printed shape
     signature: inspect.Signature | None = None
+    key_orders: Any = None  # the body's dict key orders (output_order)
 
 
 def _index_of(variable: Any, variables: list) -> int:
@@ -284,6 +287,7 @@ def _body(fn: Callable, leaves: list, treedef: Any, inputs: list[int], arg_varia
         with _scope_type()(list(zip(known, values[n_inputs:]))) as scope:
             given = dict(scope.state_mapping)
             out = fn(*args, **kwargs)
+            record.key_orders = output_order.key_orders(out)
             out = jax.tree.map(lambda leaf: leaf.value if _is_variable(leaf) else leaf, out, is_leaf=_is_variable)
         out_leaves, record.out_treedef = jax.tree.flatten(out)
         record.out_static = [_DYNAMIC if isinstance(leaf, jax.Array) else leaf for leaf in out_leaves]

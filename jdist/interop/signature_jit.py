@@ -10,6 +10,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jdist.interop import output_order
+
 
 def _hashable(value: Any) -> bool:
     try:
@@ -28,13 +30,18 @@ def call(fn: Callable[[Any, Any, Any], Any], owner: Any, state: Any, call_args: 
     key = (treedef, tuple(is_array),
            tuple((type(leaf), leaf) if _hashable(leaf) else (type(leaf), id(leaf)) for leaf in fixed))
     programs = owner.__dict__.setdefault("_jdist_programs", {})
-    program = programs.get(key)
-    if program is None:
+    entry = programs.get(key)
+    if entry is None:
+        orders: list = [None]
+
         def program_fn(state: Any, arrays: list) -> Any:
             arrays_in, fixed_in = iter(arrays), iter(fixed)
             args, kwargs = jax.tree.unflatten(treedef, [next(arrays_in) if array else next(fixed_in)
                                                         for array in is_array])
-            return fn(state, args, kwargs)
+            out = fn(state, args, kwargs)
+            orders[0] = output_order.key_orders(out)  # JAX's trees sort dict keys; TF keeps the body's order
+            return out
 
-        program = programs[key] = jax.jit(program_fn)
-    return program(state, [leaf for leaf, array in zip(leaves, is_array) if array])
+        entry = programs[key] = (jax.jit(program_fn), orders)
+    program, orders = entry
+    return output_order.reordered(program(state, [leaf for leaf, array in zip(leaves, is_array) if array]), orders[0])

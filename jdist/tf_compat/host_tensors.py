@@ -16,6 +16,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jdist.interop import output_order
 from jdist.tfdata.structure import HostTensor
 
 _PACKAGE = "jdist.tf_compat"
@@ -32,7 +33,8 @@ def _tensor(value: Any) -> Any:
 def as_tensors(result: Any) -> Any:
     """`result` with its numpy arrays and scalars as `HostTensor`s (tuples, namedtuples, lists, dicts kept)."""
     if isinstance(result, (tuple, list, dict)):
-        return jax.tree.map(_tensor, result, is_leaf=lambda x: isinstance(x, np.ndarray))
+        return output_order.reordered(jax.tree.map(_tensor, result, is_leaf=lambda x: isinstance(x, np.ndarray)),
+                                      output_order.key_orders(result))
     return _tensor(result)
 
 
@@ -79,4 +81,4 @@ def function_outputs(out: Any) -> Any:
     """What TF's `tf.function` returns: Python numbers and bools among the results become tensors (int32,
     float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None), as
     do numpy arrays (a compiled function's results for host inputs)."""
-    return jax.tree.map(_output_tensor, out)
+    return output_order.reordered(jax.tree.map(_output_tensor, out), output_order.key_orders(out))
