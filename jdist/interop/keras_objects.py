@@ -89,6 +89,10 @@ def keras_objects(fn: Callable) -> list:
         elif isinstance(value, dict) and len(value) < 64:
             for item in value.values():
                 visit(item, depth + 1)
+        elif getattr(type(value), "_jdist_module", False):  # a tf.Module, passed or referenced: the variables
+            for item in (*getattr(value, "variables", ()), *vars(value).values()):  # TF finds in it, its Keras objects
+                if is_stateful(item, keras):
+                    visit(item, depth + 1)
         elif isinstance(value, functools.partial):
             for item in (value.func, *value.args, *value.keywords.values()):
                 visit(item, depth + 1)
@@ -104,7 +108,7 @@ def keras_objects(fn: Callable) -> list:
                 if not is_stateful(owner, keras) and isinstance(getattr(owner, "__dict__", None), dict):
                     visit(dict(vars(owner)), depth + 1)
                 value = value.__func__
-            if getattr(value, "__module__", "").startswith(("jdist.", "keras.", "jax.")):
+            if (getattr(value, "__module__", None) or "").startswith(("jdist.", "keras.", "jax.")):
                 return
             for item in _referenced(value):
                 visit(item, depth + 1)

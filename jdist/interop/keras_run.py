@@ -54,7 +54,7 @@ import jax
 
 from jdist.interop import signature_jit
 from jdist.interop.keras_objects import jax_keras as _keras, keras_objects
-from jdist.strategy import context, extensions
+from jdist.strategy import context, dispatch, extensions
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.values import PerReplica, split_mark
 
@@ -377,8 +377,9 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     replica_fn, receivers = cache[key]
     values = [v.value for v in variables]
     if compiled:
-        out, news, deferred = signature_jit.call(lambda values, args, kwargs: strategy.run(
-            replica_fn, args=(values, args, kwargs)), replica_fn, values, (tuple(args), dict(kwargs or {})))
+        out, news, deferred = dispatch.dispatched(signature_jit.call(  # bounded in flight, as strategy.run's
+            lambda values, args, kwargs: strategy.run(replica_fn, args=(values, args, kwargs)), replica_fn, values,
+            (tuple(args), dict(kwargs or {}))))
     else:
         out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
     for variable, new in zip(variables, news):

@@ -61,6 +61,8 @@ class Module:
     """`tf.Module(name=None)`: `name` (the class name in snake case by default), `name_scope`,
     `variables`, `trainable_variables`, `non_trainable_variables` and `submodules`, found as TF finds them."""
 
+    _jdist_module = True  # what strategy.run and tf.function look into for the variables a step uses
+
     def __init__(self, name: str | None = None):
         if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", name):
             raise ValueError(f"'{name}' is not a valid module name. Module names must be valid Python "
