@@ -35,8 +35,9 @@ from jdist.interop import keras_objects
 from jdist.strategy import context, function_trace
 from jdist.tf_compat import generator_draws as draws
 from jdist.tf_compat.dtype_table import numpy_dtype
+from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tf_compat.predicates import tracing
-from jdist.tf_compat.random_ops import _shape, _stateless_key
+from jdist.tf_compat.random_ops import _shape, stateless_uniform
 from jdist.tfdata.structure import HostTensor
 from jdist.typing import ShapeLike, Tensor, TensorLike
 
@@ -292,10 +293,11 @@ class Generator:
     # ------------------------------------------------------------------------------ seeds and children
     def make_seeds(self, count: int = 1) -> Any:
         """`count` seeds for the stateless ops, int64 [2, count] (column i is one seed; int32 in compiled code
-        without 64-bit JAX)."""
+        without 64-bit JAX). Their values fit in 32 bits, so a seed gives the same numbers on the host and in
+        compiled code, where JAX holds it in 32 bits (TF's XLA takes int32 seeds only)."""
         wide = not (_in_compiled_code() and not draws.x64())
-        target = np.dtype(np.int64 if wide else np.int32)
-        return self._draw("make_seeds", draws.Sampler("full_int", (2, int(count)), target.name))
+        seeds = self._draw("make_seeds", draws.Sampler("full_int", (2, int(count)), "int32"))
+        return seeds.astype(np.int64) if wide else seeds
 
     def split(self, count: int = 1) -> list[Generator]:
         """`count` new generators, each seeded from a draw of this one (so their streams are independent)."""
@@ -334,12 +336,6 @@ def set_global_generator(generator: Generator) -> None:
 
 
 # ------------------------------------------------------------------------------------------ stateless seeds
-def _finish_seeds(words: jax.Array, seed: TensorLike, target: np.dtype) -> Tensor:
-    if isinstance(seed, jax.Array) or hasattr(seed, "__jax_array__"):
-        return jax.lax.bitcast_convert_type(words, jnp.int32).astype(jax.dtypes.canonicalize_dtype(target))
-    return np.asarray(words).view(np.int32).astype(target)
-
-
 def _split_dtype(seed: TensorLike) -> np.dtype:
     """TF 2.21 (observed): split's seeds have the seed's dtype: int32 for Python ints, int64 for int64."""
     if isinstance(seed, (list, tuple)):
@@ -349,18 +345,18 @@ def _split_dtype(seed: TensorLike) -> np.dtype:
 
 
 def stateless_split(seed: TensorLike, num: int = 2, alg: str = "auto_select") -> Tensor:
-    """`num` new seeds [num, 2] from `seed` (shape [2]), independent of it and of each other."""
-    key = _stateless_key("experimental.stateless_split", seed)
-    words = jax.random.key_data(jax.random.split(key, int(num)))
-    return _finish_seeds(words, seed, _split_dtype(seed))
+    """`num` new seeds [num, 2] from `seed` (shape [2]): TF's, full-range integers drawn with `seed` (TF 2.21's
+    `split` is `stateless_uniform([num, 2], seed, dtype=seed's, minval=None, maxval=None)`)."""
+    return stateless_uniform([int(num), 2], seed, minval=None, maxval=None, dtype=_split_dtype(seed), alg=alg)
 
 
 def stateless_fold_in(seed: TensorLike, data: TensorLike, alg: str = "auto_select") -> Tensor:
-    """A new seed [2] from `seed` and an integer `data` (e.g. a step or a replica id); int32, as TF 2.21's for int32
-    and int64 seeds alike (observed)."""
-    key = _stateless_key("experimental.stateless_fold_in", seed)
-    words = jax.random.key_data(jax.random.fold_in(key, jnp.asarray(data).astype(jnp.uint32)))
-    return _finish_seeds(words, seed, np.dtype(np.int32))
+    """A new seed [2] from `seed` and an integer `data` (e.g. a step or a replica id): TF's `[one full-range
+    integer drawn with seed, data]`, of `data`'s dtype (int32 for a Python int, as TF 2.21's)."""
+    data = convert_to_tensor(data)
+    first = stateless_uniform([], seed, minval=None, maxval=None, dtype=data.dtype, alg=alg)
+    xp = jnp if isinstance(first, jax.Array) or isinstance(data, jax.Array) else np
+    return xp.stack([xp.asarray(first, data.dtype), xp.asarray(data, data.dtype)])
 
 
 EXPERIMENTAL = dict(Generator=Generator, get_global_generator=get_global_generator,
