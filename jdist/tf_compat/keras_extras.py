@@ -20,6 +20,7 @@ import numpy as np
 
 from jdist.callbacks.tensorboard import SummaryLog, is_chief
 from jdist.strategy.process_local import to_host
+from jdist.tfdata.structure import HostTensor
 
 if TYPE_CHECKING:
     from jdist.tf_compat.namespace import Namespace
@@ -163,7 +164,8 @@ def string_lookup_class() -> type:
             symbolic = keras_strings.host_output(self, inputs, self._output_shape, "string" if self.invert else "int64")
             if symbolic is not None:  # on a tf.keras.Input(dtype=tf.string): recorded for a host model
                 return symbolic
-            return self.call(inputs)  # host strings: no Keras tensor conversion (Keras has no string dtype on JAX)
+            # host strings: no Keras tensor conversion (Keras has no string dtype on JAX); a tensor, as TF's
+            return HostTensor.of(self.call(inputs))
 
         def _output_shape(self, shape: tuple) -> tuple:
             if self.output_mode == "int":
@@ -178,8 +180,10 @@ def prepare_worker() -> None:
     """A process that rebuilds `tf.keras` models made elsewhere (a parameter-server worker given a step or a
     preprocessing model): jdist's Keras layers registered with Keras, Keras patched as `tf.keras` patches it."""
     from jdist.tf_compat import sigmoid_logits
+    from jdist.tf_compat.text_vectorization import text_vectorization_class
 
     string_lookup_class()
+    text_vectorization_class()
     add_reset_states()
     sigmoid_logits.install()
 

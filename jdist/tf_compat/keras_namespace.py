@@ -37,7 +37,7 @@ def tf_keras() -> types.ModuleType:
     from keras._tf_keras import keras as namespace
 
     from jdist.interop import keras_epochs, keras_labels
-    from jdist.tf_compat import keras_extras, keras_saving, keras_strings, sigmoid_logits
+    from jdist.tf_compat import keras_extras, keras_saving, keras_strings, sigmoid_logits, text_vectorization
 
     keras_extras.add_reset_states()
     sigmoid_logits.install()  # binary crossentropy of a sigmoid's output from its logits, as TF's Keras
@@ -57,6 +57,7 @@ def tf_keras() -> types.ModuleType:
         "utils": _Overlay(namespace.utils, {"SidecarEvaluator": SidecarEvaluator}),  # tf_keras's
         "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
+                                              "TextVectorization": text_vectorization.text_vectorization_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),
     })
 

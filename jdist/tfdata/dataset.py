@@ -427,6 +427,16 @@ class Dataset(grain.IterDataset):
             state = structure.normalize(reduce_func(state, element))
         return state
 
+    def get_single_element(self, name: str | None = None) -> Any:
+        """The one element of a dataset of one element (TF's InvalidArgumentError for none or several)."""
+        from jdist.errors import InvalidArgumentError
+
+        elements = list(itertools.islice(iter(self), 2))
+        if len(elements) != 1:
+            raise InvalidArgumentError(None, None, "Dataset was empty." if not elements else
+                                       "Dataset had more than one element.")
+        return elements[0]
+
     def __repr__(self) -> str:
         try:
             spec = self.element_spec
