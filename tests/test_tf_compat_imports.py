@@ -92,9 +92,10 @@ def test_the_packages_own_modules_still_import_as_files():
 
 # `from <tf path> import <name>` where jdist has no <name>: the error is jdist's way forward, never Python's
 # "No module named 'tf'" (what the namespaces' own name, `tf.math`, sent Python's import machinery looking for).
-# TF 2.21 imports every one of these; `from tensorflow.experimental import dtensor` is how its DTensor tutorials
-# begin.
-MISSING_FROM = [("experimental", "dtensor", r"`tf\.experimental\.dtensor`: DTensor's meshes and layouts are jdist's"),
+# TF 2.21 imports every one of these (`from tensorflow.experimental import dtensor`, how its DTensor tutorials
+# begin, imports jdist's DTensor: tests/test_tf_compat_dtensor.py).
+MISSING_FROM = [("experimental", "numpy", r"`tf\.experimental\.numpy`: of tf\.experimental it has dtensor"),
+                ("experimental.dtensor", "DTensorDataset", r"`tf\.experimental\.dtensor\.DTensorDataset`.*pack"),
                 ("math", "nosuch", r"`tf\.math\.nosuch`.*docs/tf_mapping\.md"),
                 ("estimator", "Estimator", r"`tf\.estimator\.Estimator`: TensorFlow 2\.21 has no tf\.estimator"),
                 ("io", "TFRecordWriter", r"`tf\.io\.TFRecordWriter`")]

@@ -35,6 +35,7 @@ from jdist.interop.unconnected import UnconnectedGradients
 from jdist.tf_compat import (
     config_switches as _switches,
     device_config as _config,
+    dtensor as _dtensor,
     dtype_table as _dtypes,
     error_types as _errors,
     gfile as _gfile,
@@ -352,6 +353,9 @@ io.__dict__.update(_file_io.NAMES, decode_raw=_strings.decode_raw)
 strings = Namespace("tf.strings", **_strings.NAMES)
 ragged = Namespace("tf.ragged", **{k: v for k, v in _ragged.NAMES.items() if k != "RaggedTensor"})
 # --- end tf.image ... (names) ---
+# DTensor's meshes and layouts on jax.sharding (jdist.tf_compat.dtensor); tf.experimental's other names raise
+# unsupported.py's message.
+experimental = Namespace("tf.experimental", dtensor=Namespace("tf.experimental.dtensor", **_dtensor.NAMES))
 test = Namespace("tf.test", **_test_case.TEST)  # a TF project's unit tests (jdist.tf_compat.test_case)
 
 # TF's ops give tensors with `.numpy()`, also those computed with numpy on the host (jdist.tf_compat.host_tensors)
@@ -410,7 +414,7 @@ __all__ += [
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
 __all__ += ["bitcast", "complex", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image",
             "numpy_function", "py_function", "timestamp"]
-__all__ += ["ragged", "strings", "test"]
+__all__ += ["experimental", "ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
 
 

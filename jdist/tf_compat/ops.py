@@ -138,27 +138,34 @@ def reshape(tensor: TensorLike, shape: ShapeLike, name: str | None = None) -> Ar
     return xp(tensor).reshape(tensor, dims)
 
 
-def zeros(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
-    return np.zeros(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
+def _laid_out(value: ArrayLike, layout: Any) -> ArrayLike:
+    """TF's `layout=` of the creation ops: the result as a DTensor (a `dtensor.Layout` places it)."""
+    return value if layout is None else layout.place(value)
 
 
-def ones(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None) -> np.ndarray:
-    return np.ones(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype))
+def zeros(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None, layout: Any = None) -> ArrayLike:
+    return _laid_out(np.zeros(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype)), layout)
 
 
-def fill(dims: ShapeLike, value: TensorLike, name: str | None = None) -> ArrayLike:
+def ones(shape: ShapeLike, dtype: DTypeLike = "float32", name: str | None = None, layout: Any = None) -> ArrayLike:
+    return _laid_out(np.ones(tuple(np.asarray(shape).reshape(-1).tolist()), dtype=numpy_dtype(dtype)), layout)
+
+
+def fill(dims: ShapeLike, value: TensorLike, name: str | None = None, layout: Any = None) -> ArrayLike:
     value = convert_to_tensor(value)
-    return xp(value).full(tuple(np.asarray(dims).reshape(-1).tolist()), value, dtype=value.dtype)
+    return _laid_out(xp(value).full(tuple(np.asarray(dims).reshape(-1).tolist()), value, dtype=value.dtype), layout)
 
 
-def zeros_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:  # noqa: A002
+def zeros_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None,  # noqa: A002
+               layout: Any = None) -> ArrayLike:
     x = convert_to_tensor(input)
-    return xp(x).zeros_like(x, dtype=numpy_dtype(dtype))
+    return _laid_out(xp(x).zeros_like(x, dtype=numpy_dtype(dtype)), layout)
 
 
-def ones_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None) -> ArrayLike:  # noqa: A002
+def ones_like(input: TensorLike, dtype: DTypeLike | None = None, name: str | None = None,  # noqa: A002
+              layout: Any = None) -> ArrayLike:
     x = convert_to_tensor(input)
-    return xp(x).ones_like(x, dtype=numpy_dtype(dtype))
+    return _laid_out(xp(x).ones_like(x, dtype=numpy_dtype(dtype)), layout)
 
 
 def expand_dims(input: TensorLike, axis: int, name: str | None = None) -> ArrayLike:  # noqa: A002

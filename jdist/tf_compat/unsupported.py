@@ -19,14 +19,17 @@ _SAVED_MODEL = (
 )
 
 _DTENSOR = (
-    "jdist does not provide `{name}`: DTensor's meshes and layouts are jdist's strategies. "
-    "dtensor.create_mesh([('batch', 2), ('model', 4)]) is jdist.Strategy(mesh_shape={{'batch': 2, 'model': 4}}, "
-    "data_axis='batch') (a jax.sharding.Mesh; the batch is split over data_axis); "
-    "dtensor.Layout(['batch', dtensor.UNSHARDED], mesh) is jax.sharding.PartitionSpec('batch', None); "
-    "a variable's layout is a rule of jdist.Layout([(regex over "
-    "parameter paths, PartitionSpec), ...]) passed as layout= (a Keras LayoutMap is accepted too), and "
-    "dtensor.DVariable is a parameter the strategy places by it; dtensor.pack / relayout are "
-    "strategy.distribute_batch / jax.device_put with a NamedSharding. See docs/layouts.md and " + f"{DOCS}."
+    "jdist does not provide `{name}`. Of DTensor (tf.experimental.dtensor) it has Mesh, Layout, create_mesh, "
+    "create_distributed_mesh, copy_to_mesh, relayout, pack, unpack, fetch_layout, call_with_layout and "
+    "DVariable, on jax.sharding; tf.train.Checkpoint saves DVariables (DTensorCheckpoint), and a dataset's "
+    "batches are placed with dtensor.pack or copy_to_mesh (DTensorDataset). " + f"See {DOCS}."
+)
+
+_KERAS_DTENSOR = (
+    "jdist does not provide `{name}`: TF 2.21's tf.keras (Keras 3) has no tf.keras.dtensor either. Lay out a "
+    "Keras model's weights with a jdist.Layout rule ([(regex over parameter paths, PartitionSpec), ...]) or a "
+    "keras.distribution.LayoutMap under a jdist strategy (docs/layouts.md); DTensor's own API is "
+    "tf.experimental.dtensor. " + f"See {DOCS}."
 )
 
 _MESSAGES = {
@@ -60,10 +63,10 @@ _MESSAGES = {
         "forms; decode images with Pillow or keras.utils.load_img, and augment with keras.layers preprocessing. "
         f"See {DOCS}."),
     "tf.experimental.dtensor": _DTENSOR,
-    "tf.keras.dtensor": _DTENSOR,
+    "tf.keras.dtensor": _KERAS_DTENSOR,
     "tf.experimental": (
-        "jdist does not provide `{name}`: of tf.experimental it has no part; DTensor's meshes and layouts are "
-        f"jdist strategies (docs/layouts.md). See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.experimental it has dtensor (meshes and layouts on jax.sharding). "
+        f"See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist's `{name}` takes a TPUClusterResolver of this host's TPUs only (nothing to connect): "
         "multi-process JAX connects through jax.distributed.initialize (jdist.launch does it). "

@@ -40,6 +40,9 @@ def variable_class() -> type:
             return self.value
 
         def assign(self, value: Any) -> Any:
+            check = getattr(self, "_jdist_check_assign", None)  # a DVariable's: its layout is fixed, as TF's
+            if check is not None:
+                check(value)
             with _quiet_narrowing(self.dtype):
                 return super().assign(value)
 
@@ -63,6 +66,11 @@ def variable_class() -> type:
             return tf_device_name(min(self.value.sharding.device_set, key=lambda d: d.id))
 
         @property
+        def handle(self) -> ResourceHandle:
+            """TF's resource handle, for showing (`print(v.handle)`): jdist has no resource tensors."""
+            return ResourceHandle(self)
+
+        @property
         def variables(self) -> list:
             """`[self]`: what `tf.train.Checkpoint` and `strategy.run` collect from trackable objects."""
             return [self]
@@ -79,6 +87,40 @@ def variable_class() -> type:
                 setattr(TFVariable, dunder, _checked(op, getattr(keras.Variable, dunder), dunder.startswith("__r")))
     TFVariable.__name__ = TFVariable.__qualname__ = "Variable"
     return TFVariable
+
+
+# TF's DataType numbers, as a handle shows them ("DType enum: 1" for float32).
+_DTYPE_ENUM = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6, "complex64": 8,
+               "int64": 9, "bool": 10, "bfloat16": 14, "uint16": 17, "complex128": 18, "float16": 19, "uint32": 22,
+               "uint64": 23}
+
+
+class ResourceHandle:
+    """What `print(variable.handle)` shows in TF 2.21 (observed): `tf.Tensor(<ResourceHandle(name="Variable/0",
+    ...)>, shape=(), dtype=resource)`, with the variable's layout when it is a DTensor variable."""
+
+    shape = ()
+    dtype = "resource"
+
+    def __init__(self, variable: Any):
+        self._variable = variable
+
+    def _text(self) -> str:
+        v = self._variable
+        dims = ",".join(str(d) for d in v.shape)
+        return (f'<ResourceHandle(name="{v.name}/{getattr(v, "_jdist_created", 0)}", device="{v.device}", '
+                f'container="Anonymous", type="tensorflow::Var", dtype and shapes : "[ DType enum: '
+                f'{_DTYPE_ENUM.get(str(np.dtype(v.dtype)), 0)}, Shape: [{dims}] ]")>')
+
+    def _layout(self) -> str:
+        layout = getattr(self._variable, "_dtensor_layout", None)
+        return "" if layout is None else f', layout="{layout.to_string()}"'
+
+    def __str__(self) -> str:
+        return f"tf.Tensor({self._text()}{self._layout()}, shape=(), dtype=resource)"
+
+    def __repr__(self) -> str:
+        return f"<tf.Tensor: shape=(), dtype=resource, value={self._text()}{self._layout()}>"
 
 
 _CHECKED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lt", "le", "gt", "ge")
