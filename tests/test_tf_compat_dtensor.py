@@ -415,3 +415,15 @@ def test_a_module_optimizer_with_dvariable_slots_trains_as_tf_on_one_device(plac
         steps.append((float(batch_loss), float(batch_accuracy), size))
     np.testing.assert_allclose(steps, TF_CORE_GUIDE_STEPS, rtol=2e-6)
     assert optimizer.t == 2.0  # incremented once, when the step was traced (TF: 2.0)
+
+
+def test_unread_steps_over_the_mesh_do_not_pile_up():
+    """A loop that never reads its step's results (TF's custom loops often don't) keeps XLA:CPU within its
+    programs-in-flight limit: 120 unread steps over 8 devices (without the bound, 300 aborted the process)."""
+    model, _, _ = _train("model")
+    _, _, xs, ys = _mlp_data()
+    mesh = model.dense1.weight.layout.mesh
+    x, y = _repack(xs[0], dtensor.Layout(["batch", U], mesh)), _repack(ys[0], dtensor.Layout(["batch"], mesh))
+    for _ in range(120):
+        out = _train_step(model, x, y, 0.01)
+    assert np.isfinite(float(out["loss"]))
