@@ -79,6 +79,15 @@ def test_pad_to_max_tokens_and_a_dataset():
         ds.get_single_element()
 
 
+def test_a_vocabulary_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("cat\ndog\n")
+    layer = tf.keras.layers.TextVectorization(vocabulary=str(path))
+    assert layer.get_vocabulary() == ["", "[UNK]", "cat", "dog"]
+    with pytest.raises(ValueError, match="no such file exists"):
+        tf.keras.layers.TextVectorization(vocabulary=str(tmp_path / "missing.txt"))
+
+
 def test_refusals_name_the_problem():
     with pytest.raises(ValueError, match="output_mode 'one_hot' is not one of"):
         tf.keras.layers.TextVectorization(output_mode="one_hot")

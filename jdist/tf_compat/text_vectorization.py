@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -144,6 +145,13 @@ def text_vectorization_class() -> type:
             self._idf = np.asarray([math.log(1 + total / (1 + documents[t])) for t in self._tokens], np.float64)
 
         def set_vocabulary(self, vocabulary: Any, idf_weights: Any = None) -> None:
+            """The tokens (a list or array, or the path of a file of one token per line, as Keras's)."""
+            if isinstance(vocabulary, (str, os.PathLike)):
+                if not os.path.isfile(vocabulary):
+                    raise ValueError(f"TextVectorization: vocabulary {str(vocabulary)!r} is a string but no such file "
+                                     "exists; give a list of tokens or the path of a file of one token per line")
+                with open(vocabulary, encoding="utf-8") as file:
+                    vocabulary = [line.rstrip("\n") for line in file]
             tokens = [_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
             self._tokens = [np.str_(t) for t in tokens if t not in self._special()]
             if self.output_mode == "tf_idf" and idf_weights is None:
