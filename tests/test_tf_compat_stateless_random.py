@@ -25,6 +25,10 @@ TF_DRAWS = [
      [-1.3118762969970703, 2.6480798721313477, 3.4005069732666016], 932.1119680404663),
     ("uniform", {"shape": [1001], "seed": [7, -3], "dtype": "float64"},
      [0.47713778180121613, 0.9809041063278245, 0.7182915943104444], 490.1500511002293),
+    ("uniform", {"shape": [1001], "seed": [1, 2], "dtype": "float16"}, [0.54296875, 0.2353515625, 0.060546875],
+     504.3095703125),
+    ("uniform", {"shape": [1001], "seed": [5, 6], "minval": 2, "maxval": 4, "dtype": "bfloat16"}, [3.671875, 2.171875, 3.0],
+     2990.296875),
     ("uniform", {"shape": [1001], "seed": [1, 2], "minval": 0, "maxval": 10, "dtype": "int32"}, [0, 9, 4], 4489.0),
     ("uniform", {"shape": [1001], "seed": [1, 2], "minval": -7, "maxval": 100000, "dtype": "int64"},
      [27238, 96155, 63536], 48817856.0),
@@ -41,9 +45,10 @@ def _draw(op, kwargs):
 @pytest.mark.parametrize("op,kwargs,first,total", TF_DRAWS, ids=[f"{c[0]}-{i}" for i, c in enumerate(TF_DRAWS)])
 def test_stateless_draws_are_tfs_bit_for_bit(op, kwargs, first, total):
     values = _draw(op, kwargs)
-    assert values.dtype == np.dtype(kwargs.get("dtype", "float32")) and values.shape == (1001,)
-    assert values[:3].tolist() == first
-    assert float(np.sum(values.astype(np.float64))) == total
+    assert values.dtype == tf.as_dtype(kwargs.get("dtype", "float32")) and values.shape == (1001,)
+    wide = values.astype(np.float32).astype(np.float64) if values.dtype.itemsize == 2 else values  # bfloat16 too
+    assert wide[:3].tolist() == first
+    assert float(np.sum(wide.astype(np.float64))) == total
 
 
 def test_tfs_documented_seeds_and_draws():

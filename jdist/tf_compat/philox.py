@@ -3,8 +3,9 @@
 TF 2.21's `tf.random.stateless_*` (alg "auto_select" and "philox" on CPU) scramble the seed into a Philox key
 and counter (`random_ops_util._philox_scramble_seed`: one Philox block of the seed under the key
 0x02461E293EC8F720), then fill the output four 32-bit words at a time, block g at counter + g. A float32 in
-[0, 1) is a word's low 23 bits as the mantissa of a number in [1, 2), minus 1; a float64 takes 52 bits of two
-words; a normal is Box-Muller of two such floats (sin and cos of 2*pi*u2, times sqrt(-2 log u1), u1 >= 1e-7).
+[0, 1) is a word's low 23 bits as the mantissa of a number in [1, 2), minus 1 (float16 and bfloat16 take 10 or
+7 bits of its low half); a float64 takes 52 bits of two words; a normal is Box-Muller of two such floats (sin
+and cos of 2*pi*u2, times sqrt(-2 log u1), u1 >= 1e-7).
 
 On the host the words are numpy's and the functions the C library's own (`logf`, `sinf`, `cosf`, `log`, ...:
 the ones TF's kernel calls), so the numbers are TF's exactly (tests/test_tf_compat_stateless_random.py compares
@@ -95,6 +96,17 @@ def unit_float32(words: Any, xp: Any = np) -> Any:
     """[0, 1) from each word: its low 23 bits as the mantissa of [1, 2), minus 1 (TF's Uint32ToFloat)."""
     bits = (words & xp.uint32(0x7FFFFF)) | xp.uint32(127 << 23)
     return (bits.view(np.float32) if xp is np else _bitcast(bits, xp.float32)) - xp.float32(1.0)
+
+
+def unit_16bit(words: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """[0, 1) in float16 or bfloat16 from each word's low 16 bits, as TF's Uint16ToHalf / Uint16ToGfloat16: the
+    mantissa bits (10 or 7) under the exponent of 1, minus 1."""
+    low = (words & np.uint32(0xFFFF)).astype(np.uint16)
+    if dtype == np.float16:
+        bits = (low & np.uint16(0x3FF)) | np.uint16(15 << 10)
+    else:
+        bits = (low & np.uint16(0x7F)) | np.uint16(127 << 7)
+    return bits.view(dtype) - dtype.type(1.0)
 
 
 def unit_float64(words: Any) -> np.ndarray:

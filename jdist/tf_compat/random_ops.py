@@ -112,6 +112,9 @@ def stateless_uniform(shape: ShapeLike, seed: TensorLike, minval: TensorLike | N
                              "provided; pass the seed as a value, or draw float32")
         low, high = np.asarray(minval, np.float64), np.asarray(1.0 if maxval is None else maxval, np.float64)
         values = philox.unit_float64(_words(seed, 2 * count)) * (high - low) + low
+    elif target.itemsize == 2 and not traced:  # float16, bfloat16: TF's own 16-bit conversion, in its arithmetic
+        low, high = np.asarray(minval, target), np.asarray(1.0 if maxval is None else maxval, target)
+        values = philox.unit_16bit(_words(seed, count), target) * (high - low) + low
     else:
         low = xp.asarray(minval, xp.float32)
         high = xp.asarray(1.0 if maxval is None else maxval, xp.float32)
