@@ -432,6 +432,26 @@ def test_stateless_op_is_a_function_of_its_seed(draw):
     np.testing.assert_allclose(jax.jit(draw)(images, jnp.array([1, 2])), first, rtol=1e-6, atol=1e-6)
 
 
+def test_stateless_ops_draw_tfs_numbers():
+    """TF 2.21's own results for the same seeds (observed): which of a batch of 8 images flip (a batch flips where
+    round(draw) is 1, one image where its draw is under 0.5), the brightness delta and the crop's corner."""
+    x = np.arange(8 * 4 * 4, dtype=np.float32).reshape(8, 4, 4, 1) / 100
+
+    def flipped(out, images):
+        return [int(not np.array_equal(np.asarray(o), i)) for o, i in zip(out, images)]
+
+    for seed, tf_flips in (((1, 2), [1, 0, 1, 0, 0, 1, 0, 0]), ((3, 4), [0, 1, 0, 0, 1, 1, 1, 0])):
+        assert flipped(tf.image.stateless_random_flip_left_right(x, seed), x) == tf_flips
+        assert flipped(tf.image.stateless_random_flip_up_down(x, seed), x) == tf_flips
+    singles = [tf.image.stateless_random_flip_left_right(x[i], (i, 7)) for i in range(8)]
+    assert flipped(singles, x) == [0, 0, 0, 0, 0, 1, 1, 0]
+    brightened = np.asarray(tf.image.stateless_random_brightness(x[0], 0.3, (1, 2)))
+    assert brightened[0, :, 0].tolist() == [0.20643627643585205, 0.21643628180027008, 0.22643627226352692,
+                                            0.23643627762794495]
+    crop = np.asarray(tf.image.stateless_random_crop(x[0], (2, 3, 1), (3, 4)))[..., 0]
+    np.testing.assert_array_equal(crop, x[0, 0:2, 0:3, 0])  # TF: [[0, .01, .02], [.04, .05, .06]]
+
+
 def test_random_ops_draw_tfs_distributions():
     images = np.broadcast_to(np.arange(5, dtype=np.float32)[None, None, :, None] / 4, (4000, 1, 5, 1))
     flipped = tf.image.random_flip_left_right(images, seed=21)

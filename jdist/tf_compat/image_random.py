@@ -46,6 +46,12 @@ def _check_range(op: str, lower: float, upper: float) -> None:
         raise ValueError(f"tf.image.{op}: lower must be non-negative; got lower={lower}")
 
 
+def _flips(image: Any, draws: Any) -> Any:
+    """TF 2.21's rule (image_ops_impl._random_flip): one image flips where its draw is under 0.5, a batch's images
+    where round(draw) is 1 (over 0.5)."""
+    return draws > 0.5 if image.ndim == 4 else draws < 0.5
+
+
 def _flip_where(image: Any, flip: Any, axis: int) -> Tensor:
     flipped: Any = flip_left_right(image) if axis == -2 else flip_up_down(image)
     mask = flip.reshape((-1, 1, 1, 1)) if image.ndim == 4 else flip.reshape(())
@@ -56,7 +62,7 @@ def _random_flip(op: str, image: TensorLike, seed: int | None, axis: int) -> Ten
     image = at_least_3d(op, image)
     rng = _host_draw(op, image, seed)
     draws = rng.random(image.shape[0] if image.ndim == 4 else ())
-    return _flip_where(image, np.asarray(draws < 0.5), axis)
+    return _flip_where(image, np.asarray(_flips(image, draws)), axis)
 
 
 def random_flip_left_right(image: TensorLike, seed: int | None = None) -> Tensor:
@@ -113,7 +119,7 @@ def random_contrast(image: TensorLike, lower: float, upper: float, seed: int | N
 def _stateless_flip(op: str, image: TensorLike, seed: TensorLike, axis: int) -> Tensor:
     image = at_least_3d(op, image)
     draws: Any = stateless_uniform([image.shape[0]] if image.ndim == 4 else [], seed)
-    return _flip_where(image, draws < 0.5, axis)
+    return _flip_where(image, _flips(image, draws), axis)
 
 
 def stateless_random_flip_left_right(image: TensorLike, seed: TensorLike) -> Tensor:
