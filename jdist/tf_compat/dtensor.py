@@ -8,9 +8,10 @@ from the result's sharding. A `DVariable` is a `tf.Variable` whose assignments k
 Where TF 2.21 differs (observed; each in tests/test_tf_compat_dtensor.py):
 - An op between a DTensor and a regular tensor runs here (the regular one is replicated); TF refuses any
   regular operand but a scalar ("Currently only scalars and small integer/string tensors are auto-broadcast").
-- `pack` of replicated pieces that differ is an error here; TF keeps the first device's piece without a word.
-- A random op under `call_with_layout` draws the numbers it draws without a layout, then splits them; TF's
-  DTensor draws different numbers per layout.
+- `pack` of pieces that differ where the layout replicates is an error here; TF packs them as given, and its
+  `.numpy()` reads the first device's.
+- A random op under `call_with_layout` draws the numbers it draws without a layout (TF's own numbers: see
+  philox.py), then splits them; TF's DTensor draws each device's piece with numbers of its own when split.
 - The layout XLA picks for an op's result can differ from DTensor's where both are valid (values agree).
 As in TF, `.numpy()` of a tensor that is split is UnimplementedError (`unpack` gives its pieces).
 """
