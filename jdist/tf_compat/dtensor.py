@@ -233,6 +233,17 @@ def _numpy_of(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return numpy
 
 
+def _local_copy_of(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A replicated DTensor on several processes' devices is read from this process's copy (as TF's clients
+    read theirs); JAX would refuse an array that is not all in this process."""
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_dtensor(self) and not self.is_fully_addressable and not _is_split(self):
+            return original(self.addressable_shards[0].data, *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    return read
+
+
 _INSTALLED: list[bool] = []
 
 
@@ -247,6 +258,8 @@ def install_printing() -> None:
     array_type.__repr__ = _printer(array_type.__repr__, dtensor_text.tensor_repr)  # type: ignore[method-assign]
     if hasattr(array_type, "numpy"):
         array_type.numpy = _numpy_of(array_type.numpy)  # type: ignore[attr-defined]
+    for name in ("__array__", "__float__", "__int__", "__bool__", "item"):
+        setattr(array_type, name, _local_copy_of(getattr(array_type, name)))
 
 
 def _create_mesh(*args: Any, **kwargs: Any) -> Mesh:
@@ -312,8 +325,30 @@ def initialize_accelerator_system(device_type: str | None = None, enable_coordin
                                   num_logical_cpu_devices: int | None = None,
                                   experimental_reset_context: bool = False,
                                   experimental_enable_megcore: bool = False) -> str:
-    """JAX starts its devices itself (and `jax.distributed.initialize` joins processes); this names the type."""
+    """Joins this process to its clients (TF's DTENSOR_CLIENT_ID / DTENSOR_NUM_CLIENTS / DTENSOR_JOBS, else
+    TF_CONFIG or SLURM: `jdist.cluster.runtime.initialize`), once; returns the device type. One client: nothing
+    to join (JAX starts its devices itself)."""
+    from jdist.cluster import runtime
+
+    runtime.initialize(_dtensor_clients())
     return (device_type or jax.default_backend()).upper()
+
+
+def _dtensor_clients() -> Any:
+    """TF's multi-client DTensor environment as a cluster resolver (None: jdist's own detection decides)."""
+    import os
+
+    from jdist.cluster.resolver import SimpleClusterResolver
+
+    jobs = [j for j in os.environ.get("DTENSOR_JOBS", "").split(",") if j]
+    if not jobs:
+        return None
+    client = int(os.environ.get("DTENSOR_CLIENT_ID", "0"))
+    count = int(os.environ.get("DTENSOR_NUM_CLIENTS", str(len(jobs))))
+    if count != len(jobs) or not 0 <= client < count:
+        raise ValueError(f"DTENSOR_JOBS lists {len(jobs)} clients, DTENSOR_NUM_CLIENTS says {count} and "
+                         f"DTENSOR_CLIENT_ID is {client}: give one host:port per client and an id below their count")
+    return SimpleClusterResolver({"worker": jobs}, task_type="worker", task_id=client)
 
 
 def barrier(mesh: Mesh, barrier_name: str | None = None, timeout_in_ms: int | None = None) -> None:

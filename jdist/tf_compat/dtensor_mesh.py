@@ -46,10 +46,10 @@ class Mesh:
                              "local_devices; give one id per local device")
         self._dim_names, self._ids, self._name = list(dim_names), ids, mesh_name
         self._local_ids = [int(i) for i in local_device_ids]
-        self._local = [resolve_device(_device_part(d)) for d in local_devices]
+        self._local = [_device(d) for d in local_devices]
         by_id = dict(zip(self._local_ids, self._local))
         if global_devices is not None:
-            by_id.update(zip(ids.ravel().tolist(), (resolve_device(_device_part(d)) for d in global_devices)))
+            by_id.update(zip(ids.ravel().tolist(), (_device(d) for d in global_devices)))
         everywhere = jax.devices(self._local[0].platform if self._local else None)
         devices = np.vectorize(lambda i: by_id.get(int(i)) or everywhere[int(i)], otypes=[object])(ids)
         self._jax = JaxMesh(devices, tuple(self._dim_names),
@@ -151,6 +151,11 @@ class Mesh:
         return hash(self.to_string())
 
 
+def _device(device: Any) -> Any:
+    """A `jax.Device` from itself, TF's name ('CPU:0', '/job:.../device:CPU:0') or a DeviceSpec."""
+    return device if isinstance(device, jax.Device) else resolve_device(_device_part(device))
+
+
 def _device_part(device: Any) -> Any:
     """'CPU:0' from '/job:localhost/replica:0/task:0/device:CPU:0' or a DeviceSpec (jdist resolves both)."""
     text = device if isinstance(device, str) else getattr(device, "name", None) or str(device)
@@ -202,7 +207,7 @@ def create_distributed_mesh(mesh_dims: Sequence[tuple[str, int]] | dict[str, int
     everywhere = jax.devices(kind)
     mine = [d for d in everywhere if d.process_index == jax.process_index()]
     if local_devices is not None:
-        mine = [resolve_device(_device_part(d)) for d in local_devices]
+        mine = [_device(d) for d in local_devices]
     dims = list(mesh_dims.items()) if isinstance(mesh_dims, dict) else list(mesh_dims)
     shape = [int(size) for _, size in dims]
     if int(np.prod(shape)) != len(everywhere):
