@@ -180,10 +180,12 @@ def prepare_worker() -> None:
     """A process that rebuilds `tf.keras` models made elsewhere (a parameter-server worker given a step or a
     preprocessing model): jdist's Keras layers registered with Keras, Keras patched as `tf.keras` patches it."""
     from jdist.tf_compat import sigmoid_logits
+    from jdist.tf_compat.integer_lookup import integer_lookup_class
     from jdist.tf_compat.text_vectorization import text_vectorization_class
 
     string_lookup_class()
     text_vectorization_class()
+    integer_lookup_class()
     add_reset_states()
     sigmoid_logits.install()
 

@@ -37,7 +37,14 @@ def tf_keras() -> types.ModuleType:
     from keras._tf_keras import keras as namespace
 
     from jdist.interop import keras_epochs, keras_labels
-    from jdist.tf_compat import keras_extras, keras_saving, keras_strings, sigmoid_logits, text_vectorization
+    from jdist.tf_compat import (
+        integer_lookup,
+        keras_extras,
+        keras_saving,
+        keras_strings,
+        sigmoid_logits,
+        text_vectorization,
+    )
 
     keras_extras.add_reset_states()
     sigmoid_logits.install()  # binary crossentropy of a sigmoid's output from its logits, as TF's Keras
@@ -58,6 +65,7 @@ def tf_keras() -> types.ModuleType:
         "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
                                               "TextVectorization": text_vectorization.text_vectorization_class(),
+                                              "IntegerLookup": integer_lookup.integer_lookup_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),
     })
 
