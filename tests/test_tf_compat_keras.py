@@ -113,6 +113,15 @@ def test_string_lookup_matches_tf():
     assert adapted.get_vocabulary() == ["[UNK]", "b", "c", "a"]
     with pytest.raises(ValueError, match="num_oov_indices=0"):
         tf.keras.layers.StringLookup(vocabulary=["a"], num_oov_indices=0)(["x"])
+    # TF: two OOV indices -> vocabulary ['[UNK]', '[UNK]', 'a', 'b'] (size 4), ['a', 'b', 'zz'] -> [2 3 0],
+    # invert of [0 1 2 3] -> [b'[UNK]' b'[UNK]' b'a' b'b'], multi_hot of [['a', 'zz']] -> [[1 0 1 0]]
+    two = tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2)
+    assert two.get_vocabulary() == ["[UNK]", "[UNK]", "a", "b"] and two.vocabulary_size() == 4
+    assert two(["a", "b", "zz"]).tolist() == [2, 3, 0]
+    assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2, invert=True)(
+        np.array([0, 1, 2, 3])).tolist() == [b"[UNK]", b"[UNK]", b"a", b"b"]
+    assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2, output_mode="multi_hot")(
+        [["a", "zz"]]).tolist() == [[1, 0, 1, 0]]
 
 
 def test_string_lookup_in_a_distributed_input_pipeline():

@@ -128,9 +128,10 @@ def string_lookup_class() -> type:
             self._tokens = [t for t, _ in ranked[:limit]]
 
         def get_vocabulary(self) -> list[str]:
-            """Mask token (if any), the OOV token, then the vocabulary: TF 2.21's order."""
+            """Mask token (if any), the OOV token once per OOV index, then the vocabulary: TF 2.21's order
+            (observed: `['[UNK]', '[UNK]', 'a', 'b']` for two OOV indices)."""
             head = [] if self.mask_token is None else [self.mask_token]
-            return head + [self.oov_token] * min(self.num_oov_indices, 1) + list(self._tokens)
+            return head + [self.oov_token] * self.num_oov_indices + list(self._tokens)
 
         def vocabulary_size(self) -> int:
             return len(self.get_vocabulary())
