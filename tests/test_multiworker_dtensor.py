@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from test_tf_compat_dtensor import TF_MLP_STEPS
+from dtensor_mlp import TF_MLP_STEPS
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = Path(__file__).resolve().parent / "multiworker_scripts" / "dtensor_job.py"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dtensor_mlp import MLP, TF_MLP_STEPS, mlp_data, placed, repack, train_step
 
 import jdist.tf_compat as tf
 from jdist.tf_compat.experimental import dtensor
@@ -20,11 +21,6 @@ NAMES = ",".join(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in rang
 @pytest.fixture(scope="module")
 def mesh():
     return dtensor.create_mesh([("batch", 4), ("model", 2)], devices=DEVICES)
-
-
-def _placed(value, layout):
-    return dtensor.relayout(dtensor.copy_to_mesh(tf.constant(value), dtensor.Layout.replicated(layout.mesh,
-                                                                                                layout.rank)), layout)
 
 
 def test_mesh_and_layout_read_as_tf(mesh):
@@ -68,9 +64,9 @@ def test_pack_unpack_and_relayout_place_the_pieces_as_tf(mesh):
     """The guide's `dtensor_from_array` (copy_to_mesh, then relayout) and `pack`; the pieces TF printed."""
     small = dtensor.create_mesh([("x", 3), ("y", 2)], devices=DEVICES[:6])
     value = np.arange(6, dtype=np.int32).reshape(3, 2)
-    pieces = [p.numpy().tolist() for p in dtensor.unpack(_placed(value, dtensor.Layout(["x", U], small)))]
+    pieces = [p.numpy().tolist() for p in dtensor.unpack(placed(value, dtensor.Layout(["x", U], small)))]
     assert pieces == [[[0, 1]], [[0, 1]], [[2, 3]], [[2, 3]], [[4, 5]], [[4, 5]]]
-    fully = dtensor.unpack(_placed(value, dtensor.Layout(["x", "y"], small)))
+    fully = dtensor.unpack(placed(value, dtensor.Layout(["x", "y"], small)))
     assert [p.numpy().tolist() for p in fully] == [[[i]] for i in range(6)]
     assert [p.device for p in fully][:2] == ["/job:localhost/replica:0/task:0/device:CPU:0",
                                              "/job:localhost/replica:0/task:0/device:CPU:1"]
@@ -94,7 +90,7 @@ def test_pack_unpack_and_relayout_place_the_pieces_as_tf(mesh):
     with pytest.raises(ValueError, match="hold the same part of the tensor"):
         dtensor.pack([tf.fill([2], float(i)) for i in range(8)], dtensor.Layout.replicated(mesh, 1))
     with pytest.raises(ValueError, match="does not divide it"):  # TF: "requires dimension 0 to be divisible"
-        _placed(np.zeros((6, 2), np.float32), layout)
+        placed(np.zeros((6, 2), np.float32), layout)
     with pytest.raises(tf.errors.InvalidArgumentError, match="FetchLayout expects a tensor placed on the layout "
                                                              "device"):
         dtensor.fetch_layout(tf.constant([1.0]))
@@ -111,13 +107,13 @@ def test_ops_keep_laying_out_their_results(mesh):
     small = dtensor.create_mesh([("x", 3), ("y", 2)], devices=DEVICES[:6])
     a = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
     b = np.array([[6, 5], [4, 3], [2, 1]], np.int32)
-    c = tf.matmul(_placed(a, dtensor.Layout([U, "x"], small)), _placed(b, dtensor.Layout(["x", U], small)))
+    c = tf.matmul(placed(a, dtensor.Layout([U, "x"], small)), placed(b, dtensor.Layout(["x", U], small)))
     assert dtensor.fetch_layout(c).sharding_specs == [U, U]
-    c = tf.matmul(_placed(a, dtensor.Layout(["y", "x"], small)), _placed(b, dtensor.Layout(["x", U], small)))
+    c = tf.matmul(placed(a, dtensor.Layout(["y", "x"], small)), placed(b, dtensor.Layout(["x", U], small)))
     assert dtensor.fetch_layout(c).sharding_specs == ["y", U]
     assert [p.numpy().tolist() for p in dtensor.unpack(c)] == [[[20, 14]], [[56, 41]]] * 3
 
-    x = _placed(np.arange(16.0, dtype=np.float32).reshape(8, 2), dtensor.Layout(["batch", U], mesh))
+    x = placed(np.arange(16.0, dtype=np.float32).reshape(8, 2), dtensor.Layout(["batch", U], mesh))
     assert dtensor.fetch_layout(tf.reduce_sum(x)).sharding_specs == []
     assert dtensor.fetch_layout(tf.reduce_sum(x, axis=1)).sharding_specs == ["batch"]
     assert dtensor.fetch_layout(x + 1.0).sharding_specs == ["batch", U]
@@ -139,7 +135,7 @@ def test_printing_and_numpy_are_tfs(mesh):
     `.numpy()` of a split tensor is UnimplementedError."""
     four = dtensor.create_mesh([("x", 2), ("y", 2)], devices=DEVICES[:4])
     names = ",".join(f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(4))
-    split = _placed(np.arange(8.0).reshape(4, 2), dtensor.Layout(["x", U], four))
+    split = placed(np.arange(8.0).reshape(4, 2), dtensor.Layout(["x", U], four))
     assert str(split) == (
         'tf.Tensor({"CPU:0": [[0 1]\n [2 3]], "CPU:1": [[0 1]\n [2 3]], "CPU:2": [[4 5]\n [6 7]], "CPU:3": [[4 5]\n '
         f'[6 7]]}}, layout="sharding_specs:x,unsharded, mesh:|x=2,y=2|0,1,2,3|0,1,2,3|{names}", shape=(4, 2), '
@@ -155,8 +151,8 @@ def test_printing_and_numpy_are_tfs(mesh):
             np.arange(24.0, dtype=np.float32).reshape(2, 3, 4),
     }
     for text, value in shown.items():
-        placed = dtensor.copy_to_mesh(tf.constant(value), replicated(four, np.ndim(value)))
-        assert str(placed).startswith(f"tf.Tensor({text}, layout="), text
+        on_mesh = dtensor.copy_to_mesh(tf.constant(value), replicated(four, np.ndim(value)))
+        assert str(on_mesh).startswith(f"tf.Tensor({text}, layout="), text
     rows = dtensor.copy_to_mesh(tf.constant(np.arange(1000, dtype=np.int32).reshape(10, 100)), replicated(four, 2))
     assert str(rows).startswith("tf.Tensor([[0 1 2 ... 97 98 99]\n [100 101 102 ... 197 198 199]\n [200 201 202 ... "
                                 "297 298 299]\n ...\n [700 701 702 ... 797 798 799]\n")
@@ -169,7 +165,7 @@ def test_printing_and_numpy_are_tfs(mesh):
 
 def test_dvariable_keeps_its_layout(mesh):
     layout = dtensor.Layout(["batch", U], mesh)
-    v = dtensor.DVariable(_placed(np.zeros((8, 2), np.float32), layout))
+    v = dtensor.DVariable(placed(np.zeros((8, 2), np.float32), layout))
     assert dtensor.fetch_layout(v) == layout and v.layout == layout and isinstance(v, dtensor.DVariable)
     assert not isinstance(tf.Variable(1.0), dtensor.DVariable)
     v.assign(dtensor.copy_to_mesh(tf.ones([8, 2]), dtensor.Layout.replicated(mesh, 2)))
@@ -185,16 +181,12 @@ def test_dvariable_keeps_its_layout(mesh):
     w = dtensor.DVariable(tf.ones([8]), layout=dtensor.Layout(["batch"], mesh))
     assert dtensor.fetch_layout(w).sharding_specs == ["batch"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="Conflicting layout"):
-        dtensor.DVariable(_placed(np.zeros(8, np.float32), dtensor.Layout(["batch"], mesh)),
+        dtensor.DVariable(placed(np.zeros(8, np.float32), dtensor.Layout(["batch"], mesh)),
                           layout=dtensor.Layout.replicated(mesh, 1))
     assert str(w.handle).startswith('tf.Tensor(<ResourceHandle(name="Variable/')
     assert 'dtype and shapes : "[ DType enum: 1, Shape: [8] ]")>, layout="sharding_specs:batch,' in str(w.handle)
 
 
-# The tutorial's MLP (dtensor_ml_tutorial.ipynb: Dense, BatchNorm with tf.nn.moments, the @tf.function train_step
-# with a GradientTape and assign_sub) from fixed starting weights, four steps of 16 rows at learning rate 0.05. TF
-# 2.21 printed these (loss, accuracy) per step, the same under all four layouts (to 1e-7):
-TF_MLP_STEPS = [(0.9935719, 0.375), (0.7564721, 0.4375), (0.8674841, 0.375), (0.5843521, 0.6875)]
 MLP_LAYOUTS = {  # mesh, kernel layouts, the input's layout
     "one_device": ([("world", 1)], [[U, U], [U, U]], [U, U]),
     "data": ([("batch", 8)], [[U, U], [U, U]], ["batch", U]),
@@ -203,75 +195,15 @@ MLP_LAYOUTS = {  # mesh, kernel layouts, the input's layout
 }
 
 
-class _Dense(tf.Module):
-    def __init__(self, w, layout, activation=None):
-        super().__init__()
-        self.weight = dtensor.DVariable(_placed(w, layout))
-        self.bias = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout.delete([0]), [w.shape[1]]))
-        self.activation = activation or (lambda x: x)
-
-    def __call__(self, x):
-        return self.activation(tf.matmul(x, self.weight) + self.bias)
-
-
-class _MLP(tf.Module):
-    def __init__(self, w1, w2, layouts):
-        super().__init__()
-        self.dense1 = _Dense(w1, layouts[0], tf.nn.relu)
-        self.dense2 = _Dense(w2, layouts[1])
-
-    def __call__(self, x):
-        y = self.dense1(x)
-        mean, variance = tf.nn.moments(y, axes=[0])
-        return self.dense2(tf.nn.batch_normalization(y, mean, variance, 0.0, 1.0, 1e-5))
-
-
-def _repack(x, layout):
-    """The tutorial's `repack_local_tensor`: split along the sharded axes, one piece per local device."""
-    queue = [tf.convert_to_tensor(x)]
-    sharded = []
-    for axis, dim in enumerate(layout.sharding_specs):
-        if dim != U:
-            queue = tf.nest.map_structure(lambda t, n=layout.shape[axis], a=axis: tf.split(t, n, axis=a), queue)
-            sharded.append(dim)
-    pieces = []
-    for where in layout.mesh.local_device_locations():
-        t = queue[0]
-        for dim in sharded:
-            t = t[where[dim]]
-        pieces.append(t)
-    return dtensor.pack(pieces, layout)
-
-
-@tf.function
-def _train_step(model, x, y, learning_rate):
-    with tf.GradientTape() as tape:
-        logits = model(x)
-        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(logits=logits, labels=y))
-    parameters = model.trainable_variables
-    for parameter, gradient in zip(parameters, tape.gradient(loss, parameters)):
-        parameter.assign_sub(learning_rate * gradient)
-    wrong = tf.cast(tf.argmax(logits, axis=-1, output_type=tf.int64) != y, tf.float32)
-    accuracy = 1.0 - tf.reduce_sum(wrong) / x.shape[0]
-    return {"loss": loss / len(x), "accuracy": accuracy}
-
-
-def _mlp_data():
-    rng = np.random.default_rng(0)  # the starting weights and data TF ran with
-    w1 = (rng.normal(size=(16, 8)) * 0.3).astype(np.float32)
-    w2 = (rng.normal(size=(8, 2)) * 0.3).astype(np.float32)
-    return w1, w2, rng.normal(size=(4, 16, 16)).astype(np.float32), rng.integers(0, 2, size=(4, 16)).astype(np.int64)
-
-
 def _train(name):
     dims, kernels, x_spec = MLP_LAYOUTS[name]
     mesh = dtensor.create_mesh(dims, devices=DEVICES[:int(np.prod([s for _, s in dims]))])
-    w1, w2, xs, ys = _mlp_data()
-    model = _MLP(w1, w2, [dtensor.Layout(kernels[0], mesh), dtensor.Layout(kernels[1], mesh)])
+    w1, w2, xs, ys = mlp_data()
+    model = MLP(w1, w2, [dtensor.Layout(kernels[0], mesh), dtensor.Layout(kernels[1], mesh)])
     steps = []
     for x, y in zip(xs, ys):
-        x, y = _repack(x, dtensor.Layout(x_spec, mesh)), _repack(y, dtensor.Layout([x_spec[0]], mesh))
-        out = _train_step(model, x, y, 0.05)
+        x, y = repack(x, dtensor.Layout(x_spec, mesh)), repack(y, dtensor.Layout([x_spec[0]], mesh))
+        out = train_step(model, x, y, 0.05)
         assert list(out) == ["loss", "accuracy"]  # the body's order, as TF returns the dict
         steps.append((float(out["loss"]), float(out["accuracy"])))
     weights = [dtensor.relayout(v, dtensor.Layout.replicated(mesh, len(v.shape))).numpy()
@@ -295,15 +227,15 @@ def test_the_tutorials_training_is_tfs_under_every_layout():
 def test_a_checkpoint_restores_onto_other_layouts(tmp_path):
     """The tutorial's checkpoints: saved from one mesh's layouts, restored onto another's (values kept, each
     variable keeping its new layout)."""
-    w1, w2, _, _ = _mlp_data()
+    w1, w2, _, _ = mlp_data()
     data = dtensor.create_mesh([("batch", 8)], devices=DEVICES)
-    saved = _MLP(w1, w2, [dtensor.Layout.replicated(data, 2)] * 2)
+    saved = MLP(w1, w2, [dtensor.Layout.replicated(data, 2)] * 2)
     saved.dense1.bias.assign(tf.fill([8], 0.5))
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(root=saved), str(tmp_path), max_to_keep=3)
     manager.save()
     spt = dtensor.create_mesh([("batch", 2), ("feature", 2), ("model", 2)], devices=DEVICES)
     layouts = [dtensor.Layout(["feature", "model"], spt), dtensor.Layout(["model", U], spt)]
-    restored = _MLP(np.zeros_like(w1), np.zeros_like(w2), layouts)
+    restored = MLP(np.zeros_like(w1), np.zeros_like(w2), layouts)
     tf.train.Checkpoint(root=restored).restore(manager.latest_checkpoint).assert_consumed()
     for v, expected in zip(restored.trainable_variables, saved.trainable_variables):
         got = dtensor.relayout(v, dtensor.Layout.replicated(spt, len(v.shape))).numpy()
@@ -384,10 +316,10 @@ def _core_step(model, x, y, loss, metric, optimizer):
     return batch_loss, metric(y_pred, y)
 
 
-@pytest.mark.parametrize("placed", [False, True], ids=["one_device", "dtensor"])
-def test_a_module_optimizer_with_dvariable_slots_trains_as_tf_on_one_device(placed):
+@pytest.mark.parametrize("laid_out", [False, True], ids=["one_device", "dtensor"])
+def test_a_module_optimizer_with_dvariable_slots_trains_as_tf_on_one_device(laid_out):
     mesh = dtensor.create_mesh([("batch", 8)], devices=DEVICES)
-    if placed:
+    if laid_out:
         def make(value):
             return dtensor.DVariable(dtensor.copy_to_mesh(tf.constant(value), dtensor.Layout.replicated(
                 mesh, np.ndim(value))))
@@ -407,7 +339,7 @@ def test_a_module_optimizer_with_dvariable_slots_trains_as_tf_on_one_device(plac
 
     steps = []
     for x, y in zip(xs, ys):
-        if placed:
+        if laid_out:
             x = dtensor.pack(np.split(x, 8), dtensor.Layout(["batch", U], mesh))
             y = dtensor.pack(np.split(y, 8), dtensor.Layout(["batch"], mesh))
         batch_loss, batch_accuracy = _core_step(model, x, y, loss, metric, optimizer)
@@ -421,9 +353,9 @@ def test_unread_steps_over_the_mesh_do_not_pile_up():
     """A loop that never reads its step's results (TF's custom loops often don't) keeps XLA:CPU within its
     programs-in-flight limit: 120 unread steps over 8 devices (without the bound, 300 aborted the process)."""
     model, _, _ = _train("model")
-    _, _, xs, ys = _mlp_data()
+    _, _, xs, ys = mlp_data()
     mesh = model.dense1.weight.layout.mesh
-    x, y = _repack(xs[0], dtensor.Layout(["batch", U], mesh)), _repack(ys[0], dtensor.Layout(["batch"], mesh))
+    x, y = repack(xs[0], dtensor.Layout(["batch", U], mesh)), repack(ys[0], dtensor.Layout(["batch"], mesh))
     for _ in range(120):
-        out = _train_step(model, x, y, 0.01)
+        out = train_step(model, x, y, 0.01)
     assert np.isfinite(float(out["loss"]))
