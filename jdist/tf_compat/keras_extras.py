@@ -21,6 +21,7 @@ import numpy as np
 from jdist.callbacks.tensorboard import SummaryLog, is_chief
 from jdist.strategy.process_local import to_host
 from jdist.tfdata.structure import HostTensor
+from jdist.tfdata.tensor_text import token_text
 
 if TYPE_CHECKING:
     from jdist.tf_compat.namespace import Namespace
@@ -115,11 +116,11 @@ def string_lookup_class() -> type:
                 self.set_vocabulary(vocabulary)
 
         def set_vocabulary(self, vocabulary: Any) -> None:
-            self._tokens = [_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
+            self._tokens = [token_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
 
         def adapt(self, data: Any, steps: int | None = None) -> None:
             """The vocabulary from `data`: most frequent first, ties in descending order (as TF 2.21)."""
-            counts = collections.Counter(_text(t) for t in _strings(data).ravel())
+            counts = collections.Counter(token_text(t) for t in _strings(data).ravel())
             if self.mask_token is not None:
                 counts.pop(self.mask_token, None)
             ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
@@ -146,7 +147,7 @@ def string_lookup_class() -> type:
             if self.mask_token is not None:
                 index[self.mask_token] = 0
             oov = offset - self.num_oov_indices
-            flat = [index.get(_text(t)) for t in strings.ravel()]
+            flat = [index.get(token_text(t)) for t in strings.ravel()]
             if self.num_oov_indices == 0 and any(i is None for i in flat):
                 raise ValueError("StringLookup: a token is not in the vocabulary and num_oov_indices=0")
             ids = np.asarray([oov if i is None else i for i in flat], np.int64).reshape(strings.shape)
@@ -197,10 +198,6 @@ def _strings(data: Any) -> np.ndarray:
         raise TypeError("StringLookup takes strings (str or bytes, in numpy arrays or lists); inside compiled "
                         "code (strategy.run, tf.function) strings cannot exist: look them up in the tf.data map")
     return array
-
-
-def _text(token: Any) -> str:
-    return token.decode("utf-8") if isinstance(token, bytes) else str(token)
 
 
 _LEGACY_OPTIMIZERS = ("SGD", "RMSprop", "Adam", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from jdist.tfdata.structure import HostTensor
+from jdist.tfdata.tensor_text import token_text
 
 _PUNCTUATION = re.compile(r'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']')
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -36,7 +37,7 @@ def _standardize(text: str, how: str | Callable | None) -> str:
         return text
     if callable(how):
         out = how(np.asarray([text.encode()], dtype=object))
-        return _text(np.asarray(out, dtype=object).ravel()[0])
+        return token_text(np.asarray(out, dtype=object).ravel()[0])
     if how not in ("lower_and_strip_punctuation", "lower", "strip_punctuation"):
         raise ValueError(f"TextVectorization: standardize {how!r} is not one of None, 'lower_and_strip_punctuation', "
                          "'lower', 'strip_punctuation' or a callable")
@@ -51,7 +52,7 @@ def _split(text: str, how: str | Callable | None) -> list[str]:
     if how is None:
         return [text]
     if callable(how):
-        return [_text(t) for t in np.asarray(how(np.asarray([text.encode()], dtype=object)), dtype=object).ravel()]
+        return [token_text(t) for t in np.asarray(how(np.asarray([text.encode()], dtype=object)), dtype=object).ravel()]
     if how == "whitespace":
         return [t for t in _WHITESPACE.split(text) if t]
     if how == "character":
@@ -64,10 +65,6 @@ def _with_ngrams(tokens: list[str], ngrams: int | tuple | None) -> list[str]:
         return tokens
     sizes = range(1, ngrams + 1) if isinstance(ngrams, int) else ngrams
     return [" ".join(tokens[i:i + n]) for n in sizes for i in range(len(tokens) - n + 1)]
-
-
-def _text(token: Any) -> str:
-    return token.decode("utf-8") if isinstance(token, bytes) else str(token)
 
 
 def _texts(data: Any) -> tuple[np.ndarray, tuple]:
@@ -124,7 +121,7 @@ def text_vectorization_class() -> type:
             return ["", "[UNK]"] if self.output_mode == "int" else ["[UNK]"]
 
         def _tokenize(self, text: Any) -> list[str]:
-            return _with_ngrams(_split(_standardize(_text(text), self.standardize), self.split), self.ngrams)
+            return _with_ngrams(_split(_standardize(token_text(text), self.standardize), self.split), self.ngrams)
 
         def adapt(self, data: Any, batch_size: int | None = None, steps: int | None = None) -> None:
             """The vocabulary (and idf weights) of `data`: strings, or a dataset of string batches."""
@@ -152,7 +149,7 @@ def text_vectorization_class() -> type:
                                      "exists; give a list of tokens or the path of a file of one token per line")
                 with open(vocabulary, encoding="utf-8") as file:
                     vocabulary = [line.rstrip("\n") for line in file]
-            tokens = [_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
+            tokens = [token_text(t) for t in np.asarray(vocabulary, dtype=object).ravel()]
             self._tokens = [np.str_(t) for t in tokens if t not in self._special()]
             if self.output_mode == "tf_idf" and idf_weights is None:
                 raise ValueError("TextVectorization: output_mode 'tf_idf' needs idf_weights with a vocabulary")

@@ -40,6 +40,11 @@ def as_bytes(value: Any) -> Any:
     return value
 
 
+def token_text(token: Any) -> str:
+    """A string token as text: UTF-8 bytes (what host string tensors hold) decoded, anything else by str()."""
+    return token.decode("utf-8") if isinstance(token, bytes) else str(token)
+
+
 def value_text(value: Any, is_repr: bool) -> str:
     array = as_tf_numpy(value)
     if array.ndim == 0:
