@@ -55,6 +55,7 @@ import jax
 from jdist.interop import signature_jit
 from jdist.interop.keras_objects import jax_keras as _keras, keras_objects
 from jdist.strategy import context, dispatch, extensions
+from jdist.strategy.aggregation import mark_per_replica
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.values import PerReplica, split_mark
 
@@ -258,9 +259,25 @@ def _replica_context() -> Any:
     return ctx
 
 
+def _run_value(strategy: Strategy, variable: Any) -> Any:
+    """What the replica function gets for a variable: its value, or each replica's own copy for a variable that
+    keeps per-replica copies (a `tf.Variable` with TF's ON_READ synchronization: `_jdist_run_value`)."""
+    copies = getattr(variable, "_jdist_run_value", None)
+    local = None if copies is None else copies(strategy)
+    return variable.value if local is None else local
+
+
+def _received(variable: Any, new: Any) -> bool:
+    """Whether the variable took its replicas' copies itself (an ON_READ `tf.Variable`: `_jdist_receive`)."""
+    receive = getattr(variable, "_jdist_receive", None)
+    return receive is not None and receive(new)
+
+
 def _aggregate(variable: Any, old: Any, new: Any) -> Any:
     if new is None:
         return old
+    if getattr(variable, "_jdist_on_read", False):  # each replica keeps its own copy
+        return mark_per_replica(new)
     ctx = _replica_context()
     aggregation = getattr(variable, "aggregation", "none")
     if aggregation == "sum":  # sync-on-read: every replica's increment counts
@@ -375,25 +392,28 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
         receivers: list = []
         cache[key] = (_stateful_fn(fn, objects, variables, receivers), receivers)
     replica_fn, receivers = cache[key]
-    values = [v.value for v in variables]
+    values = [_run_value(strategy, v) for v in variables]
     if compiled:
         out, news, deferred = dispatch.dispatched(signature_jit.call(  # bounded in flight, as strategy.run's
             lambda values, args, kwargs: strategy.run(replica_fn, args=(values, args, kwargs)), replica_fn, values,
             (tuple(args), dict(kwargs or {}))))
     else:
         out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
-    for variable, new in zip(variables, news):
-        if isinstance(new, PerReplica):
+    received = [_received(variable, new) for variable, new in zip(variables, news)]
+    for variable, new, done in zip(variables, news, received):
+        if isinstance(new, PerReplica) and not done:
             raise ValueError(
                 f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
                 "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "
                 "with optimizer.apply_gradients (which sums them over the replicas), or all_reduce the value "
-                "before assigning it. BatchNormalization's moving statistics in training=True are such values: "
+                "before assigning it (or give a tf.Variable an aggregation: tf.VariableAggregation.MEAN, SUM or "
+                "ONLY_FIRST_REPLICA). BatchNormalization's moving statistics in training=True are such values: "
                 "TF 2.21 lets the replicas' copies drift apart and reads the first replica's; train such models "
                 "with jdist.Trainer (statistics of the global batch), or call them through model.stateless_call "
                 "and average the returned statistics with strategy.reduce('mean', ...).")
-    for variable, new in zip(variables, news):
-        variable.assign(new)
+    for variable, new, done in zip(variables, news, received):
+        if not done:
+            variable.assign(new)
     for receiver, values in zip(receivers, deferred):
         if any(isinstance(v, PerReplica) for v in values):
             raise ValueError(

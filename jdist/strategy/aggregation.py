@@ -48,6 +48,17 @@ class VariableAggregation(enum.Enum):
         )
 
 
+class VariableSynchronization(enum.Enum):
+    """TF's `tf.VariableSynchronization`: when a variable's replicas agree. ON_WRITE (what AUTO means under a
+    strategy): every assignment leaves one value on all replicas. ON_READ: each replica keeps its own copy, and
+    a read outside `run` combines the copies by the variable's aggregation. NONE is refused under a strategy."""
+
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
 def _replica_axis() -> tuple[Any, str | None]:
     """The replica context and its mesh axis; axis None outside a compiled `run`."""
     ctx = context.get_replica_context()

@@ -184,7 +184,11 @@ class CrossReplicaOps(StrategyFields):
         one copy per replica, each on its replica's device, as TF 2.21 does; any other
         value is returned alone, `(value,)`.
         """
-        def components(v):
+        def components(v: Any) -> tuple | None:
+            local = getattr(v, "_jdist_local_results", None)  # a tf.Variable of TF's distributed kinds
+            own: Any = local() if callable(local) else None
+            if own is not None:
+                return tuple(own)
             if isinstance(v, PerReplica):
                 return v.values
             if is_distributed_batch(v):  # only each replica's real examples, as TF's

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ReduceOp(enum.Enum):
@@ -24,3 +25,13 @@ class ReduceOp(enum.Enum):
             f"Unknown reduce op {op!r}: use jdist.ReduceOp.SUM, jdist.ReduceOp.MEAN, "
             "or the strings 'sum'/'mean'."
         )
+
+    @classmethod
+    def from_variable_aggregation(cls, aggregation: Any) -> "ReduceOp":
+        """TF's: SUM and MEAN map to themselves; NONE and ONLY_FIRST_REPLICA have no reduce op (TF 2.21's
+        ValueError, observed)."""
+        name = getattr(aggregation, "name", str(aggregation).upper())
+        if name in cls.__members__:
+            return cls[name]
+        raise ValueError(f"Could not convert from `tf.VariableAggregation` {aggregation} to`tf.distribute.ReduceOp` "
+                         "type")

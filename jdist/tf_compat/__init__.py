@@ -32,6 +32,7 @@ from jdist.interop import tf_function as _tf_function
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
+from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
 from jdist.tf_compat import (
     config_switches as _switches,
     device_config as _config,
@@ -299,7 +300,9 @@ errors = Namespace("tf.errors", **_errors.ERRORS)
 io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
-compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto))
+compat = Namespace("tf.compat", v1=Namespace("tf.compat.v1", ConfigProto=ConfigProto,
+                                             VariableAggregation=VariableAggregation,
+                                             VariableSynchronization=VariableSynchronization))
 # Keras models saved as jdist's SavedModel: the serving program (jax.export) and model.keras (jdist.saved_model);
 # a tf.Module: its variables and its tf.functions' programs (module_saving, module_loading).
 saved_model = Namespace(
@@ -383,7 +386,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DType", "GradientTape", "Module", "RaggedTensor", "TensorArray", "TensorShape", "TensorSpec",
-    "UnconnectedGradients", "Variable", "__version__",
+    "UnconnectedGradients", "Variable", "VariableAggregation", "VariableSynchronization", "__version__",
     "abs", "add", "add_n", "argmax", "argmin", "as_dtype", "bfloat16", "bool", "cast", "clip_by_value", "compat",
     "complex128", "complex64", "concat", "config", "constant", "convert_to_tensor", "data", "device", "distribute",
     "divide", "double", "dtypes", "einsum", "equal", "errors", "eye", "exp", "expand_dims", "fill", "float16",

@@ -22,7 +22,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from jdist.strategy import function_trace
+from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
 from jdist.strategy.devices import tf_device_name
+from jdist.tf_compat import distributed_variables
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
@@ -43,20 +45,83 @@ def variable_class() -> type:
             check = getattr(self, "_jdist_check_assign", None)  # a DVariable's: its layout is fixed, as TF's
             if check is not None:
                 check(value)
+            distribution = self._jdist_replication
+            if distribution is not None:
+                if distribution.on_read and not distribution.in_replica():
+                    distribution.cross_replica_assign(value)
+                    return self._jdist_write_read_value()
+                value = distribution.combined(value)  # a MirroredVariable's aggregation, in a replica
             with _quiet_narrowing(self.dtype):
                 return super().assign(value)
 
         def assign_add(self, value: Any) -> Any:
+            distribution = self._jdist_replication
+            if distribution is not None:
+                if distribution.on_read and not distribution.in_replica():
+                    distribution.cross_replica_add(value)
+                    return self._jdist_write_read_value()
+                with _quiet_narrowing(self.dtype):
+                    return super().assign(self.value + distribution.combined(value))
             with _quiet_narrowing(self.dtype):
                 return super().assign_add(value)
 
         def assign_sub(self, value: Any) -> Any:
+            if self._jdist_replication is not None:
+                return self.assign_add(-convert_to_tensor(value))
             with _quiet_narrowing(self.dtype):
                 return super().assign_sub(value)
+
+        _jdist_replication: Any = None  # a MirroredVariable's or SyncOnReadVariable's (distributed_variables)
+
+        def _jdist_write_read_value(self) -> Any:
+            """An ON_READ variable's value outside `run` is its copies combined: kept as the Keras value."""
+            with _quiet_narrowing(self.dtype):
+                keras.Variable.assign(self, self._jdist_replication.read())
+            return self
+
+        def _jdist_run_value(self, strategy: Any) -> Any:
+            return distributed_variables.run_value(self, strategy)
+
+        def _jdist_receive(self, new: Any) -> bool:
+            return distributed_variables.receive(self, new)
+
+        @property
+        def _jdist_on_read(self) -> bool:
+            return self._jdist_replication is not None and self._jdist_replication.on_read
+
+        def _jdist_local_results(self) -> tuple | None:
+            """`strategy.experimental_local_results(v)`: the replicas' values of a distributed variable."""
+            distribution = self._jdist_replication
+            return None if distribution is None else distribution.components(self)
+
+        @property
+        def values(self) -> tuple:
+            """A distributed variable's replicas' values (TF's `MirroredVariable.values`)."""
+            components = self._jdist_local_results()
+            if components is None:
+                raise AttributeError("'Variable' object has no attribute 'values': only a variable made in a "
+                                     "mirroring strategy's scope has per-replica values")
+            return components
+
+        @property
+        def synchronization(self) -> Any:
+            """TF's `tf.VariableSynchronization` (AUTO outside a strategy; ON_WRITE or ON_READ in one)."""
+            distribution = self._jdist_replication
+            return self._jdist_synchronization if distribution is None else distribution.synchronization
+
+        @property
+        def aggregation(self) -> Any:
+            """TF's `tf.VariableAggregation`."""
+            return self._jdist_aggregation
+
+        _jdist_synchronization = VariableSynchronization.AUTO
+        _jdist_aggregation = VariableAggregation.NONE
 
         def numpy(self) -> Any:
             """TF's: a numpy scalar for a 0-d variable (`numpy.int64` for an int64 one), else an array, of the
             declared dtype (JAX holds 64-bit values in 32 bits unless `jax_enable_x64`)."""
+            if self._jdist_on_read:
+                self._jdist_replication.read()  # TF's error for an ON_READ variable with aggregation NONE
             value = np.asarray(self.value).astype(self.dtype, copy=False)
             return value[()] if value.ndim == 0 else value
 
@@ -76,10 +141,17 @@ def variable_class() -> type:
             return [self]
 
         def __repr__(self) -> str:
-            """TF's (observed, TF 2.21): `<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>`."""
-            value = np.asarray(self.numpy())
+            """TF's (observed, TF 2.21): `<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>`; a
+            distributed one lists its replicas' (`MirroredVariable:{...}`)."""
+            if self._jdist_replication is not None:
+                return distributed_variables.show(self, self._jdist_replication, self._show)
+            return self._show(self.name, np.asarray(self.numpy()))
+
+        def _show(self, name: str, value: np.ndarray) -> str:
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
-            return f"<tf.Variable '{self.name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
+            return f"<tf.Variable '{name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
+
+        __str__ = __repr__
 
     for op in _CHECKED_OPERATORS:  # TF's operand rule before Keras's operator (jdist.tfdata.operands)
         for dunder in (f"__{op}__", f"__r{op}__"):
@@ -87,6 +159,12 @@ def variable_class() -> type:
                 setattr(TFVariable, dunder, _checked(op, getattr(keras.Variable, dunder), dunder.startswith("__r")))
     TFVariable.__name__ = TFVariable.__qualname__ = "Variable"
     return TFVariable
+
+
+@functools.cache
+def _distributed_class(name: str) -> type:
+    """`MirroredVariable` / `SyncOnReadVariable`: TF's type names for a variable made in a mirroring scope."""
+    return type(name, (variable_class(),), {"__module__": __name__})
 
 
 # TF's DataType numbers, as a handle shows them ("DType enum: 1" for float32).
@@ -145,14 +223,21 @@ class _VariableType(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, variable_class())
 
-    def __call__(cls, initial_value: Any = None, trainable: bool = True, name: str | None = None,
-                 dtype: Any = None, shape: Any = None, **ignored: Any) -> Any:
+    def __call__(cls, initial_value: Any = None, trainable: bool | None = None, name: str | None = None,
+                 dtype: Any = None, shape: Any = None, synchronization: Any = None, aggregation: Any = None,
+                 **ignored: Any) -> Any:
         if initial_value is None:
             raise ValueError("tf.Variable needs an initial_value")
+        synchronization, aggregation = distributed_variables.parse(synchronization, aggregation)
         if callable(initial_value):
             initial_value = initial_value()
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
         _check_fits(value)
+        strategy = distributed_variables.mirroring_strategy()
+        if strategy is not None:
+            distributed_variables.check(synchronization, aggregation, value.dtype)
+        if trainable is None:  # TF: an ON_READ variable is not trainable unless asked
+            trainable = synchronization is not VariableSynchronization.ON_READ
 
         def make() -> Any:
             with _quiet_narrowing(value.dtype):
@@ -162,6 +247,15 @@ class _VariableType(type):
         # made in a traced tf.function: TF's rule for which trace may make one (jdist.strategy.function_trace)
         variable = function_trace.variable_created(make, value) if function_trace.active() else make()
         variable._jdist_created = next(_CREATED)  # TF lists a tape's watched variables in the order they were made
+        variable._jdist_synchronization, variable._jdist_aggregation = synchronization, aggregation
+        if strategy is not None:
+            distribution = distributed_variables.Distribution(strategy, synchronization, aggregation)
+            variable._jdist_replication = distribution
+            variable.__class__ = _distributed_class(distribution.class_name)
+            if distribution.on_read:
+                distribution.start(value)
+                if aggregation is not VariableAggregation.NONE:  # NONE has no read outside run (TF's error)
+                    variable._jdist_write_read_value()
         return variable
 
 
