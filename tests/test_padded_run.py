@@ -181,3 +181,29 @@ def test_full_batches_run_the_one_compiled_program():
     assert per_replica() == []
     strategy.run(fn, args=(_short(strategy),))
     assert len(per_replica()) == 1
+
+
+def test_a_row_count_read_from_a_shape_is_refused_where_the_replicas_communicate():
+    """TF 2.21 (4 logical CPUs, one batch of 10 examples: rows 3, 3, 3, 1): `all_reduce(SUM, tf.shape(x)[0])` and
+    the same of `tf.size(x)` are 10 on every replica. The padded shards hold 3 rows each, and a count read from a
+    shape is a constant of the program, not data computed from the padding: it gave 12. Now it is refused."""
+    strategy = _strategy(4)
+    short = list(strategy.experimental_distribute_dataset([np.arange(10.0, dtype=np.float32)]))[0]
+    reads = {
+        "shape": lambda x: _ctx().all_reduce("sum", jnp.asarray(x.shape[0])),
+        "size": lambda x: _ctx().all_reduce("sum", jnp.float32(jnp.size(x))),
+        "rows scaled by the count": lambda x: (x / x.shape[0], _ctx().all_reduce("sum", jnp.float32(1.0))),
+    }
+    for name, fn in reads.items():
+        with pytest.raises(ValueError, match=r"row count of a short batch.*example_mask"):
+            strategy.run(fn, args=(short,))
+            pytest.fail(name)
+    # The count of real rows from the mask is exact (TF's 10); without collectives each replica reads its own.
+    counted = strategy.run(lambda x: _ctx().all_reduce("sum", jnp.sum(_ctx().example_mask.astype(jnp.float32))),
+                           args=(short,))
+    assert [float(v) for v in strategy.experimental_local_results(counted)] == [10.0] * 4
+    own = strategy.run(lambda x: jnp.asarray(x.shape[0]), args=(short,))
+    assert [int(v) for v in strategy.experimental_local_results(own)] == [3, 3, 3, 1]
+    # A full batch of the same function runs: its shapes are the replicas' own.
+    full = list(strategy.experimental_distribute_dataset([np.arange(8.0, dtype=np.float32)]))[0]
+    assert float(strategy.experimental_local_results(strategy.run(reads["shape"], args=(full,)))[0]) == 8.0

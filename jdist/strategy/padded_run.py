@@ -49,6 +49,8 @@ class PaddingFacts:
     collectives: bool  # the replica function communicates between replicas
     out_shapes: tuple[tuple, ...]  # per result: its per-replica shape in the padded program
     out_dtypes: tuple[Any, ...]  # per result: its dtype
+    # per result: computed from a row count read from a shape (row_count_reads); traced again when first asked
+    reads_row_count: Callable[[], tuple[bool, ...]] = dataclasses.field(default=lambda: (), compare=False)
 
 
 def analyse(jaxpr: Any, consts: int, padded: Sequence[bool], masks: Sequence[bool], aligned: Sequence[Any],
@@ -108,14 +110,19 @@ def _count_fn(replicas: int, replicated: NamedSharding) -> Callable:
 
 
 # ------------------------------------------------------------------------ errors
-def unexact_error(fn: Callable, paths: Sequence[str], counts: Sequence[int], why: str) -> ValueError:
+def unexact_error(fn: Callable, paths: Sequence[str], counts: Sequence[int], why: str,
+                  row_count: Sequence[str] = ()) -> ValueError:
     name = getattr(fn, "__name__", type(fn).__name__)
+    padded = (f"{', '.join(paths)} is computed from the padding rows of a short batch" if paths else "")
+    read = (f"{', '.join(row_count)} is computed from the row count of a short batch (x.shape[0], tf.shape, "
+            "tf.size: the padded shard's, not the replica's)" if row_count else "")
     return ValueError(
-        f"strategy.run({name}): {', '.join(paths)} is computed from the padding rows of a short batch "
+        f"strategy.run({name}): {'; '.join(t for t in (padded, read) if t)} "
         f"(the replicas hold {list(int(c) for c in counts)} real examples, padded to equal shards), and {why}; "
         "returning it would count padding rows where TensorFlow computes on each replica's real rows. Fix: "
         "use the mask of real examples (get_replica_context().example_mask; compute_average_loss applies "
-        "it), or batch the dataset with drop_remainder=True so no batch is short. See " + DOCS + "."
+        "it; its sum counts the real rows), or batch the dataset with drop_remainder=True so no batch is short. "
+        "See " + DOCS + "."
     )
 
 

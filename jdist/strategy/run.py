@@ -7,6 +7,8 @@ program. `Strategy` inherits this as `ReplicaRun`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 import jax
@@ -14,13 +16,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from jdist.strategy import context, dispatch, extensions, function_trace, leaf_checks, padded_run, traced_functions
+from jdist.strategy import (
+    context,
+    dispatch,
+    extensions,
+    function_trace,
+    leaf_checks,
+    padded_run,
+    row_count_reads,
+    traced_functions,
+)
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
 from jdist.strategy.run_options import RunOptions, check_run_options
-from jdist.strategy.values import PerReplica, is_mirrored, mark_mirrored, split_mark
+from jdist.strategy.values import PerReplica, is_mirrored, known_row_counts, mark_mirrored, split_mark
 from jdist.typing import PyTree
 
 if TYPE_CHECKING:
@@ -109,13 +120,14 @@ class ReplicaRun(StrategyFields):
             if self._can_run_each_replica(facts):
                 return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts)
             exposed = [i for i, e in enumerate(facts.exposed) if e]
-            if exposed:
-                paths = _result_names(out_tree, exposed)
+            reads = [i for i, r in enumerate(facts.reads_row_count()) if r and i not in exposed]
+            if exposed or reads:
+                paths, row_count = _result_names(out_tree, exposed), _result_names(out_tree, reads)
                 why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "
                        "replicas cannot run apart on their real rows" if facts.collectives
                        else "this strategy's replicas (several processes, several devices each, or parameters "
                        "laid out over the mesh) cannot run apart on their real rows")
-                raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why)
+                raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why, row_count)
         outs = dispatch.dispatched(compiled(*dynamic))
         results = []
         for out, is_varying, rows_of in zip(outs, varying, aligned):
@@ -138,7 +150,10 @@ class ReplicaRun(StrategyFields):
         if not facts.padded_inputs:
             return None
         one = self.num_replicas_in_sync == 1 and any(isinstance(a, frozenset) for a in aligned)
-        if not (self._can_run_each_replica(facts) or any(facts.exposed) or one):
+        # A function that communicates may read the row count from a shape (row_count_reads): checked on short
+        # batches whose counts the host knows (a dataset's), at no device round trip.
+        known = facts.collectives and all(known_row_counts(m) is not None for m in masks if m is not None)
+        if not (self._can_run_each_replica(facts) or any(facts.exposed) or one or known):
             return None
         counts = [self._counts(m) if m is not None else (self._counts(o) if o is not None else None)
                   for m, o in zip(masks, own)]
@@ -335,6 +350,23 @@ class ReplicaRun(StrategyFields):
         aligned = tuple(aligned_outputs(inner, [None] * consts + rows_in))
         dynamic_is_mask = [m for m, kind in zip(is_mask, kinds) if kind != "static"]
         facts = padded_run.analyse(inner, consts, dynamic_masked, dynamic_is_mask, aligned, axis)
+        padded = [m or i for m, i in zip(dynamic_masked, dynamic_is_mask)]
+        replicas = self.num_replicas_in_sync
+
+        @functools.cache
+        def reads_row_count() -> tuple[bool, ...]:
+            """The function traced again with one more row per replica (row_count_reads); a function that
+            cannot take one more row reads its row count by construction."""
+            grown = [jax.ShapeDtypeStruct(row_count_reads.more_rows(a.shape, k, replicas) if p else a.shape,
+                                          a.dtype) for a, k, p in zip(abstract, dynamic_kinds, padded)]
+            try:
+                closed = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*grown)
+            except Exception:  # noqa: BLE001 (see the docstring)
+                return (True,) * len(inner.outvars)
+            (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "shard_map"]
+            return row_count_reads.reads_row_count(inner, eqn.params["jaxpr"])
+
+        facts = dataclasses.replace(facts, reads_row_count=reads_row_count)
 
         def body(*dynamic):
             outs = call_fn(*dynamic)

@@ -1,0 +1,73 @@
+"""Which results of a replica function read the row count of a padded short batch (`x.shape[0]`, `tf.size(x)`).
+
+A short batch given to a function that communicates runs padded to equal shards (`padded_run`). Results computed
+from the padding rows are found by data dependence (`padded_run.analyse`), but a row count read from a shape is
+not data: it is a Python number the trace bakes into the program as a literal, so it escapes that analysis.
+`all_reduce("sum", tf.shape(x)[0])` over replicas holding 3, 3, 3 and 1 real rows gave 12 (the padded shards'
+rows) where TF 2.21 gives 10 (observed, 4 logical CPUs).
+
+Tracing the function again with one more row per replica shows them: an equation whose literal operands differ
+between the two traces read the row count, and so does every value computed from it. The comparison is
+conservative: traces that differ in structure count every result as reading it.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from jdist.strategy.replica_taint import _is_literal, _subjaxprs
+
+
+def _same_literal(a: Any, b: Any) -> bool:
+    if _is_literal(a) != _is_literal(b):
+        return False
+    if not _is_literal(a):
+        return True
+    try:
+        return bool(np.array_equal(np.asarray(a.val), np.asarray(b.val)))
+    except Exception:  # noqa: BLE001 (a literal numpy cannot compare: count it as differing)
+        return False
+
+
+def _literals_differ(a: Any, b: Any) -> bool:
+    """Whether two traces of one body differ in a literal or in structure (bodies included)."""
+    if len(a.eqns) != len(b.eqns) or len(a.outvars) != len(b.outvars):
+        return True
+    for ea, eb in zip(a.eqns, b.eqns):
+        if ea.primitive is not eb.primitive or len(ea.invars) != len(eb.invars):
+            return True
+        if not all(_same_literal(x, y) for x, y in zip(ea.invars, eb.invars)):
+            return True
+        subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
+        if len(subs_a) != len(subs_b) or any(_literals_differ(sa, sb) for sa, sb in zip(subs_a, subs_b)):
+            return True
+    return not all(_same_literal(x, y) for x, y in zip(a.outvars, b.outvars))
+
+
+def reads_row_count(padded: Any, grown: Any) -> tuple[bool, ...]:
+    """Per output of `padded` (the replica function's jaxpr), whether it is computed from a row count:
+    `grown` is the same function traced with one more row in every padded input."""
+    if len(padded.eqns) != len(grown.eqns) or len(padded.outvars) != len(grown.outvars):
+        return (True,) * len(padded.outvars)
+    marked: set = set()
+    for ea, eb in zip(padded.eqns, grown.eqns):
+        if ea.primitive is not eb.primitive or len(ea.invars) != len(eb.invars):
+            return (True,) * len(padded.outvars)
+        subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
+        differs = (not all(_same_literal(x, y) for x, y in zip(ea.invars, eb.invars))
+                   or len(subs_a) != len(subs_b)
+                   or any(_literals_differ(sa, sb) for sa, sb in zip(subs_a, subs_b)))
+        if differs or any(not _is_literal(v) and v in marked for v in ea.invars):
+            marked.update(ea.outvars)
+    return tuple((not _is_literal(a) and a in marked) or not _same_literal(a, b)
+                 for a, b in zip(padded.outvars, grown.outvars))
+
+
+def more_rows(shape: Sequence[int], kind: str, replicas: int) -> tuple[int, ...]:
+    """An input's shape with one more row per replica: a batch split along dim 0 over the replicas grows by one
+    row each; a stacked per-replica value `(replicas, rows, ...)` by one row in dim 1."""
+    shape = tuple(shape)
+    if kind == "stacked":
+        return shape[:1] + (shape[1] + 1,) + shape[2:] if len(shape) > 1 else shape
+    return (shape[0] + replicas,) + shape[1:] if shape else shape
