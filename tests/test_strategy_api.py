@@ -81,6 +81,21 @@ def test_merge_call_reduces_in_cross_replica_context(four):
     assert seen == {"cross": True, "replica_ctx": None}
 
 
+def test_merge_call_hands_python_numbers_over_as_they_are(four):
+    # TF 2.21 (4 logical CPUs): merge_call(merge_fn, args=(x,), kwargs={"scale": 2.0}) with replica values 0..3 and
+    # merge_fn = reduce(SUM, x) * scale gives 12.0: `scale` arrives as 2.0, not as per-replica values.
+    def merge_fn(strategy, value, scale=1.0):
+        assert isinstance(scale, float)
+        return strategy.reduce("sum", value, axis=None) * scale
+
+    def fn():
+        ctx = jdist.get_replica_context()
+        return ctx.merge_call(merge_fn, args=(ctx.replica_id_in_sync_group.astype(jnp.float32),),
+                              kwargs={"scale": 2.0})
+
+    assert float(four.run(fn)) == 12.0
+
+
 def test_merge_call_returns_per_replica_components(four):
     def fn():
         ctx = jdist.get_replica_context()

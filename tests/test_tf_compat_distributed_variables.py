@@ -185,3 +185,18 @@ def test_tf_refusals_and_enums():
         with pytest.raises(ValueError, match="Could not convert from `tf.VariableAggregation`"):
             tf.distribute.ReduceOp.from_variable_aggregation(a)
     assert len(jax.devices()) >= 4
+
+
+def test_a_sync_on_read_count_of_a_short_batch_counts_each_replicas_real_rows(four):
+    # 10 examples over 4 replicas: TF's rows 3, 3, 3, 1. Each replica adds its own count to its own copy (no
+    # communication, so the replicas run apart on their real rows): the read is 10, as TF's sum of the copies.
+    short = next(iter(four.experimental_distribute_dataset(tf.data.Dataset.range(10).batch(10))))
+    with four.scope():
+        count = tf.Variable(0.0, synchronization=S.ON_READ, aggregation=A.SUM)
+        mirrored = tf.Variable(0.0, aggregation=A.SUM)
+    four.run(lambda x: count.assign_add(tf.cast(tf.size(x), tf.float32)), args=(short,))
+    assert (float(count.numpy()), _floats(four, count)) == (10.0, [3.0, 3.0, 3.0, 1.0])
+    # A SUM mirrored variable communicates: the padded shards' count (12) would be returned, so it is refused.
+    with pytest.raises(ValueError, match="row count of a short batch"):
+        four.run(lambda x: mirrored.assign_add(tf.cast(tf.size(x), tf.float32)), args=(short,))
+    assert float(mirrored.numpy()) == 0.0

@@ -67,7 +67,7 @@ def _replica_axis() -> tuple[Any, str | None]:
     return ctx, getattr(ctx, "axis_name", None)
 
 
-def _combine(values: Any, aggregation: VariableAggregation) -> Any:
+def combine(values: Any, aggregation: VariableAggregation) -> Any:
     """Combines each replica's `values` (a pytree) into the value every replica should hold."""
     ctx, axis = _replica_axis()
     if axis is None:  # one replica, or cross-replica context: nothing to combine
@@ -114,7 +114,7 @@ def aggregate_update(old: PyTree, new: PyTree, aggregation: VariableAggregation 
     """
     aggregation = VariableAggregation.from_value(aggregation)
     delta = jax.tree.map(lambda n, o: jnp.asarray(n) - jnp.asarray(o), new, old)
-    return jax.tree.map(lambda o, d: jnp.asarray(o) + d, old, _combine(delta, aggregation))
+    return jax.tree.map(lambda o, d: jnp.asarray(o) + d, old, combine(delta, aggregation))
 
 
 @jax.tree_util.register_pytree_node_class
@@ -136,10 +136,10 @@ class MirroredState:
         self.aggregation = VariableAggregation.from_value(aggregation)
 
     def assign(self, value: PyTree) -> "MirroredState":
-        return MirroredState(_combine(value, self.aggregation), self.aggregation)
+        return MirroredState(combine(value, self.aggregation), self.aggregation)
 
     def assign_add(self, delta: PyTree) -> "MirroredState":
-        combined = _combine(delta, self.aggregation)
+        combined = combine(delta, self.aggregation)
         return MirroredState(jax.tree.map(jnp.add, self.value, combined), self.aggregation)
 
     def assign_sub(self, delta: PyTree) -> "MirroredState":

@@ -98,7 +98,7 @@ class ReplicaContext:
 
     def merge_call(self, merge_fn: Callable[..., R], args: tuple = (), kwargs: dict | None = None) -> R:
         """Runs `merge_fn(strategy, *args)` once in cross-replica context and returns its result
-        to every replica. Array arguments arrive there as `PerReplica` values."""
+        to every replica. Array arguments arrive there as `PerReplica` values; Python numbers as they are."""
         kwargs = kwargs or {}
         if self._axis is None:
             with context.push(self._strategy, None):
@@ -107,7 +107,9 @@ class ReplicaContext:
         index = jax.lax.axis_index(axis)
 
         def collect(x):
-            if not isinstance(x, (jax.Array, float, int, bool)) and not hasattr(x, "dtype"):
+            # Python values are trace-time constants, the same on every replica: TF hands them over as they are
+            # (TF 2.21: `merge_call(fn, kwargs={"scale": 2.0})` gives `scale=2.0`).
+            if isinstance(x, (bool, int, float)) or (not isinstance(x, jax.Array) and not hasattr(x, "dtype")):
                 return x
             # Every replica receives all values, so merge_fn computes the same result everywhere.
             return PerReplica(stacked=jax.lax.all_gather(jnp.asarray(x), axis))

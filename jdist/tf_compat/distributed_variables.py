@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jdist.strategy import context
-from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization, _combine
+from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization, combine
 from jdist.strategy.values import PerReplica
 
 
@@ -79,16 +79,17 @@ class Distribution:
         return "SyncOnReadVariable" if self.on_read else "MirroredVariable"
 
     def in_replica(self) -> bool:
-        """Inside a compiled `run` of this variable's strategy (a replica's view)."""
+        """Inside a replica of this variable's strategy's `run` (compiled over the replicas, or one replica run
+        alone on a short batch's real rows)."""
         ctx = context.get_replica_context()
-        return ctx is not None and getattr(ctx, "axis_name", None) is not None
+        return ctx is not None and getattr(ctx, "strategy", None) is self.strategy
 
     # --- MirroredVariable: assignments in a replica combine the replicas' values ---
     def combined(self, value: Any) -> Any:
         """`value` as every replica should hold it after an assignment in a replica (unchanged elsewhere)."""
         if self.on_read or self.aggregation is VariableAggregation.NONE or not self.in_replica():
             return value
-        return _combine(jnp.asarray(value), self.aggregation)
+        return combine(jnp.asarray(value), self.aggregation)
 
     # --- SyncOnReadVariable: per-replica copies ---
     def start(self, value: Any) -> None:
@@ -153,9 +154,12 @@ def run_value(variable: Any, strategy: Any) -> Any:
 def receive(variable: Any, new: Any) -> bool:
     """Takes the copies `strategy.run` returns for an ON_READ variable; False for any other variable."""
     distribution = getattr(variable, "_jdist_replication", None)
-    if distribution is None or not distribution.on_read or not isinstance(new, PerReplica):
+    if distribution is None or not distribution.on_read:
         return False
-    distribution.locals = new
+    if isinstance(new, PerReplica):
+        distribution.locals = new
+    else:  # every replica's copy came back the same
+        distribution.start(new)
     if distribution.aggregation is not VariableAggregation.NONE:  # NONE has no read outside run (TF's error)
         variable._jdist_write_read_value()
     return True
