@@ -107,6 +107,11 @@ def keras_objects(fn: Callable) -> list:
                 visit(owner, depth + 1)
                 if not is_stateful(owner, keras) and isinstance(getattr(owner, "__dict__", None), dict):
                     visit(dict(vars(owner)), depth + 1)
+                elif keras is not None and isinstance(owner, keras.Model):  # a model's method (TF's train_step):
+                    visit(list(getattr(owner, "metrics", ())), depth + 1)  # its metrics and the optimizers it
+                    for item in vars(owner).values():  # holds (`self.optimizer`, a GAN's `self.d_optimizer`)
+                        if keras is not None and isinstance(item, keras.optimizers.Optimizer):  # have variables
+                            visit(item, depth + 1)  # that its weights do not include
                 value = value.__func__
             if (getattr(value, "__module__", None) or "").startswith(("jdist.", "keras.", "jax.")):
                 return

@@ -26,12 +26,16 @@ replica function as inputs, read there through a Keras `StatelessScope`, and the
 values assigned there are written back into the variables afterwards. Across replicas
 the variables behave as TF's mirrored ones:
 
-* `optimizer.apply_gradients` sums the gradients over the replicas first (TF's
-  `apply_gradients` in a replica context does the same), so the weights stay identical;
-* metric variables (Keras's `aggregation="sum"`) add up every replica's update, as
-  TF's sync-on-read metric variables do, and a metric's `update_state` inside `run` is
-  given the replica's example mask as `sample_weight`, so the padding rows of a short
-  last batch never count (TF splits such a batch unevenly instead; same numbers);
+* `optimizer.apply_gradients` and `optimizer.apply` sum the gradients over the replicas
+  first (TF's in a replica context do the same), so the weights stay identical;
+* metric variables (Keras's `aggregation="sum"`) keep a copy per replica, as TF's
+  sync-on-read metric variables do: `result()` inside the function reads the replica's own
+  totals, and outside the variables hold the replicas' sum. A metric's `update_state` inside
+  `run` (and its inner metrics') is given the replica's example mask as `sample_weight`, so
+  the padding rows of a short last batch never count (TF splits such a batch unevenly
+  instead; same numbers);
+* a Keras loss reduced over the batch is scaled by 1 / replicas and averages a replica's
+  real rows only, as TF's Keras 3 computes it on each replica's share;
 * `aggregation="mean"` variables are averaged over the replicas;
 * any other variable assigned different values on different replicas is an error (TF 2.21
   lets their copies drift apart silently and reads the first replica's: observed with
@@ -46,15 +50,14 @@ tf_keras, and with plain SGD, it runs.)
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 
-from jdist.interop import signature_jit
+from jdist.interop import keras_replica_rules as replica_rules, signature_jit
 from jdist.interop.keras_objects import jax_keras as _keras, keras_objects
-from jdist.strategy import context, dispatch, extensions
+from jdist.strategy import dispatch, extensions
 from jdist.strategy.aggregation import mark_per_replica
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.values import PerReplica, split_mark
@@ -185,80 +188,6 @@ def _variables(objects: Sequence[Any]) -> list:
     return list(found.values())
 
 
-@contextlib.contextmanager
-def _patched(objects: Sequence[Any], keras: Any):
-    """Inside the replica function: apply_gradients sums over replicas; metrics honour the example mask."""
-    patched = []
-    try:
-        for obj in objects:
-            if isinstance(obj, keras.optimizers.Optimizer):
-                patched.append((obj, "apply_gradients", obj.__dict__.get("apply_gradients")))
-                obj.apply_gradients = _summing_apply_gradients(obj.apply_gradients)
-            elif isinstance(obj, keras.metrics.Metric):
-                patched.append((obj, "update_state", obj.__dict__.get("update_state")))
-                obj.update_state = _masked_update(obj.update_state)
-        yield
-    finally:
-        for obj, name, before in patched:
-            if before is None:
-                delattr(obj, name)  # back to the class's method
-            else:
-                setattr(obj, name, before)  # back to the instance's own (keras_deferred's)
-
-
-def _summing_apply_gradients(apply_gradients: Callable) -> Callable:
-    """TF's `apply_gradients` in a replica context: the gradients are summed over the replicas first.
-
-    Only `apply_gradients`, TF's API, sums: Keras's `apply` and `stateless_apply` (functional
-    code that all-reduces itself) are left alone. `skip_gradients_aggregation=True` (Keras 2's
-    opt-out, also `experimental_aggregate_gradients=False`) applies each replica's own gradients.
-    """
-    def apply_summed(grads_and_vars, skip_gradients_aggregation=False, experimental_aggregate_gradients=True,
-                     **kwargs):
-        grads_and_vars = list(grads_and_vars)
-        if not skip_gradients_aggregation and experimental_aggregate_gradients:
-            ctx = _replica_context()
-            present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
-            summed = ctx.all_reduce("sum", [grads_and_vars[i][0] for i in present])
-            for i, g in zip(present, summed):
-                grads_and_vars[i] = (g, grads_and_vars[i][1])
-        return apply_gradients(grads_and_vars, **kwargs)
-
-    return apply_summed
-
-
-def _masked_update(update_state: Callable) -> Callable:
-    """`update_state` with the replica's example mask folded into `sample_weight` (padding rows weigh 0)."""
-    signature = inspect.signature(update_state)
-    if "sample_weight" not in signature.parameters:
-        return update_state
-
-    def update_masked(*args, **kwargs):
-        ctx = context.get_replica_context()
-        mask = None if ctx is None else ctx.example_mask
-        bound = signature.bind(*args, **kwargs)
-        first = next(iter(bound.arguments.values()), None)
-        shape = getattr(first, "shape", ())
-        if mask is None or not shape or shape[0] != mask.shape[0]:
-            return update_state(*args, **kwargs)  # not one row per example of the replica's batch
-        weight = bound.arguments.get("sample_weight")
-        mask = mask.astype("float32")
-        if weight is not None:
-            weight = jax.numpy.asarray(weight)
-            mask = weight * mask.reshape(mask.shape + (1,) * (weight.ndim - 1)) if weight.ndim else weight * mask
-        bound.arguments["sample_weight"] = mask
-        return update_state(*bound.args, **bound.kwargs)
-
-    return update_masked
-
-
-def _replica_context() -> Any:
-    """The replica context these patched calls run in (they are installed only inside `run`'s replica function)."""
-    ctx = context.get_replica_context()
-    assert ctx is not None, "called inside strategy.run's replica function, which has a replica context"
-    return ctx
-
-
 def _run_value(strategy: Strategy, variable: Any) -> Any:
     """What the replica function gets for a variable: its value, or each replica's own copy for a variable that
     keeps per-replica copies (a `tf.Variable` with TF's ON_READ synchronization: `_jdist_run_value`)."""
@@ -273,12 +202,36 @@ def _received(variable: Any, new: Any) -> bool:
     return receive is not None and receive(new)
 
 
-def _aggregate(variable: Any, old: Any, new: Any) -> Any:
+def _keeps_copies(strategy: Strategy, variable: Any) -> bool:
+    """A Keras variable with `aggregation="sum"` (every metric's) keeps a copy per replica across `run`s, as TF's
+    sync-on-read metric variables do: inside the replica function `metric.result()` reads the replica's own
+    totals (TF 2.21 observed: a custom `train_step`'s returned `{m.name: m.result()}` averaged over 4 replicas is
+    the mean over the whole batch), and outside the variable holds their sum."""
+    return (getattr(variable, "aggregation", None) == "sum" and strategy.num_replicas_in_sync > 1
+            and strategy.single_program_step)
+
+
+def _copies(strategy: Strategy, variable: Any) -> Any:
+    """The replicas' copies of a `_keeps_copies` variable: the ones the last `run` left while the variable still
+    holds their sum; else (first use, or assigned since, e.g. `reset_state`) replica 0 holds the value and the
+    others zeros."""
+    held = getattr(variable, "_jdist_copies", None)
+    value = variable.value
+    if held is not None and held[0] is strategy and held[1] is value:
+        return held[2]
+    zeros = jax.numpy.zeros_like(value)
+    return strategy.experimental_distribute_values_from_function(
+        lambda ctx: value if ctx.replica_id_in_sync_group == 0 else zeros)
+
+
+def _aggregate(variable: Any, old: Any, new: Any, copies: bool = False) -> Any:
     if new is None:
-        return old
+        new = old
     if getattr(variable, "_jdist_on_read", False):  # each replica keeps its own copy
         return mark_per_replica(new)
-    ctx = _replica_context()
+    ctx = replica_rules.replica_context()
+    if copies:  # this replica's copy, and the sum every replica holds
+        return mark_per_replica(new), ctx.all_reduce("sum", new)
     aggregation = getattr(variable, "aggregation", "none")
     if aggregation == "sum":  # sync-on-read: every replica's increment counts
         return old + ctx.all_reduce("sum", new - old)
@@ -326,7 +279,7 @@ def guard() -> Any:
     return _threaded_scope([], [])
 
 
-def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list) -> Callable:
+def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list, copies: Sequence[bool]) -> Callable:
     """The replica function `run` compiles; `receivers` is set, when it is traced, to what takes the values
     of its `deferred` output (`keras_deferred`)."""
     keras = _keras()
@@ -336,14 +289,14 @@ def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list) 
         with _threaded_scope(variables, values) as scope:
             _FRAMES.append(frame)
             try:
-                with _patched(objects, keras):
+                with replica_rules.patched(objects, keras):
                     out = fn(*args, **kwargs)
             finally:
                 _FRAMES.pop()
             news = [scope.get_current_value(v) for v in variables]
         receivers[:] = [receiver for receiver, _ in frame.deferred]  # fixed at trace time
         deferred = [traced for _, traced in frame.deferred]
-        return out, [_aggregate(v, old, new) for v, old, new in zip(variables, values, news)], deferred
+        return out, [_aggregate(v, old, new, c) for v, old, new, c in zip(variables, values, news, copies)], deferred
 
     replica_fn._jdist_stateful = True
     replica_fn.__name__ = getattr(fn, "__name__", "replica_fn")
@@ -381,6 +334,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     variables = _variables(objects)  # a tf.random.Generator makes its state variable (importing Keras) here
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
+    replica_rules.install_loss_scaling(keras, lambda: current_frame() is not None)
     _build_models(strategy, fn, args, kwargs, objects, keras)
     _check_built([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], keras)
     _build_optimizers(strategy, objects, keras)
@@ -390,18 +344,22 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     key = (fn, tuple(id(v) for v in variables))
     if key not in cache:
         receivers: list = []
-        cache[key] = (_stateful_fn(fn, objects, variables, receivers), receivers)
-    replica_fn, receivers = cache[key]
-    values = [_run_value(strategy, v) for v in variables]
+        copies = [_keeps_copies(strategy, v) for v in variables]
+        cache[key] = (_stateful_fn(fn, objects, variables, receivers, copies), receivers, copies)
+    replica_fn, receivers, copies = cache[key]
+    values = [_copies(strategy, v) if c else _run_value(strategy, v) for v, c in zip(variables, copies)]
     if compiled:
         out, news, deferred = dispatch.dispatched(signature_jit.call(  # bounded in flight, as strategy.run's
             lambda values, args, kwargs: strategy.run(replica_fn, args=(values, args, kwargs)), replica_fn, values,
             (tuple(args), dict(kwargs or {}))))
     else:
         out, news, deferred = strategy.run(replica_fn, args=(values, tuple(args), dict(kwargs or {})))
-    received = [_received(variable, new) for variable, new in zip(variables, news)]
-    for variable, new, done in zip(variables, news, received):
-        if isinstance(new, PerReplica) and not done:
+    news, locals_ = list(news), {}
+    for i, keep in enumerate(copies):
+        if keep:  # the replicas' copies are kept; the variable holds their sum
+            locals_[i], news[i] = news[i]
+    for variable, new, keep in zip(variables, news, copies):
+        if isinstance(new, PerReplica) and not keep and not getattr(variable, "_jdist_on_read", False):
             raise ValueError(
                 f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
                 "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "
@@ -411,8 +369,11 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
                 "TF 2.21 lets the replicas' copies drift apart and reads the first replica's; train such models "
                 "with jdist.Trainer (statistics of the global batch), or call them through model.stateless_call "
                 "and average the returned statistics with strategy.reduce('mean', ...).")
-    for variable, new, done in zip(variables, news, received):
-        if not done:
+    for i, (variable, new) in enumerate(zip(variables, news)):
+        if i in locals_:
+            variable.assign(new)
+            variable._jdist_copies = (strategy, variable.value, locals_[i])
+        elif not _received(variable, new):
             variable.assign(new)
     for receiver, values in zip(receivers, deferred):
         if any(isinstance(v, PerReplica) for v in values):
