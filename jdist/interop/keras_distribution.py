@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from jdist.interop import keras_backup, keras_dispatch, keras_epochs, keras_variables
+from jdist.interop import keras_backup, keras_dispatch, keras_epochs, keras_tf_steps, keras_variables
 from jdist.strategy import extensions
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_backup.install()
         keras_epochs.install()
         keras_dispatch.install()  # Keras's steps count against jdist's bound on programs in flight
+        keras_tf_steps.install()  # a model's TF-style train_step(self, data) runs as TF's fit runs it
     return cached
 
 

@@ -28,7 +28,7 @@ if "keras" not in sys.modules:  # a ported script's later `import keras` gets th
 import jdist
 from jdist import data, saved_model as _saved_model, train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.interop import tf_function as _tf_function
+from jdist.interop import after_import as _after_import, keras_tf_steps as _keras_tf_steps, tf_function as _tf_function
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
@@ -267,6 +267,9 @@ newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 # import as TF's do (jdist.tf_compat.importer).
 _importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
+# A Keras model's TF-style train_step(self, data) runs under Keras's fit as TF's does, also after a plain
+# `import keras` (Keras's own guides): added when Keras's JAX trainer is imported (jdist.interop.keras_tf_steps).
+_after_import.when_imported("keras.src.backend.jax.trainer", lambda _: _keras_tf_steps.install())
 _tf_function.convert_outputs(_host_tensors.function_outputs)  # a tf.function returns tensors, as TF's
 
 _OPS = [

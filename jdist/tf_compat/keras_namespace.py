@@ -36,7 +36,7 @@ def tf_keras() -> types.ModuleType:
     keras_module()
     from keras._tf_keras import keras as namespace
 
-    from jdist.interop import keras_epochs, keras_labels
+    from jdist.interop import keras_epochs, keras_labels, keras_tf_steps
     from jdist.tf_compat import (
         integer_lookup,
         keras_extras,
@@ -52,6 +52,7 @@ def tf_keras() -> types.ModuleType:
     keras_strings.install_model_dispatch()
     keras_saving.install()
     keras_epochs.install()  # an epoch ends at steps_per_epoch, whatever steps_per_execution is (tf_keras's)
+    keras_tf_steps.install()  # a model's TF-style train_step(self, data) runs as TF's fit runs it
     from jdist.tf_compat.sidecar import SidecarEvaluator
     from jdist.tf_compat.unsupported import Unsupported
 
