@@ -52,6 +52,10 @@ class UnimplementedError(OpError, NotImplementedError):
     """What is not implemented, such as a file system scheme."""
 
 
+class DataLossError(OpError):
+    """Data that cannot be kept whole, such as an element larger than the shape `padded_batch` pads it to."""
+
+
 # TF's names for dtypes in its op errors (DT_FLOAT is "float"; text is "string").
 _TF_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "object": "string", "bytes": "string",
                   "str": "string"}

@@ -55,6 +55,14 @@ class DistributedBatch(Batch):
             "batch.value and batch.mask explicitly."
         )
 
+    def __getitem__(self, key: Any) -> Any:
+        """`batch[0]`, `batch["x"]` (TF's distributed tuple or dict element): that component, its leaves still
+        per-replica values that carry this batch's mask."""
+        if isinstance(self.value, (tuple, list, dict)):
+            return self.value[key]
+        raise TypeError(f"This distributed element is a {type(self.value).__name__}, not a tuple or dict; pass the "
+                        "whole batch to strategy.run, or take batch.value.")
+
     def __len__(self) -> int:
         if isinstance(self.value, (tuple, list)):
             return len(self.value)

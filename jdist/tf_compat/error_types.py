@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from jdist.errors import (  # TF's classes live with jdist's other errors: lower layers raise them too
     AlreadyExistsError,
+    DataLossError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -19,4 +20,4 @@ OutOfRangeError = StopIteration
 
 ERRORS = dict(OpError=OpError, NotFoundError=NotFoundError, AlreadyExistsError=AlreadyExistsError,
               FailedPreconditionError=FailedPreconditionError, InvalidArgumentError=InvalidArgumentError,
-              UnimplementedError=UnimplementedError, OutOfRangeError=OutOfRangeError)
+              UnimplementedError=UnimplementedError, OutOfRangeError=OutOfRangeError, DataLossError=DataLossError)

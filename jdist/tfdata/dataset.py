@@ -28,7 +28,7 @@ import grain
 import numpy as np
 
 from jdist.strategy import function_trace
-from jdist.tfdata import structure
+from jdist.tfdata import combinators, structure
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
@@ -51,6 +51,8 @@ def _derive_seed(seed: int, key: Key) -> int:
 
 
 def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":  # a tensor, as TF takes
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"Dataset.{name}: expected an int, got {type(value).__name__} {value!r}")
     return int(value)
@@ -456,3 +458,6 @@ def _iterated(leaf: Any) -> Any:
     if isinstance(leaf, (bytes, str)):
         return np.asarray(leaf.encode() if isinstance(leaf, str) else bytes(leaf), dtype=object).view(HostTensor)
     return HostTensor.of(leaf)
+
+
+combinators.install(Dataset)  # concatenate, flat_map, interleave, padded_batch, window, ... (jdist.tfdata.combinators)

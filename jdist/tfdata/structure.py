@@ -237,7 +237,7 @@ class HostTensor(np.ndarray):
 
     @staticmethod
     def of(value: Any) -> Any:
-        if isinstance(value, (bytes, str)):
+        if isinstance(value, (bytes, str)) or hasattr(value, "element_spec"):  # text, or a dataset (`window`'s)
             return value
         return np.asarray(value).view(HostTensor)
 

@@ -1,0 +1,447 @@
+"""`tf.data.Dataset`'s transformations that combine or regroup elements, with TF 2.21's semantics (observed):
+`concatenate`, `flat_map`, `interleave`, `padded_batch`, `window`, `scan`, `unique`, `take_while`, `rebatch`,
+`group_by_window`, `bucket_by_sequence_length`, `ignore_errors`, and the sources `choose_from_datasets`,
+`sample_from_datasets`, `counter`, `random`.
+
+They stream (each pass a generator over the input's elements), so a saved position is replayed, as for
+`filter`. `Dataset` gets them as methods (`install`).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from jdist.tfdata import structure
+from jdist.tfdata._iterators import Generated
+from jdist.tfdata.options import INFINITE, UNKNOWN
+
+if TYPE_CHECKING:
+    from jdist.tfdata.dataset import Dataset
+
+Key = tuple
+
+
+_DATASET: list[type] = []  # the class `install` gave these methods to (tf.data's Dataset)
+
+
+def _dataset_class() -> Any:
+    return _DATASET[0]
+
+
+def _listed(rows: list) -> Dataset:
+    """A dataset of these elements (a window or a group: their shapes may differ)."""
+    import grain
+
+    source = grain.MapDataset.source(rows)
+    return _dataset_class()(lambda key: source, len(rows), lambda: structure.spec_of(rows[0]), kind="WindowDataset")
+
+
+def _streamed(base: Dataset, elements: Callable[[Key], Iterator], cardinality: int, spec: Callable[[], Any],
+              kind: str) -> Dataset:
+    return base._derive(lambda key: Generated(lambda: elements(key)), cardinality, spec, kind)
+
+
+def _specs_match(a: Any, b: Any) -> bool:
+    la, lb = structure.leaves(a), structure.leaves(b)
+    return (len(la) == len(lb) and all(np.dtype(x.dtype) == np.dtype(y.dtype) for x, y in zip(la, lb))
+            and repr(structure.map_leaves(lambda _: 0, a)) == repr(structure.map_leaves(lambda _: 0, b)))
+
+
+def concatenate(self: Dataset, dataset: Dataset, name: str | None = None) -> Dataset:
+    """This dataset's elements, then `dataset`'s (TF's TypeError for elements of another structure or dtype)."""
+    if not isinstance(dataset, _dataset_class()):
+        raise TypeError(f"Dataset.concatenate takes a Dataset, got {type(dataset).__name__}")
+    if not _specs_match(self.element_spec, dataset.element_spec):
+        raise TypeError(f"Incompatible dataset elements:\n  {self.element_spec} vs.\n  {dataset.element_spec}")
+    a, b = self._cardinality, dataset._cardinality
+    card = INFINITE if INFINITE in (a, b) else (a + b if a >= 0 and b >= 0 else UNKNOWN)
+    return _streamed(self, lambda key: itertools.chain(self._elements(key), dataset._elements(key)), card,
+                     lambda: self.element_spec, "ConcatenateDataset")
+
+
+def _inner(map_func: Callable, element: Any, what: str) -> Dataset:
+    inner = structure.call(map_func, element)
+    if not isinstance(inner, _dataset_class()):
+        raise TypeError(f"Dataset.{what}: `map_func` must return a Dataset, got {type(inner).__name__}")
+    return inner
+
+
+def _first_inner_spec(self: Dataset, map_func: Callable, what: str) -> Callable[[], Any]:
+    def spec() -> Any:
+        for element in self._elements((0,)):
+            inner = _inner(map_func, element, what)
+            return inner.element_spec
+        raise ValueError(f"element_spec: the dataset is empty, so the datasets of its {what} cannot be inspected")
+    return spec
+
+
+def flat_map(self: Dataset, map_func: Callable[..., Dataset], name: str | None = None) -> Dataset:
+    """The elements of the dataset `map_func` makes of each element, one dataset after the other."""
+    def elements(key: Key) -> Iterator:
+        for element in self._elements(key):
+            yield from iter(_inner(map_func, element, "flat_map"))
+    return _streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "flat_map"), "FlatMapDataset")
+
+
+def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: int | None = None,
+               block_length: int | None = None, num_parallel_calls: int | None = None,
+               deterministic: bool | None = None, name: str | None = None) -> Dataset:
+    """TF's interleave: up to `cycle_length` of `map_func`'s datasets open at once, `block_length` elements
+    taken from each in turn, an exhausted one replaced by the next input element's (TF 2.21: `range(1, 6)` of
+    `from_tensors(x).repeat(6)` with cycle 2, block 4 gives 1 1 1 1 2 2 2 2 1 1 2 2 3 3 3 3 ...). The default
+    cycle length is the number of CPU cores, as TF's AUTOTUNE; elements come in this order also when
+    `num_parallel_calls` is set (TF's deterministic order)."""
+    cycle = (os.cpu_count() or 1) if cycle_length is None or cycle_length < 1 else int(cycle_length)
+    block = 1 if block_length is None or block_length < 1 else int(block_length)
+
+    def elements(key: Key) -> Iterator:
+        inputs = self._elements(key)
+        slots: list[Iterator | None] = [None] * cycle
+        index, taken, open_, ended = 0, 0, 0, False
+        while not (ended and open_ == 0):
+            current = slots[index]
+            if current is not None:
+                try:
+                    value = next(current)
+                except StopIteration:
+                    slots[index], open_ = None, open_ - 1
+                    index, taken = (index + 1) % cycle, 0
+                    continue
+                taken += 1
+                if taken == block:
+                    index, taken = (index + 1) % cycle, 0
+                yield value
+            elif not ended:
+                try:
+                    element = next(inputs)
+                except StopIteration:
+                    ended = True
+                    continue
+                slots[index], open_ = iter(_inner(map_func, element, "interleave")), open_ + 1
+            else:
+                index, taken = (index + 1) % cycle, 0
+    return _streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "interleave"), "InterleaveDataset")
+
+
+def _pad_value(value: Any, dtype: np.dtype) -> Any:
+    if value is None:
+        return b"" if dtype.kind in "OSU" else np.zeros((), dtype)
+    return np.asarray(value).item() if np.ndim(value) == 0 else value
+
+
+def _padded(parts: list[np.ndarray], shape: Any, value: Any) -> np.ndarray:
+    """Same-rank arrays stacked after padding each to `shape` (None dims: the batch's largest)."""
+    arrays = [np.asarray(p) for p in parts]
+    rank = arrays[0].ndim
+    if any(a.ndim != rank for a in arrays):
+        raise ValueError(f"padded_batch: the elements have different ranks {sorted({a.ndim for a in arrays})}")
+    largest = [max(a.shape[d] for a in arrays) for d in range(rank)]
+    target = largest if shape is None else [largest[d] if s is None or s == -1 else int(s)
+                                            for d, s in enumerate(shape)]
+    if len(target) != rank:
+        raise ValueError(f"padded_batch: padded shape {list(target)} does not have the elements' rank {rank}")
+    dtype = arrays[0].dtype if arrays[0].dtype.kind != "S" else np.dtype(object)
+    out = np.full([len(arrays), *target], _pad_value(value, dtype), dtype=dtype)
+    for i, a in enumerate(arrays):
+        if any(n > t for n, t in zip(a.shape, target)):
+            from jdist.errors import DataLossError
+
+            raise DataLossError(None, None, f"Attempted to pad to a smaller size than the input element: element "
+                                            f"shape {list(a.shape)}, padded shape {list(target)}.")
+        out[(i, *(slice(0, n) for n in a.shape))] = a
+    return out
+
+
+def _component_values(spec_like: Any, element: Any) -> list:
+    """`spec_like` (a structure matching the element's, or None / one value for all) as one entry per leaf."""
+    count = len(structure.leaves(element))
+    if spec_like is None:
+        return [None] * count
+    if isinstance(element, (tuple, dict)):
+        values = structure.leaves(spec_like) if isinstance(spec_like, (tuple, dict)) else [spec_like] * count
+        return [None if v is None else v for v in values]
+    return [spec_like]
+
+
+def padded_batch(self: Dataset, batch_size: int, padded_shapes: Any = None, padding_values: Any = None,
+                 drop_remainder: bool = False, name: str | None = None) -> Dataset:
+    """`batch` whose components are padded to the batch's largest shape (or to `padded_shapes`, None
+    dimensions the largest) with `padding_values` (0, or b"" for strings): TF 2.21's results, and its
+    DataLossError for an element larger than its padded shape."""
+    size = int(batch_size)
+    if size < 1:
+        raise ValueError(f"Dataset.padded_batch: batch_size must be positive, got {size}")
+
+    def shape_entries(element: Any) -> list:
+        if padded_shapes is None:
+            return [None] * len(structure.leaves(element))
+        if isinstance(element, (tuple, dict)):
+            return [None if s is None else list(s) for s in _shape_leaves(padded_shapes)]
+        return [list(padded_shapes)]
+
+    def batched(rows: list) -> Any:
+        first = rows[0]
+        shapes, values = shape_entries(first), _component_values(padding_values, first)
+        columns = zip(*(structure.leaves(row) for row in rows))
+        out = iter([_padded(list(col), s, v) for col, s, v in zip(columns, shapes, values)])
+        return structure.map_leaves(lambda _: next(out), first)
+
+    def elements(key: Key) -> Iterator:
+        it = self._elements(key)
+        while rows := list(itertools.islice(it, size)):
+            if len(rows) < size and drop_remainder:
+                return
+            yield batched(rows)
+
+    card = self._cardinality
+    if card >= 0:
+        card = card // size if drop_remainder else -(-card // size)
+    leading = size if drop_remainder else None
+    spec = lambda: structure.map_leaves(  # noqa: E731
+        lambda s: structure.TensorSpec((leading, *([None] * len(s.shape))) if s.shape is not None else None,
+                                       s.dtype), self.element_spec)
+    return _streamed(self, elements, card, spec, "PaddedBatchDataset")
+
+
+def _shape_leaves(padded_shapes: Any) -> list:
+    """`padded_shapes` of a structured element, one shape (or None) per component."""
+    if isinstance(padded_shapes, dict):
+        return [s for v in padded_shapes.values() for s in _shape_leaves(v)]
+    if isinstance(padded_shapes, tuple) and padded_shapes and all(
+            s is None or isinstance(s, (list, tuple)) or hasattr(s, "as_list") for s in padded_shapes):
+        return [s for v in padded_shapes for s in _shape_leaves(v)]
+    as_list = getattr(padded_shapes, "as_list", None)
+    return [None if padded_shapes is None else (as_list() if callable(as_list) else padded_shapes)]
+
+
+def window(self: Dataset, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False,
+           name: str | None = None) -> Dataset:
+    """Windows of `size` elements every `shift`, taking every `stride`-th: each a dataset (a tuple or dict of
+    datasets for a structured element), as TF's (`flat_map(lambda w: w.batch(size))` makes them batches)."""
+    size, step, stride = int(size), int(shift or size), int(stride)
+    if min(size, step, stride) < 1:
+        raise ValueError("Dataset.window: size, shift and stride must be positive")
+    span = (size - 1) * stride + 1
+
+    def as_datasets(rows: list) -> Any:
+        first = rows[0]
+        columns = iter([_listed(list(col)) for col in zip(*(structure.leaves(r) for r in rows))])
+        return structure.map_leaves(lambda _: next(columns), first)
+
+    def elements(key: Key) -> Iterator:
+        buffer: list = []
+        start = 0
+        for element in self._elements(key):
+            buffer.append(element)
+            while len(buffer) >= start + span:
+                yield as_datasets(buffer[start:start + span:stride])
+                start += step
+            if start > 0 and start >= len(buffer):
+                buffer, start = buffer[start:], 0
+        while not drop_remainder and start < len(buffer):
+            yield as_datasets(buffer[start:start + span:stride])
+            start += step
+
+    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "WindowDataset")
+
+
+def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any], name: str | None = None
+         ) -> Dataset:
+    """`new_state, output = scan_func(state, element)`: the outputs, the state carried along (TF's)."""
+    def elements(key: Key) -> Iterator:
+        state = structure.normalize(initial_state)
+        for element in self._elements(key):
+            state, output = scan_func(structure.map_leaves(structure.HostTensor.of, state),
+                                      structure.map_leaves(structure.HostTensor.of, element))
+            state = structure.normalize(state)
+            yield structure.normalize(output)
+    return _streamed(self, elements, self._cardinality, lambda: self.element_spec, "ScanDataset")
+
+
+def unique(self: Dataset, name: str | None = None) -> Dataset:
+    """Each distinct element once, in first-seen order: int32, int64 or string scalars only (TF's TypeError)."""
+    spec = self.element_spec
+    dtype = getattr(spec, "dtype", None)
+    if isinstance(spec, (tuple, dict)) or dtype is None or not (np.dtype(dtype) in (np.int32, np.int64)
+                                                                 or np.dtype(dtype) == object):
+        raise TypeError(f"`tf.data.Dataset.unique` does not support type {dtype} -- only `tf.int32`, `tf.int64`, "
+                        "and `tf.string` are supported.")
+
+    def elements(key: Key) -> Iterator:
+        seen: set = set()
+        for element in self._elements(key):
+            value = np.asarray(element).item()
+            if value not in seen:
+                seen.add(value)
+                yield element
+    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "UniqueDataset")
+
+
+def take_while(self: Dataset, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
+    """The elements up to the first for which `predicate` is false."""
+    return _streamed(self, lambda key: itertools.takewhile(
+        lambda e: bool(np.asarray(structure.call(predicate, e))), self._elements(key)), UNKNOWN,
+        lambda: self.element_spec, "TakeWhileDataset")
+
+
+def rebatch(self: Dataset, batch_size: int, drop_remainder: bool = False, name: str | None = None) -> Dataset:
+    """The batches' rows batched again `batch_size` at a time (TF 2.21: `range(10).batch(4).rebatch(3)` gives
+    [0 1 2] [3 4 5] [6 7 8] [9])."""
+    return self.unbatch().batch(batch_size, drop_remainder=drop_remainder)
+
+
+def group_by_window(self: Dataset, key_func: Callable[..., Any], reduce_func: Callable[[Any, Dataset], Dataset],
+                    window_size: int | None = None, window_size_func: Callable[[Any], Any] | None = None,
+                    name: str | None = None) -> Dataset:
+    """Elements grouped by `key_func`; a group of `window_size` becomes `reduce_func(key, window)`'s elements
+    at once, the groups left at the end in ascending key order (TF 2.21's order, observed)."""
+    if (window_size is None) == (window_size_func is None):
+        raise ValueError("Dataset.group_by_window: give exactly one of window_size and window_size_func")
+
+    def emit(group_key: int, rows: list) -> Iterator:
+        yield from iter(reduce_func(np.int64(group_key), _listed(rows)))
+
+    def elements(key: Key) -> Iterator:
+        groups: dict[int, list] = {}
+        for element in self._elements(key):
+            group_key = int(np.asarray(structure.call(key_func, element)))
+            size = int(np.asarray(window_size if window_size_func is None else window_size_func(np.int64(group_key))))
+            rows = groups.setdefault(group_key, [])
+            rows.append(element)
+            if len(rows) >= size:
+                del groups[group_key]
+                yield from emit(group_key, rows)
+        for group_key in sorted(groups):
+            yield from emit(group_key, groups[group_key])
+
+    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "GroupByWindowDataset")
+
+
+def bucket_by_sequence_length(self: Dataset, element_length_func: Callable[..., Any],
+                              bucket_boundaries: Sequence[int], bucket_batch_sizes: Sequence[int],
+                              padded_shapes: Any = None, padding_values: Any = None,
+                              pad_to_bucket_boundary: bool = False, no_padding: bool = False,
+                              drop_remainder: bool = False, name: str | None = None) -> Dataset:
+    """Elements bucketed by length (bucket i: lengths in [boundary i-1, boundary i)) and batched per bucket,
+    padded to the batch's longest (or to the bucket's boundary - 1), as TF's."""
+    boundaries = [int(b) for b in bucket_boundaries]
+    sizes = [int(b) for b in bucket_batch_sizes]
+    if len(sizes) != len(boundaries) + 1:
+        raise ValueError("len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1")
+
+    def bucket(*element: Any) -> int:
+        length = int(np.asarray(element_length_func(*element)))
+        if pad_to_bucket_boundary and length >= max(boundaries):
+            from jdist.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(None, None, "When pad_to_bucket_boundary=True, elements must have length "
+                                                   "< max(bucket_boundaries).")
+        return int(np.searchsorted(boundaries, length, side="right"))
+
+    def reduce(bucket_id: Any, group: Dataset) -> Dataset:
+        size = sizes[int(bucket_id)]
+        if no_padding:
+            return group.batch(size, drop_remainder=drop_remainder)
+        shapes = padded_shapes
+        if pad_to_bucket_boundary:
+            edge = boundaries[int(bucket_id)] - 1 if int(bucket_id) < len(boundaries) else None
+            shapes = structure.map_leaves(lambda s: [edge, *([None] * (len(s.shape) - 1))], group.element_spec)
+        return padded_batch(group, size, shapes, padding_values, drop_remainder)
+
+    return group_by_window(self, bucket, reduce, window_size_func=lambda bucket_id: sizes[int(bucket_id)])
+
+
+def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = None) -> Dataset:
+    """The elements whose computation raised nothing: an element that raises is dropped."""
+    def elements(key: Key) -> Iterator:
+        it = self._elements(key)
+        while True:
+            try:
+                yield next(it)
+            except StopIteration:
+                return
+            except Exception as error:  # noqa: BLE001 (TF drops the element, whatever the error)
+                if log_warning:
+                    import logging
+
+                    logging.getLogger("tensorflow").warning("Ignoring error: %s", error)
+    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "IgnoreErrorsDataset")
+
+
+def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, stop_on_empty_dataset: bool = True
+                         ) -> Dataset:
+    """Element i from `datasets[choice_i]`; an exhausted dataset ends it (or is skipped with
+    `stop_on_empty_dataset=False`), as TF's."""
+    datasets = list(datasets)
+
+    def elements(key: Key) -> Iterator:
+        its = [d._elements(key) for d in datasets]
+        for choice in choice_dataset._elements(key):
+            try:
+                yield next(its[int(np.asarray(choice))])
+            except StopIteration:
+                if stop_on_empty_dataset:
+                    return
+    return _streamed(datasets[0], elements, UNKNOWN, lambda: datasets[0].element_spec, "DirectedInterleaveDataset")
+
+
+def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] | None = None,
+                         seed: int | None = None, stop_on_empty_dataset: bool = False,
+                         rerandomize_each_iteration: bool | None = None) -> Dataset:
+    """Elements drawn from `datasets` at random with `weights` (uniform by default), until all (or, with
+    `stop_on_empty_dataset=True`, one) are exhausted. numpy's draws: not TF's random sequence."""
+    datasets = list(datasets)
+    p = np.full(len(datasets), 1.0 / len(datasets)) if weights is None else np.asarray(weights, np.float64)
+    p = p / p.sum()
+    base = int(np.random.default_rng().integers(1 << 62)) if seed is None else int(seed)
+
+    def elements(key: Key) -> Iterator:
+        rng = np.random.default_rng([base, *(key if rerandomize_each_iteration else ())])
+        its = [d._elements(key) for d in datasets]
+        live = p.copy()
+        while live.sum() > 0:
+            i = int(rng.choice(len(its), p=live / live.sum()))
+            try:
+                yield next(its[i])
+            except StopIteration:
+                if stop_on_empty_dataset:
+                    return
+                live[i] = 0.0
+    return _streamed(datasets[0], elements, UNKNOWN, lambda: datasets[0].element_spec, "DirectedInterleaveDataset")
+
+
+def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | None = None) -> Dataset:
+    """start, start + step, ... forever (TF's cardinality -1)."""
+    kind = np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
+    return _dataset_class().range(1)._derive(
+        lambda key: Generated(lambda: (kind.type(v) for v in itertools.count(start, step))), INFINITE,
+        lambda: structure.TensorSpec((), kind), "CounterDataset")
+
+
+def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None, name: str | None = None
+           ) -> Dataset:
+    """Random int64 scalars forever (numpy's draws, reproducible from `seed`: not TF's numbers)."""
+    base = int(np.random.default_rng().integers(1 << 62)) if seed is None else int(seed)
+
+    def make(key: Key) -> Generated:
+        rng = np.random.default_rng([base, *(key if rerandomize_each_iteration else ())])
+        return Generated(lambda: (np.int64(v) for v in iter(lambda: int(rng.integers(0, 1 << 63)), None)))
+    return _dataset_class().range(1)._derive(make, INFINITE, lambda: structure.TensorSpec((), np.dtype(np.int64)),
+                                             "RandomDataset")
+
+
+METHODS = {f.__name__: f for f in (concatenate, flat_map, interleave, padded_batch, window, scan, unique, take_while,
+                                    rebatch, group_by_window, bucket_by_sequence_length, ignore_errors)}
+SOURCES: dict[str, Any] = {f.__name__: f for f in (choose_from_datasets, sample_from_datasets, counter, random)}
+
+
+def install(dataset: type) -> None:
+    """Adds the transformations as methods and the sources as static methods of `Dataset`."""
+    _DATASET[:] = [dataset]
+    for name, method in METHODS.items():
+        setattr(dataset, name, method)
+    for name, source in SOURCES.items():
+        setattr(dataset, name, staticmethod(source))
