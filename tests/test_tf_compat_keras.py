@@ -122,6 +122,13 @@ def test_string_lookup_matches_tf():
         np.array([0, 1, 2, 3])).tolist() == [b"[UNK]", b"[UNK]", b"a", b"b"]
     assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2, output_mode="multi_hot")(
         [["a", "zz"]]).tolist() == [[1, 0, 1, 0]]
+    # TF: unknown strings spread over the OOV indices by FarmHash (to_hash_bucket_fast % num_oov_indices):
+    # three OOV indices, ['zz', 'yy', 'a', 'b', 'q', 'hello world'] -> [1 1 3 4 2 0]; with mask_token '' as well,
+    # ['zz', '', 'a', 'q'] -> [2 0 4 3]
+    three = tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=3)
+    assert three(["zz", "yy", "a", "b", "q", "hello world"]).tolist() == [1, 1, 3, 4, 2, 0]
+    assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=3, mask_token="")(
+        ["zz", "", "a", "q"]).tolist() == [2, 0, 4, 3]
 
 
 def test_string_lookup_in_a_distributed_input_pipeline():

@@ -230,3 +230,25 @@ def test_tf_print_writes_tensors_as_tf(capsys):
     tf.print(tf.constant(["ab", "c"]), "plain")
     assert capsys.readouterr().err == ("[1 10 -100] [0.333333343 2] [[[0 1]\n  [2 3]]\n\n [[4 5]\n  [6 7]]]\n"
                                        '["ab" "c"] plain\n')
+
+
+def test_to_hash_bucket_fast_is_tfs_farmhash():
+    """TF 2.21: to_hash_bucket_fast(["Who", "is", "Dan"], 1024) -> [633 768 237]; [["zz", "yy"], ["a", "q"]] over
+    3 buckets -> [[1 1] [0 2]]; a RaggedTensor keeps its rows ([[633, 768], [28]] for [["Who", "is"], ["Pause"]]);
+    num_buckets 0 is an InvalidArgumentError. The fingerprints themselves (num_buckets 2**63 - 1) were equal to TF's
+    for random strings of every length from 0 to 199 bytes and of 255, 256, 257 and 1000 bytes; two are held here."""
+    assert tf.strings.to_hash_bucket_fast(["Who", "is", "Dan"], 1024).tolist() == [633, 768, 237]
+    assert tf.strings.to_hash_bucket_fast([["zz", "yy"], ["a", "q"]], 3).tolist() == [[1, 1], [0, 2]]
+    ragged = tf.strings.to_hash_bucket_fast(tf.ragged.constant([["Who", "is"], ["Pause"]]), 1024)
+    assert ragged.to_list() == [[633, 768], [28]]
+    assert int(tf.strings.to_hash_bucket_fast("Who", 1024)) == 633
+    with pytest.raises(tf.errors.InvalidArgumentError, match="num_buckets"):
+        tf.strings.to_hash_bucket_fast(["a"], 0)
+    from jdist.tf_compat.farmhash import fingerprint64
+
+    n = (1 << 63) - 1
+    assert fingerprint64(b"") % n == TF_EMPTY and fingerprint64(bytes(range(200))) % n == TF_200_BYTES
+
+
+TF_EMPTY = 1936946117179621456  # TF 2.21: to_hash_bucket_fast(b"", 2**63 - 1)
+TF_200_BYTES = 525935771297148851  # TF 2.21: to_hash_bucket_fast(bytes(range(200)), 2**63 - 1)

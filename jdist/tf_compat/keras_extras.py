@@ -20,6 +20,7 @@ import numpy as np
 
 from jdist.callbacks.tensorboard import SummaryLog, is_chief
 from jdist.strategy.process_local import to_host
+from jdist.tf_compat.farmhash import fingerprint64
 from jdist.tfdata.structure import HostTensor
 from jdist.tfdata.tensor_text import token_text
 
@@ -150,7 +151,10 @@ def string_lookup_class() -> type:
             flat = [index.get(token_text(t)) for t in strings.ravel()]
             if self.num_oov_indices == 0 and any(i is None for i in flat):
                 raise ValueError("StringLookup: a token is not in the vocabulary and num_oov_indices=0")
-            ids = np.asarray([oov if i is None else i for i in flat], np.int64).reshape(strings.shape)
+            # An unknown string takes OOV index fingerprint % num_oov_indices (TF's to_hash_bucket_fast, observed).
+            ids = np.asarray([(oov if self.num_oov_indices < 2 else oov + fingerprint64(token_text(t).encode())
+                               % self.num_oov_indices) if i is None else i
+                              for i, t in zip(flat, strings.ravel())], np.int64).reshape(strings.shape)
             if self.output_mode == "int":
                 return ids
             depth = self.vocabulary_size()

@@ -16,6 +16,7 @@ import numpy as np
 
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
+from jdist.tf_compat.farmhash import fingerprint64
 from jdist.tf_compat.host_tensors import as_tensors
 from jdist.tf_compat.ragged import RaggedTensor
 from jdist.tf_compat.tensor_summary import format_string
@@ -232,7 +233,18 @@ def string_format(template: str, inputs: Any, placeholder: str = "{}", summarize
     return as_tensors(np.asarray(out.encode(), dtype=object))
 
 
-NAMES = dict(format=string_format, split=split,
+def to_hash_bucket_fast(input: Any, num_buckets: int, name: Any = None) -> Any:  # noqa: A002 (TF's name)
+    """Each string's FarmHash `Fingerprint64` modulo `num_buckets` (int64), TF's buckets bit for bit
+    (`jdist.tf_compat.farmhash`); a RaggedTensor keeps its rows."""
+    if int(num_buckets) < 1:
+        raise InvalidArgumentError(None, None, f"Value for attr 'num_buckets' of {int(num_buckets)} must be at least "
+                                               "minimum 1")
+    if isinstance(input, RaggedTensor):
+        return input.with_flat_values(to_hash_bucket_fast(input.flat_values, num_buckets))
+    return _each(input, lambda b: np.int64(fingerprint64(b) % int(num_buckets)), np.int64)
+
+
+NAMES = dict(format=string_format, split=split, to_hash_bucket_fast=to_hash_bucket_fast,
              bytes_split=bytes_split, unicode_split=unicode_split, unicode_decode=unicode_decode,
              unicode_encode=unicode_encode, length=length, substr=substr, lower=lower, upper=upper, strip=strip,
              regex_replace=regex_replace, regex_full_match=regex_full_match, join=join, reduce_join=reduce_join,
