@@ -55,17 +55,14 @@ class Stepped(keras.Model):
             loss = self.compute_loss(y=y, y_pred=y_pred)
         grads = tape.gradient(loss, self.trainable_variables)
         self.optimizer.apply(grads, self.trainable_variables)
-        for metric in self.metrics:
-            if metric.name == "loss":
-                metric.update_state(loss)
-            else:
-                metric.update_state(y, y_pred)
-        return {m.name: m.result() for m in self.metrics}
+        return self.updated_metrics(loss, y, y_pred)
 
     def test_step(self, data):
         x, y = data
         y_pred = self(x, training=False)
-        loss = self.compute_loss(y=y, y_pred=y_pred)
+        return self.updated_metrics(self.compute_loss(y=y, y_pred=y_pred), y, y_pred)
+
+    def updated_metrics(self, loss, y, y_pred):
         for metric in self.metrics:
             if metric.name == "loss":
                 metric.update_state(loss)

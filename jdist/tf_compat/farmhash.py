@@ -55,24 +55,23 @@ def _len_0_to_16(s: bytes) -> int:
     return _K2
 
 
-def _len_17_to_32(s: bytes) -> int:
+def _ends(s: bytes, first: int) -> tuple[int, int, int, int, int]:
+    """The multiplier and the four words both medium-length hashes start from (the first scaled by `first`)."""
     n = len(s)
     mul = (_K2 + n * 2) & _M
-    a = (_fetch64(s, 0) * _K1) & _M
-    b = _fetch64(s, 8)
-    c = (_fetch64(s, n - 8) * mul) & _M
-    d = (_fetch64(s, n - 16) * _K2) & _M
+    return (mul, (_fetch64(s, 0) * first) & _M, _fetch64(s, 8), (_fetch64(s, n - 8) * mul) & _M,
+            (_fetch64(s, n - 16) * _K2) & _M)
+
+
+def _len_17_to_32(s: bytes) -> int:
+    mul, a, b, c, d = _ends(s, _K1)
     return _hash16((_rotate((a + b) & _M, 43) + _rotate(c, 30) + d) & _M,
                    (a + _rotate((b + _K2) & _M, 18) + c) & _M, mul)
 
 
 def _len_33_to_64(s: bytes) -> int:
     n = len(s)
-    mul = (_K2 + n * 2) & _M
-    a = (_fetch64(s, 0) * _K2) & _M
-    b = _fetch64(s, 8)
-    c = (_fetch64(s, n - 8) * mul) & _M
-    d = (_fetch64(s, n - 16) * _K2) & _M
+    mul, a, b, c, d = _ends(s, _K2)
     y = (_rotate((a + b) & _M, 43) + _rotate(c, 30) + d) & _M
     z = _hash16(y, (a + _rotate((b + _K2) & _M, 18) + c) & _M, mul)
     e = (_fetch64(s, 16) * mul) & _M
