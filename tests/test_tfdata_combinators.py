@@ -62,6 +62,10 @@ def test_padded_batch_pads_to_the_longest_or_the_given_shape():
 def test_window_group_and_bucket():
     assert [_ints(w) for w in D.range(7).window(3, shift=1, stride=2, drop_remainder=True)] == [
         [0, 2, 4], [1, 3, 5], [2, 4, 6]]
+    # TF 2.21 on range(11): windows further apart than they are long, and longer than their shift
+    assert [_ints(w) for w in D.range(11).window(2, shift=4)] == [[0, 1], [4, 5], [8, 9]]
+    assert [_ints(w) for w in D.range(11).window(4, shift=3, stride=2)] == [[0, 2, 4, 6], [3, 5, 7, 9], [6, 8, 10],
+                                                                           [9]]
     assert _lists(D.range(5).window(2, shift=1, drop_remainder=True).flat_map(lambda w: w.batch(2))) == [
         [0, 1], [1, 2], [2, 3], [3, 4]]
     pairs = D.zip((D.range(4), D.range(10, 14))).window(3, shift=2)

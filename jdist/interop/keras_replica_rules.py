@@ -145,8 +145,11 @@ def install_loss_scaling(keras: Any, in_replica_function: Callable[[], bool]) ->
         return
     scale, unscale = loss_module.scale_loss_for_distribution, loss_module.unscale_loss_for_distribution
 
+    def active_context() -> Any:
+        return context.get_replica_context() if in_replica_function() else None
+
     def replicas() -> int:
-        ctx = context.get_replica_context() if in_replica_function() else None
+        ctx = active_context()
         return 1 if ctx is None else ctx.num_replicas_in_sync
 
     def scaled(value: Any) -> Any:
@@ -160,10 +163,11 @@ def install_loss_scaling(keras: Any, in_replica_function: Callable[[], bool]) ->
     scaled._jdist = unscaled._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
     loss_module.scale_loss_for_distribution = scaled
     loss_module.unscale_loss_for_distribution = unscaled
-    loss_module.reduce_values = _masked_reduce(keras, loss_module.reduce_values, in_replica_function)
+    loss_module.reduce_values = _masked_reduce(keras, loss_module.reduce_values, active_context, scaled)
 
 
-def _masked_reduce(keras: Any, reduce_values: Callable, in_replica_function: Callable[[], bool]) -> Callable:
+def _masked_reduce(keras: Any, reduce_values: Callable, active_context: Callable[[], Any],
+                   scaled: Callable[[Any], Any]) -> Callable:
     """Keras's loss reduction over a replica's rows of a short batch: TF gives the replica only its real rows,
     so a mean is over those; here the replica also holds padding rows, which the example mask drops from the
     sum and the count (an empty replica's mean is 0, as Keras's `divide_no_nan` gives TF). Only inside `run`'s
@@ -171,7 +175,7 @@ def _masked_reduce(keras: Any, reduce_values: Callable, in_replica_function: Cal
     ops = keras.ops
 
     def reduce(values: Any, sample_weight: Any = None, reduction: Any = "sum_over_batch_size") -> Any:
-        ctx = context.get_replica_context() if in_replica_function() else None
+        ctx = active_context()
         mask = None if ctx is None else ctx.example_mask
         shape = tuple(getattr(values, "shape", ()))
         if (mask is None or reduction in (None, "none") or not shape or shape[0] != mask.shape[0]
@@ -185,12 +189,7 @@ def _masked_reduce(keras: Any, reduce_values: Callable, in_replica_function: Cal
             divisor = ops.sum(ops.cast(sample_weight, loss.dtype) * rows)
         else:
             divisor = ops.sum(rows) * float(np.prod(shape[1:], dtype=np.int64))
-        return loss_module_scale(ops.divide_no_nan(loss, ops.cast(divisor, loss.dtype)))
-
-    def loss_module_scale(loss: Any) -> Any:
-        from keras.src.losses import loss as loss_module
-
-        return loss_module.scale_loss_for_distribution(loss)
+        return scaled(ops.divide_no_nan(loss, ops.cast(divisor, loss.dtype)))
 
     reduce._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
     return reduce

@@ -113,26 +113,17 @@ def _state_variables(model: Any, step: str) -> list[list]:
 
 
 def _function(model: Any, step: str) -> Callable:
-    """Keras's `(state, iterator) -> (outputs, state)` for a TF-style step (see the module docstring)."""
-    def function(state: Any, iterator: Any) -> Any:
-        variables = _state_variables(model, step)
-        for part, values in zip(variables, state):  # Keras handed the values over (it purges the variables)
-            for variable, value in zip(part, values):
+    """Keras's `(state, iterator) -> (outputs, state)` for a TF-style step (see the module docstring): Keras's
+    own `_make_function` over a `(state, data)` step, so `steps_per_execution` and `predict`'s concatenation are
+    Keras's."""
+    def step_function(state: Any, data: Any) -> Any:
+        for part, values in zip(_state_variables(model, step), state):  # Keras handed the values over (it purges
+            for variable, value in zip(part, values):  # the variables during fit)
                 variable.assign(value)
-        outputs = []
-        for i in range(max(1, int(getattr(model, "steps_per_execution", 1)))):
-            try:
-                data = next(iterator)
-            except StopIteration:
-                if i == 0:
-                    raise
-                break
-            outputs.append(_one_step(model, step, data))
-        out = outputs[-1] if step != "predict_step" else jax.tree.map(
-            lambda *parts: np.concatenate([np.asarray(p) for p in parts]), *outputs)
+        out = _one_step(model, step, data)
         return out, tuple(tuple(v.value for v in part) for part in _state_variables(model, step))
 
-    return function
+    return model._make_function(step_function, concatenate_outputs=step == "predict_step")
 
 
 def _strategy(model: Any) -> Any:

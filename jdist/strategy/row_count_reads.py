@@ -30,18 +30,24 @@ def _same_literal(a: Any, b: Any) -> bool:
         return False
 
 
+def _same_form(ea: Any, eb: Any) -> bool:
+    """Whether two equations at one place of the two traces are the same primitive on as many operands."""
+    return ea.primitive is eb.primitive and len(ea.invars) == len(eb.invars)
+
+
+def _equation_differs(ea: Any, eb: Any) -> bool:
+    """Whether two equations of the same form differ in a literal operand or in their bodies."""
+    subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
+    return (not all(_same_literal(x, y) for x, y in zip(ea.invars, eb.invars)) or len(subs_a) != len(subs_b)
+            or any(_literals_differ(sa, sb) for sa, sb in zip(subs_a, subs_b)))
+
+
 def _literals_differ(a: Any, b: Any) -> bool:
     """Whether two traces of one body differ in a literal or in structure (bodies included)."""
     if len(a.eqns) != len(b.eqns) or len(a.outvars) != len(b.outvars):
         return True
-    for ea, eb in zip(a.eqns, b.eqns):
-        if ea.primitive is not eb.primitive or len(ea.invars) != len(eb.invars):
-            return True
-        if not all(_same_literal(x, y) for x, y in zip(ea.invars, eb.invars)):
-            return True
-        subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
-        if len(subs_a) != len(subs_b) or any(_literals_differ(sa, sb) for sa, sb in zip(subs_a, subs_b)):
-            return True
+    if any(not _same_form(ea, eb) or _equation_differs(ea, eb) for ea, eb in zip(a.eqns, b.eqns)):
+        return True
     return not all(_same_literal(x, y) for x, y in zip(a.outvars, b.outvars))
 
 
@@ -52,13 +58,9 @@ def reads_row_count(padded: Any, grown: Any) -> tuple[bool, ...]:
         return (True,) * len(padded.outvars)
     marked: set = set()
     for ea, eb in zip(padded.eqns, grown.eqns):
-        if ea.primitive is not eb.primitive or len(ea.invars) != len(eb.invars):
+        if not _same_form(ea, eb):
             return (True,) * len(padded.outvars)
-        subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
-        differs = (not all(_same_literal(x, y) for x, y in zip(ea.invars, eb.invars))
-                   or len(subs_a) != len(subs_b)
-                   or any(_literals_differ(sa, sb) for sa, sb in zip(subs_a, subs_b)))
-        if differs or any(not _is_literal(v) and v in marked for v in ea.invars):
+        if _equation_differs(ea, eb) or any(not _is_literal(v) and v in marked for v in ea.invars):
             marked.update(ea.outvars)
     return tuple((not _is_literal(a) and a in marked) or not _same_literal(a, b)
                  for a, b in zip(padded.outvars, grown.outvars))

@@ -161,8 +161,7 @@ def _component_values(spec_like: Any, element: Any) -> list:
     if spec_like is None:
         return [None] * count
     if isinstance(element, (tuple, dict)):
-        values = structure.leaves(spec_like) if isinstance(spec_like, (tuple, dict)) else [spec_like] * count
-        return [None if v is None else v for v in values]
+        return structure.leaves(spec_like) if isinstance(spec_like, (tuple, dict)) else [spec_like] * count
     return [spec_like]
 
 
@@ -239,8 +238,9 @@ def window(self: Dataset, size: int, shift: int | None = None, stride: int = 1, 
             while len(buffer) >= start + span:
                 yield as_datasets(buffer[start:start + span:stride])
                 start += step
-            if start > 0 and start >= len(buffer):
-                buffer, start = buffer[start:], 0
+            dropped = min(start, len(buffer))  # nothing before the next window's start is needed again
+            del buffer[:dropped]
+            start -= dropped
         while not drop_remainder and start < len(buffer):
             yield as_datasets(buffer[start:start + span:stride])
             start += step
