@@ -98,7 +98,7 @@ MISSING_FROM = [("experimental", "numpy", r"`tf\.experimental\.numpy`: of tf\.ex
                 ("experimental.dtensor", "DTensorDataset", r"`tf\.experimental\.dtensor\.DTensorDataset`.*pack"),
                 ("math", "nosuch", r"`tf\.math\.nosuch`.*docs/tf_mapping\.md"),
                 ("estimator", "Estimator", r"`tf\.estimator\.Estimator`: TensorFlow 2\.21 has no tf\.estimator"),
-                ("io", "TFRecordWriter", r"`tf\.io\.TFRecordWriter`")]
+                ("io", "decode_proto", r"`tf\.io\.decode_proto`")]
 
 
 @pytest.mark.parametrize("path,name,message", MISSING_FROM, ids=[f"{p}.{n}" for p, n, _ in MISSING_FROM])

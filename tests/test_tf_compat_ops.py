@@ -121,8 +121,8 @@ def test_unsupported_modules_name_the_alternative():
         tf.saved_model.save(None, "/tmp/x")
     with pytest.raises(AttributeError, match=r"tf.estimator.Estimator.*jdist.Trainer"):
         tf.estimator.Estimator  # noqa: B018
-    with pytest.raises(AttributeError, match=r"tf.io.parse_example.*tf.io.gfile.*grain"):
-        tf.io.parse_example  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tf.io.decode_proto.*gfile.*TFRecordWriter.*parse_example"):
+        tf.io.decode_proto  # noqa: B018
 
 
 def test_version_is_tfs_marked_as_jdist():

@@ -179,8 +179,8 @@ def test_gfile_follows_tfs_rules(tmp_path, monkeypatch):
 
 
 def test_io_beyond_gfile_is_refused_with_the_way_forward():
-    with pytest.raises(AttributeError, match=r"tf.io.TFRecordWriter.*provides tf.io.gfile.*grain"):
-        tf.io.TFRecordWriter  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tf.io.decode_proto.*provides gfile.*TFRecordWriter"):
+        tf.io.decode_proto  # noqa: B018
 
 
 def test_metric_reset_states_is_tf_kerass_reset_state():

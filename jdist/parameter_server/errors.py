@@ -1,9 +1,8 @@
-"""Errors of asynchronous parameter-server training (TF's names, as plain Python exceptions)."""
+"""Errors of asynchronous parameter-server training: TF's `tf.errors.UnavailableError` and `CancelledError`
+(jdist.errors; also RuntimeErrors), so a script's `except tf.errors.UnavailableError` catches them."""
 from __future__ import annotations
 
-
-class UnavailableError(RuntimeError):
-    """A task of the cluster cannot be reached (TF: `tf.errors.UnavailableError`)."""
+from jdist.errors import CancelledError, UnavailableError
 
 
 class PSUnavailableError(UnavailableError):
@@ -27,5 +26,4 @@ class PSUnavailableError(UnavailableError):
         return (type(self), (self.server_index, self.reason))
 
 
-class CancelledError(RuntimeError):
-    """A scheduled function was dropped because an earlier one failed (TF: `tf.errors.CancelledError`)."""
+__all__ = ["CancelledError", "PSUnavailableError", "UnavailableError"]

@@ -9,12 +9,12 @@
 A bounded surface, listed in docs/tf_mapping.md: `tf.distribute` (jdist's strategies), TF's everyday
 ops and dtypes (`tf.cast`, `tf.reduce_sum`, `tf.float32`, ...: numpy on the host, `jax.numpy` inside
 compiled code, with TF's dtype rules; `jdist.tf_compat.ops`), `tf.nn`, `tf.math`, `tf.random`,
-`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io.gfile`, control flow
-(`tf.cond`, `tf.while_loop`, ...), gradient clipping, `tf.debugging`, `tf.summary`, and `tf.keras`
-(TF 2.21's `tf.keras` namespace of Keras 3, on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
+`tf.config`, `tf.Variable`, `tf.function`, `tf.GradientTape`, `tf.data`, `tf.train`, `tf.io` (files, TFRecords,
+`tf.train.Example` parsing), control flow (`tf.cond`, `tf.while_loop`, ...), gradient clipping, `tf.debugging`,
+`tf.summary`, `tf.lookup`, `tf.signal`, `tf.bitwise`, and `tf.keras` (TF 2.21's `tf.keras` namespace of Keras 3,
+on JAX; `tf.metrics`, `tf.losses`, `tf.optimizers`).
 A name outside it raises AttributeError naming it, and for the parts of TensorFlow jdist leaves out
-on purpose (TF graphs in `tf.saved_model`, `tf.estimator`, `tf.io` beyond `gfile`, ...) the error names
-what to use instead.
+on purpose (TF graphs in `tf.saved_model`, `tf.estimator`, `tf.lite`, ...) the error names what to use instead.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ if "keras" not in sys.modules:  # a ported script's later `import keras` gets th
     os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import jdist
-from jdist import data, saved_model as _saved_model, train
+from jdist import data as _data, saved_model as _saved_model, train as _train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop import after_import as _after_import, keras_tf_steps as _keras_tf_steps, tf_function as _tf_function
 from jdist.interop.gradient_tape import GradientTape
@@ -35,7 +35,6 @@ from jdist.interop.unconnected import UnconnectedGradients
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
 from jdist.tf_compat import (
     config_switches as _switches,
-    device_config as _config,
     dtensor as _dtensor,
     dtype_table as _dtypes,
     error_types as _errors,
@@ -299,7 +298,12 @@ sparse = Namespace("tf.sparse", **_sparse.NAMES)
 random = Namespace("tf.random", **_nn_ops.RANDOM, **_MATH_OPS_RANDOM)
 # jdist's iterators end as Python's do (OutOfRangeError is StopIteration); tf.io.gfile raises the others.
 errors = Namespace("tf.errors", **_errors.ERRORS)
-# tf.io is tf.io.gfile only; its other names (TFRecord, parsing) raise unsupported.py's message.
+# tf.data: jdist.data's names (a namespace, so `from jdist.tf_compat.data.experimental import AUTOTUNE` imports).
+data = Namespace("tf.data", **{name: getattr(_data, name) for name in _data.__all__ if name != "experimental"},
+                 experimental=Namespace("tf.data.experimental", **vars(_data.experimental)))
+# tf.train: jdist.train's checkpoints and cluster spec, with TF's Example messages and utilities (below).
+train = Namespace("tf.train", **{name: getattr(_train, name) for name in _train.__all__})
+# tf.io: gfile here; files, TFRecords and parsing below; the rest raise unsupported.py's message.
 io = Namespace("tf.io", gfile=Namespace("tf.io.gfile", **_gfile.NAMES))
 # TF1's names are not provided (the tf.compat message says why), except the session config a TF2 script
 # still builds for its in-process servers (jdist.tf_compat.servers).
@@ -317,24 +321,7 @@ nest = Namespace(
     "tf.nest",
     map_structure=_nest.map_structure, flatten=_nest.flatten, pack_sequence_as=_nest.pack_sequence_as,
 )
-config = Namespace(
-    "tf.config",
-    list_physical_devices=_config.list_physical_devices, list_logical_devices=_config.list_logical_devices,
-    set_logical_device_configuration=_config.set_logical_device_configuration,
-    get_logical_device_configuration=_config.get_logical_device_configuration,
-    LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, LogicalDevice=_config.LogicalDevice,
-    PhysicalDevice=_config.PhysicalDevice, experimental_connect_to_cluster=experimental_connect_to_cluster,
-    threading=Namespace("tf.config.threading", **_switches.THREADING),
-    optimizer=Namespace("tf.config.optimizer", **_switches.OPTIMIZER), **_switches.CONFIG,
-    experimental=Namespace("tf.config.experimental", set_memory_growth=_config.set_memory_growth,
-                           get_memory_growth=_config.get_memory_growth,
-                           list_physical_devices=_config.list_physical_devices,
-                           list_logical_devices=_config.list_logical_devices,
-                           set_virtual_device_configuration=_config.set_logical_device_configuration,
-                           get_virtual_device_configuration=_config.get_logical_device_configuration,
-                           VirtualDeviceConfiguration=_config.LogicalDeviceConfiguration,
-                           **_switches.EXPERIMENTAL),
-)
+config = _switches.config_namespace(experimental_connect_to_cluster=experimental_connect_to_cluster)
 
 # --- control flow, clipping, predicates, tf.debugging, tf.summary (names) ---
 debugging = Namespace("tf.debugging", **_debugging.NAMES)
@@ -363,6 +350,72 @@ ragged = Namespace("tf.ragged", **{k: v for k, v in _ragged.NAMES.items() if k !
 # unsupported.py's message.
 experimental = Namespace("tf.experimental", dtensor=Namespace("tf.experimental.dtensor", **_dtensor.NAMES))
 test = Namespace("tf.test", **_test_case.TEST)  # a TF project's unit tests (jdist.tf_compat.test_case)
+
+# --- tf.debugging, tf.errors, tf.nest, tf.test, tf.dtypes, top-level utilities (names) ---
+from jdist.tf_compat import utility_names as _utility_names  # noqa: E402
+
+globals().update(_utility_names.TOP_LEVEL)  # tf.name_scope, tf.custom_gradient, tf.*_initializer, tf.DeviceSpec, ...
+debugging.__dict__.update(_utility_names.DEBUGGING)
+nest.__dict__.update(_utility_names.NEST)
+dtypes.__dict__.update(_utility_names.DTYPES)
+version = Namespace("tf.version", **_utility_names.version_names(__version__))
+# --- end tf.debugging ... (names) ---
+
+# --- math, bitwise, signal and random ops (names) ---
+from jdist.tf_compat import math_more as _more  # noqa: E402
+
+globals().update(_more.TOP_LEVEL)
+math.__dict__.update(_more.MATH, special=Namespace("tf.math.special", **_more.SPECIAL))
+bitwise, signal = Namespace("tf.bitwise", **_more.BITWISE), Namespace("tf.signal", **_more.SIGNAL)
+random.__dict__.update(_more.RANDOM)
+for _ns in (math.special, bitwise, signal):
+    _host_tensors.wrap_ops(_ns.__dict__)
+# --- end math ... (names) ---
+
+# --- tf.nn and tf.image (names) ---
+from jdist.tf_compat import image_boxes as _ib, image_codecs as _icd, image_color as _ic, image_filters as _if  # noqa: E402
+
+# isort: split
+from jdist.tf_compat import image_quality as _iq, nn_conv as _nc, nn_ctc as _nx, nn_more as _nm, nn_pooling as _np  # noqa: E402
+
+nn.__dict__.update(_np.NN, **_nc.NN, **_nm.NN, **_nx.NN)
+image.__dict__.update(_ic.NAMES, **_if.NAMES, **_iq.NAMES, **_ib.NAMES, **_icd.NAMES)
+# --- end tf.nn ... (names) ---
+
+# --- TFRecord files, tf.train.Example and parsing (names) ---
+from jdist.tf_compat import example_parsing as _parsing, example_proto as _example, io_codecs as _codecs  # noqa: E402
+from jdist.tfdata import csv as _tfdata_csv, tfrecord as _tfrecord  # noqa: E402
+
+# TFRecord files (jdist.tfdata.tfrecord), Example parsing, tf.io's codecs (tf.image's decoders too, as in TF) and
+# decode_csv, on the host; tf.train's messages.
+io.__dict__.update(_parsing.PARSING, **_codecs.NAMES, **_icd.NAMES, TFRecordWriter=_tfrecord.TFRecordWriter,
+                   TFRecordOptions=_tfrecord.TFRecordOptions, decode_csv=_tfdata_csv.decode_csv)
+experimental.__dict__.update(Optional=data.experimental.Optional)  # tf.experimental.Optional, as TF's
+train.__dict__.update(_example.TRAIN)
+_host_tensors.wrap_ops(io.__dict__)
+# --- end TFRecord ... (names) ---
+
+# --- tf.lookup, tf.train utilities, tf.summary (names) ---
+from jdist.tf_compat import (  # noqa: E402
+    checkpoint_utils as _checkpoint_utils,
+    lookup_tables as _lookup_tables,
+    moving_averages as _ema,
+    summary_images as _summary_images,
+    summary_writers as _summary_writers,
+)
+
+lookup = Namespace("tf.lookup", **_lookup_tables.NAMES,
+                   experimental=Namespace("tf.lookup.experimental", **_lookup_tables.EXPERIMENTAL))
+train.__dict__.update(_ema.NAMES, **_checkpoint_utils.NAMES)
+summary.__dict__.update(_summary_images.NAMES, **_summary_writers.NAMES)
+# --- end tf.lookup ... (names) ---
+
+# --- RaggedTensor ops (names) ---
+# --- end RaggedTensor ... (names) ---
+# --- tf.sparse, tf.sets (names) ---
+# --- end tf.sparse ... (names) ---
+# --- tf.audio, tf.strings, tf.saved_model, tf.distribute and tf.data extras (names) ---
+# --- end tf.audio ... (names) ---
 
 # TF's ops give tensors with `.numpy()`, also those computed with numpy on the host (jdist.tf_compat.host_tensors)
 _host_tensors.wrap_ops(globals())
@@ -416,12 +469,15 @@ __all__ += [
     "while_loop",
 ]
 # --- end control flow ... (__all__) ---
+__all__ += ["bitwise", "signal", *sorted(_more.TOP_LEVEL)]  # math, bitwise, signal and random ops
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
 __all__ += ["bitcast", "complex", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image",
             "numpy_function", "py_function", "timestamp"]
 __all__ += ["experimental", "ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
+__all__ += ["lookup"]  # tf.lookup (jdist.tf_compat.lookup_tables)
+__all__ += ["version", *sorted(_utility_names.TOP_LEVEL)]  # tf.debugging, tf.errors, ..., top-level utilities
 
 
 def __dir__() -> list[str]:

@@ -15,7 +15,9 @@ import jax
 
 from jdist.interop import tf_function
 from jdist.strategy.devices import resolve_device
+from jdist.tf_compat import device_config as _config
 from jdist.tf_compat.device_config import PhysicalDevice, _jax_devices, _types, list_physical_devices
+from jdist.tf_compat.namespace import Namespace
 
 _STATE: dict[str, Any] = {"eager": False, "soft": True, "inter": 0, "intra": 0, "jit": "",
                           "options": {"disable_model_pruning": False, "disable_meta_optimizer": False},
@@ -215,3 +217,24 @@ EXPERIMENTAL = dict(enable_tensor_float_32_execution=enable_tensor_float_32_exec
                     get_visible_devices=get_visible_devices, get_synchronous_execution=get_synchronous_execution,
                     set_synchronous_execution=set_synchronous_execution, get_device_policy=get_device_policy,
                     set_device_policy=set_device_policy)
+
+
+def config_namespace(**more: Any) -> Namespace:
+    """`tf.config`: the device listing and logical-device split (device_config.py), these switches, and `more`."""
+    return Namespace(
+        "tf.config",
+        list_physical_devices=_config.list_physical_devices, list_logical_devices=_config.list_logical_devices,
+        set_logical_device_configuration=_config.set_logical_device_configuration,
+        get_logical_device_configuration=_config.get_logical_device_configuration,
+        LogicalDeviceConfiguration=_config.LogicalDeviceConfiguration, LogicalDevice=_config.LogicalDevice,
+        PhysicalDevice=_config.PhysicalDevice, threading=Namespace("tf.config.threading", **THREADING),
+        optimizer=Namespace("tf.config.optimizer", **OPTIMIZER), **CONFIG, **more,
+        experimental=Namespace("tf.config.experimental", set_memory_growth=_config.set_memory_growth,
+                               get_memory_growth=_config.get_memory_growth,
+                               list_physical_devices=_config.list_physical_devices,
+                               list_logical_devices=_config.list_logical_devices,
+                               set_virtual_device_configuration=_config.set_logical_device_configuration,
+                               get_virtual_device_configuration=_config.get_logical_device_configuration,
+                               VirtualDeviceConfiguration=_config.LogicalDeviceConfiguration,
+                               **EXPERIMENTAL),
+    )

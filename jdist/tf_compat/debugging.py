@@ -43,10 +43,11 @@ def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., N
             return
         n = 3 if summarize is None else summarize
         bad = np.argwhere(~holds)[:n]
+        where = (f"Indices of first {len(bad)} different values:\n{bad}\nCorresponding x values:\n"
+                 f"{x_b[tuple(bad.T)]}\nCorresponding y values:\n{y_b[tuple(bad.T)]}\n"
+                 if np.shape(x) == np.shape(y) else "")  # TF shows indices only for equal shapes (observed)
         raise InvalidArgumentError(message=(
-            f"{_prefix(message)}Condition x {symbol} y did not hold.\n"
-            f"Indices of first {len(bad)} different values:\n{bad}\n"
-            f"Corresponding x values:\n{x_b[tuple(bad.T)]}\nCorresponding y values:\n{y_b[tuple(bad.T)]}\n"
+            f"{_prefix(message)}Condition x {symbol} y did not hold.\n{where}"
             f"First {min(n, np.size(x))} elements of x:\n{np.ravel(x)[:n]}\n"
             f"First {min(n, np.size(y))} elements of y:\n{np.ravel(y)[:n]}"))
 
@@ -64,7 +65,7 @@ def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., N
 
 
 assert_equal = _compare("==", np.equal)
-assert_not_equal = _compare("!=", np.not_equal)
+assert_not_equal = assert_none_equal = _compare("!=", np.not_equal)  # TF 2.21's name is assert_none_equal
 assert_greater = _compare(">", np.greater)
 assert_greater_equal = _compare(">=", np.greater_equal)
 assert_less = _compare("<", np.less)
@@ -186,10 +187,18 @@ def disable_check_numerics() -> None:
     jax.config.update("jax_debug_infs", False)
 
 
+_LOG_DEVICE_PLACEMENT = [False]
+
+
 def set_log_device_placement(enabled: bool) -> None:
-    """`tf.debugging.set_log_device_placement`: accepted, no effect; XLA places whole programs, and
+    """`tf.debugging.set_log_device_placement`: kept, no other effect; XLA places whole programs, and
     `jax.debug.visualize_array_sharding(x)` shows where an array lives."""
-    return None
+    _LOG_DEVICE_PLACEMENT[0] = bool(enabled)
+
+
+def get_log_device_placement() -> bool:
+    """`tf.debugging.get_log_device_placement`: what `set_log_device_placement` was last given (False at first)."""
+    return _LOG_DEVICE_PLACEMENT[0]
 
 
 NAMES = dict(
@@ -197,5 +206,6 @@ NAMES = dict(
     assert_greater_equal=assert_greater_equal, assert_less=assert_less, assert_less_equal=assert_less_equal,
     assert_near=assert_near, assert_rank=assert_rank, assert_shapes=assert_shapes, check_numerics=check_numerics,
     enable_check_numerics=enable_check_numerics, disable_check_numerics=disable_check_numerics,
-    set_log_device_placement=set_log_device_placement,
+    set_log_device_placement=set_log_device_placement, assert_none_equal=assert_none_equal,
+    get_log_device_placement=get_log_device_placement,
 )

@@ -6,14 +6,17 @@ Python's, numpy's and `tf.random`'s generators with 87654321 (TF's DEFAULT_GRAPH
 compares nested dicts, lists and tuples leaf by leaf with rtol = atol = 1e-6 whatever the dtype, NaN equal to
 NaN, shapes equal (not broadcast); `evaluate` turns tensors into numpy values and refuses a Python number, as
 TF's does. There is no graph mode: `session()` / `cached_session()` are contexts whose `run` is `evaluate`.
+`compute_gradient` compares JAX's Jacobian with TF's central differences; the `is_built_with_*` answers describe
+the JAX installation (XLA always; a GPU where JAX has one).
 """
 from __future__ import annotations
 
 import contextlib
+import platform
 import random
 import tempfile
 import unittest
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -223,5 +226,108 @@ def is_built_with_cuda() -> bool:
     return is_gpu_available()
 
 
+def is_built_with_rocm() -> bool:
+    """Whether JAX's GPU here runs on ROCm (AMD)."""
+    if not is_gpu_available():
+        return False
+    return "rocm" in str(getattr(jax.devices("gpu")[0].client, "platform_version", "")).lower()
+
+
+def is_built_with_gpu_support() -> bool:
+    """Whether JAX can use a GPU here (CUDA or ROCm)."""
+    return is_gpu_available()
+
+
+def is_built_with_xla() -> bool:
+    """True: JAX compiles every program with XLA (TF 2.21's wheel says True as well)."""
+    return True
+
+
+_CPU_TARGETS = {"x86": ("x86_64", "amd64", "i386", "i686"), "aarch64": ("aarch64", "arm64"), "arm": ("armv7l", "arm"),
+                "powerpc": ("ppc64le", "ppc64", "powerpc")}
+
+
+def is_cpu_target_available(target: str) -> bool:
+    """Whether XLA compiles for CPU `target` ("x86", "aarch64", "arm", "powerpc"): JAX's XLA compiles for this
+    host's CPU only (TF 2.21's wheel answers True for all four). Another name is TF's AssertionError."""
+    if target not in _CPU_TARGETS:
+        raise AssertionError(f"Unknown CPU target: {target}")
+    return platform.machine().lower() in _CPU_TARGETS[target]
+
+
+def with_eager_op_as_function(cls: Any = None, only_as_function: bool = False) -> Any:
+    """`tf.test.with_eager_op_as_function`: the test class unchanged (jdist has one way to run ops); with no
+    class, the decorator itself."""
+    return (lambda c: c) if cls is None else cls
+
+
+class Benchmark:
+    """`tf.test.Benchmark`: `report_benchmark` prints TF's entry for the measured values; `evaluate` gives numpy
+    values. There are no sessions: `run_op_benchmark` is not provided (time a `tf.function` call instead)."""
+
+    @classmethod
+    def is_abstract(cls) -> bool:
+        return cls is Benchmark
+
+    def evaluate(self, tensors: Any) -> Any:
+        return jax.tree.map(_value, tensors)
+
+    def report_benchmark(self, iters: int | None = None, cpu_time: float | None = None,
+                         wall_time: float | None = None, throughput: float | None = None,
+                         extras: dict[str, Any] | None = None, name: str | None = None,
+                         metrics: list[dict[str, Any]] | None = None) -> None:
+        lines = [f'  name: "{type(self).__name__ if type(self) is not Benchmark else "TensorFlowBenchmark"}'
+                 f'.{name or "benchmark"}"']
+        for key, value in (("iters", iters), ("cpu_time", cpu_time), ("wall_time", wall_time),
+                           ("throughput", throughput)):
+            if value is not None:
+                lines.append(f"  {key}: {value:g}" if isinstance(value, float) else f"  {key}: {value}")
+        for key, value in (extras or {}).items():
+            kind = "double_value" if isinstance(value, (int, float)) else "string_value"
+            shown = f"{value:g}" if kind == "double_value" else f'"{value}"'
+            lines.append(f'  extras {{\n    key: "{key}"\n    value {{\n      {kind}: {shown}\n    }}\n  }}')
+        print("entry {\n" + "\n".join(lines) + "\n}\n")
+
+    def run_op_benchmark(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("tf.test.Benchmark.run_op_benchmark runs a TF1 session, which jdist does not "
+                                  "have: time the tf.function call (time.perf_counter) and report_benchmark it.")
+
+
+def compute_gradient(f: Callable[..., Any], x: list | tuple, delta: float | None = None,
+                     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """`tf.test.compute_gradient`: (theoretical, numeric) Jacobians of `f` for each argument, each of shape
+    (y size, x size): JAX's `jax.jacrev`, and central differences with step `delta` (TF's 1/1024)."""
+    if not isinstance(x, (list, tuple)):
+        raise ValueError(f"`x` must be a list or tuple of values convertible to a Tensor (arguments to `f`), not "
+                         f"a {type(x)}")
+    xs = [np.array(_value(v)) for v in x]
+    for i, v in enumerate(xs):
+        if v.dtype.kind not in "fc":
+            raise AssertionError(f"Cannot compute gradient for unsupported type {v.dtype.name} of argument {i}")
+    step = 1.0 / 1024 if delta is None else float(delta)
+    y_dtype = _value(f(*xs)).dtype
+    theoretical, numeric = [], []
+    for i, v in enumerate(xs):
+        def along(xi: Any, i: int = i) -> Any:
+            return jax.numpy.asarray(f(*xs[:i], xi, *xs[i + 1:]))
+
+        with jax.enable_x64(True):  # keeps float64 arguments float64, as TF's
+            jac = np.asarray(jax.jacrev(along)(jax.numpy.asarray(v)))
+        theoretical.append(jac.reshape(-1, v.size).astype(y_dtype))
+        columns = []
+        for col in range(v.size):
+            plus, minus = v.copy(), v.copy()
+            plus.reshape(-1)[col] += v.dtype.type(step)
+            minus.reshape(-1)[col] -= v.dtype.type(step)
+            diff = (_value(f(*xs[:i], plus, *xs[i + 1:])).astype(y_dtype) -
+                    _value(f(*xs[:i], minus, *xs[i + 1:])).astype(y_dtype))
+            columns.append(diff.ravel() / np.asarray(2 * step, dtype=y_dtype)[()])
+        numeric.append(np.stack(columns, axis=1))
+    return tuple(theoretical), tuple(numeric)
+
+
 TEST = {"TestCase": TestCase, "main": main, "is_gpu_available": is_gpu_available, "gpu_device_name": gpu_device_name,
-        "is_built_with_cuda": is_built_with_cuda}
+        "is_built_with_cuda": is_built_with_cuda, "is_built_with_rocm": is_built_with_rocm,
+        "is_built_with_gpu_support": is_built_with_gpu_support, "is_built_with_xla": is_built_with_xla,
+        "is_cpu_target_available": is_cpu_target_available, "with_eager_op_as_function": with_eager_op_as_function,
+        "Benchmark": Benchmark, "compute_gradient": compute_gradient}

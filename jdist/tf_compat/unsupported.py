@@ -48,19 +48,25 @@ _MESSAGES = {
         "jdist does not provide `{name}`: TF1 graphs, sessions and placeholders have no JAX counterpart; port the "
         f"code to TF2 style (eager functions, Keras) first. See {DOCS}."),
     "tf.io": (
-        "jdist does not provide `{name}`: of tf.io it provides tf.io.gfile (local files), read_file and "
-        "write_file. For TFRecord files "
-        "use grain or tf.data with TensorFlow installed as an input library; for other files Python's own "
+        "jdist does not provide `{name}`: of tf.io it provides gfile (local files), read_file, write_file, "
+        "decode_raw, TFRecordWriter / TFRecordOptions (read with tf.data.TFRecordDataset), parse_example, "
+        "parse_single_example and their FixedLenFeature / VarLenFeature / FixedLenSequenceFeature / "
+        "RaggedFeature / SparseFeature, serialize_tensor / parse_tensor, encode_base64 / decode_base64 and "
+        "decode_compressed. Decode images with Pillow or keras.utils.load_img; for other files use Python's own "
         f"(open, os, shutil, pathlib; fsspec for cloud buckets). See {DOCS}."),
     "tf.summary": (
-        "jdist does not provide `{name}`: of tf.summary it has create_file_writer, scalar, histogram, text, "
-        "record_if, should_record_summaries and experimental.set_step / get_step; log images with a writer such "
-        f"as tensorboardX, or keras.callbacks.TensorBoard in fit. See {DOCS}."),
+        "jdist does not provide `{name}`: of tf.summary it has create_file_writer, create_noop_writer, scalar, "
+        "histogram, text, image, audio, write, flush, record_if, should_record_summaries, trace_on / trace_off / "
+        "trace_export (which write nothing: profile with jax.profiler) and experimental.set_step / get_step. "
+        f"See {DOCS}."),
     "tf.lite": f"jdist does not provide `{{name}}`: convert from a Keras model with TensorFlow installed. See {DOCS}.",
     "tf.image": (
-        "jdist does not provide `{name}`: of tf.image it has resize, the flips, crops, rot90, convert_image_dtype, "
-        "per_image_standardization, brightness, contrast and grayscale ops and their random_* / stateless_random_* "
-        "forms; decode images with Pillow or keras.utils.load_img, and augment with keras.layers preprocessing. "
+        "jdist does not provide `{name}`: of tf.image it has resize, resize_with_pad, the flips, crops, rot90, "
+        "transpose, convert_image_dtype, per_image_standardization, brightness, contrast, saturation, hue, gamma "
+        "and grayscale ops and their random_* / stateless_random_* forms, the HSV / YIQ / YUV conversions, psnr, "
+        "ssim, ssim_multiscale, sobel_edges, image_gradients, total_variation, extract_patches, crop_and_resize and "
+        "non_max_suppression (with_scores, padded), and on the host (Pillow) the JPEG, PNG, GIF and BMP codecs "
+        "(decode_*, encode_png, encode_jpeg); augment with keras.layers preprocessing. "
         f"See {DOCS}."),
     "tf.experimental.dtensor": _DTENSOR,
     "tf.keras.dtensor": _KERAS_DTENSOR,
@@ -83,6 +89,20 @@ _MESSAGES = {
         "Keras model trained with model.fit under a jdist strategy, or with jdist.Trainer (docs/trainer.md). "
         f"See {DOCS}."),
 }
+
+# TF 2.21's quantized and runtime-handle dtypes: JAX has no such array types.
+_QUANTIZED = (
+    "jdist does not provide `{name}`: TF's quantized dtypes (qint8, quint8, qint16, quint16, qint32) have no JAX "
+    "array type. Hold quantized values as int8 / uint8 / int16 / int32 tensors with their scale and zero point "
+    f"beside them, and compute in float. See {DOCS}.")
+_HANDLES = (
+    "jdist does not provide `{name}`: TF's resource and variant dtypes are handles of TF's graph runtime, with no "
+    "JAX counterpart; a variable is a tf.Variable (a Keras variable), a dataset a tf.data.Dataset, a list of "
+    f"tensors a Python list or tf.TensorArray. See {DOCS}.")
+for _dtype in ("QUANTIZED_DTYPES", "qint8", "quint8", "qint16", "quint16", "qint32"):
+    _MESSAGES[f"tf.dtypes.{_dtype}"] = _QUANTIZED
+for _dtype in ("resource", "variant"):
+    _MESSAGES[f"tf.dtypes.{_dtype}"] = _HANDLES
 
 # TF 2.21's tf.linalg.LinearOperator classes: structured matrices with their own algebra, not ported.
 _LINEAR_OPERATOR = (

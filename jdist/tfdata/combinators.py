@@ -357,7 +357,13 @@ def bucket_by_sequence_length(self: Dataset, element_length_func: Callable[..., 
 def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = None) -> Dataset:
     """The elements whose computation raised nothing: an element that raises is dropped."""
     def elements(key: Key) -> Iterator:
-        it = self._elements(key)
+        import grain
+
+        built = self._build(key)
+        if isinstance(built, grain.MapDataset):  # random access: read by index, so a failed element is passed over
+            it: Iterator = _EachOrError(built)
+        else:
+            it = self._elements(key)
         while True:
             try:
                 yield next(it)
@@ -369,6 +375,28 @@ def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = N
 
                     logging.getLogger("tensorflow").warning("Ignoring error: %s", error)
     return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "IgnoreErrorsDataset")
+
+
+def _directed_cardinality(datasets: Sequence[Dataset]) -> int:
+    """TF 2.21's (observed): infinite when one of the datasets is, else unknown (whatever the choices)."""
+    return INFINITE if any(d._cardinality == INFINITE for d in datasets) else UNKNOWN
+
+
+class _EachOrError:
+    """Element i of a random-access pass at the i-th `next`, which moves on also when the element raises (a
+    stream's iterator would give the same failing element again)."""
+
+    def __init__(self, built: Any):
+        self._built, self._index = built, 0
+
+    def __iter__(self) -> _EachOrError:
+        return self
+
+    def __next__(self) -> Any:
+        if self._index >= len(self._built):
+            raise StopIteration
+        self._index += 1
+        return self._built[self._index - 1]
 
 
 def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, stop_on_empty_dataset: bool = True
@@ -385,7 +413,8 @@ def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, s
             except StopIteration:
                 if stop_on_empty_dataset:
                     return
-    return _streamed(datasets[0], elements, UNKNOWN, lambda: datasets[0].element_spec, "DirectedInterleaveDataset")
+    return _streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
+                     "DirectedInterleaveDataset")
 
 
 def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] | None = None,
@@ -410,7 +439,8 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] |
                 if stop_on_empty_dataset:
                     return
                 live[i] = 0.0
-    return _streamed(datasets[0], elements, UNKNOWN, lambda: datasets[0].element_spec, "DirectedInterleaveDataset")
+    return _streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
+                     "DirectedInterleaveDataset")
 
 
 def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | None = None) -> Dataset:

@@ -39,6 +39,7 @@ from jdist.tfdata._iterators import (
     buffer_shuffle,
     window_permutation,
 )
+from jdist.tfdata.iterator import NumpyIterator, OwnedIterator
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
 
@@ -399,15 +400,16 @@ class Dataset(grain.IterDataset):
     def __bool__(self) -> bool:
         return True  # a Dataset is truthy even when empty or of unknown length (no __len__ call)
 
-    def __iter__(self) -> grain.DatasetIterator:
+    def __iter__(self) -> OwnedIterator:
         """The next pass: elements as host tensors (numpy arrays with `.numpy()`), reshuffled per pass."""
-        return GuardedIterator(iter(self._iter_pass((self._claim_pass(),)).map(
-            lambda e: structure.map_leaves(_iterated, e))))
+        return OwnedIterator(iter(self._iter_pass((self._claim_pass(),)).map(
+            lambda e: structure.map_leaves(_iterated, e))), lambda: self.element_spec)
 
     def as_numpy_iterator(self) -> Iterator:
         """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
         function's `tf.cast(x, tf.float32) * 2` gives `np.float32(0.0)`)."""
-        return map(lambda element: structure.map_leaves(_plain, element), GuardedIterator(self.begin_pass()[1]))
+        return NumpyIterator(GuardedIterator(self.begin_pass()[1]), lambda: self.element_spec,
+                             lambda element: structure.map_leaves(_plain, element))
 
     def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
         """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:

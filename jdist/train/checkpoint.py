@@ -172,7 +172,7 @@ class Checkpoint(object_graph.Trackable):
         arrays[object_graph.GRAPH] = np.asarray(json.dumps({"keys": sorted(arrays), "aliases": aliases}))
         return arrays
 
-    def write(self, file_prefix: str) -> str:
+    def write(self, file_prefix: str, options: Any = None) -> str:
         """Writes the checkpoint at exactly `file_prefix` (no number, no `checkpoint` file): TF's `write`."""
         arrays = self._arrays()
         file_prefix = os.fspath(file_prefix)
@@ -183,14 +183,14 @@ class Checkpoint(object_graph.Trackable):
         os.replace(partial, file_prefix + _SUFFIX)  # a process killed mid-save leaves no half checkpoint
         return file_prefix
 
-    def save(self, file_prefix: str) -> str:
+    def save(self, file_prefix: str, options: Any = None) -> str:
         """Writes `{file_prefix}-{n}` for the n-th save and names it in the directory's `checkpoint` file."""
         self.save_counter += 1
         path = self.write(f"{os.fspath(file_prefix)}-{self.save_counter}")
         write_index(os.path.dirname(path) or ".", path, [path], [time.time()])
         return path
 
-    def restore(self, save_path: str | None) -> CheckpointLoadStatus:
+    def restore(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus:
         """Assigns the saved values; `None` (what `latest_checkpoint` gives before the first save) restores
         nothing, as in TF, where `restore(None)` initializes."""
         if save_path is None:
