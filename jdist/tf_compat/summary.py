@@ -28,18 +28,16 @@ _STATE: dict[str, Any] = {"writer": None, "step": None, "record": True}
 _FILES = itertools.count()  # TF 2.21 numbers a process's event files: events.out.tfevents.<time>.<host>.<pid>.0.v2
 
 
-class SummaryWriter:
-    """`tf.summary.create_file_writer`'s result: one event file in `logdir`."""
+class WriterBase:
+    """What makes a writer the default one (and a step the default step): shared by every `tf.summary` writer."""
 
-    def __init__(self, logdir: str, filename_suffix: str | None = None):
-        self._events = EventFileWriter(logdir, filename_suffix=f".{next(_FILES)}{filename_suffix or '.v2'}")
-        self.closed = False
+    def _check_open(self) -> None:
+        """Raises where this writer cannot be made default (a closed file writer)."""
 
     @contextlib.contextmanager
-    def as_default(self, step: Any = None) -> Iterator[SummaryWriter]:
+    def as_default(self, step: Any = None) -> Iterator[Any]:
         """Makes this the default writer (and `step` the default step, if given) inside the block."""
-        if self.closed:
-            raise RuntimeError(f"SummaryWriter {self!r} is already closed")
+        self._check_open()
         saved = dict(_STATE)
         _STATE["writer"] = self
         if step is not None:
@@ -53,11 +51,22 @@ class SummaryWriter:
 
     def set_as_default(self, step: Any = None) -> None:
         """Makes this the default writer from now on."""
-        if self.closed:
-            raise RuntimeError(f"SummaryWriter {self!r} is already closed")
+        self._check_open()
         _STATE["writer"] = self
         if step is not None:
             _STATE["step"] = step
+
+
+class SummaryWriter(WriterBase):
+    """`tf.summary.create_file_writer`'s result: one event file in `logdir`."""
+
+    def __init__(self, logdir: str, filename_suffix: str | None = None):
+        self._events = EventFileWriter(logdir, filename_suffix=f".{next(_FILES)}{filename_suffix or '.v2'}")
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"SummaryWriter {self!r} is already closed")
 
     def init(self) -> None:
         """Nothing to do: the file is open from creation."""

@@ -10,9 +10,8 @@ HLO `jax.jit(f).lower(...).as_text()`), and `graph` raises.
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -22,7 +21,7 @@ from jax.core import Tracer
 from jdist.callbacks.event_file import encode_tensor_value
 from jdist.strategy.context import get_replica_context
 from jdist.tf_compat.ops import convert_to_tensor
-from jdist.tf_compat.summary import _STATE, get_step, should_record_summaries
+from jdist.tf_compat.summary import _STATE, WriterBase, get_step, should_record_summaries
 
 
 def default_writer() -> Any:
@@ -115,28 +114,10 @@ def flush(writer: Any = None, name: str | None = None) -> None:
         writer.flush()
 
 
-class NoopSummaryWriter:
+class NoopSummaryWriter(WriterBase):
     """`tf.summary.create_noop_writer()`'s writer: made default, summaries record nothing and return False."""
 
     closed = True  # what `should_record_summaries` reads: nothing is recorded through it
-
-    @contextlib.contextmanager
-    def as_default(self, step: Any = None) -> Iterator[NoopSummaryWriter]:
-        saved = dict(_STATE)
-        _STATE["writer"] = self
-        if step is not None:
-            _STATE["step"] = step
-        try:
-            yield self
-        finally:
-            _STATE["writer"] = saved["writer"]
-            if step is not None:
-                _STATE["step"] = saved["step"]
-
-    def set_as_default(self, step: Any = None) -> None:
-        _STATE["writer"] = self
-        if step is not None:
-            _STATE["step"] = step
 
     def init(self) -> None:
         """Nothing to open."""

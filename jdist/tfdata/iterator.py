@@ -77,19 +77,17 @@ class Iterator(abc.ABC):
         """The structure of `TensorSpec`s of an element."""
 
 
-class OwnedIterator(GuardedIterator, Iterator):
-    """What `iter(dataset)` returns: one pass's elements as host tensors, with TF's iterator methods."""
+class _SpecIterator(Iterator):
+    """TF's iterator methods over Python's `next` and an element spec computed when first asked for."""
 
-    def __init__(self, inner: grain.DatasetIterator, element_spec: Callable[[], Any]):
-        super().__init__(inner)
-        self._spec_fn = element_spec
+    _spec_fn: Callable[[], Any]
 
     def get_next(self) -> Any:
-        return next(self)
+        return next(self)  # pyright: ignore[reportArgumentType]  (subclasses are Python iterators)
 
     def get_next_as_optional(self) -> Optional:
         try:
-            return Optional(next(self), True, self.element_spec)
+            return Optional(self.get_next(), True, self.element_spec)
         except StopIteration:
             return Optional.empty(self.element_spec)
 
@@ -97,12 +95,20 @@ class OwnedIterator(GuardedIterator, Iterator):
     def element_spec(self) -> Any:
         return self._spec_fn()
 
+
+class OwnedIterator(GuardedIterator, _SpecIterator):
+    """What `iter(dataset)` returns: one pass's elements as host tensors, with TF's iterator methods."""
+
+    def __init__(self, inner: grain.DatasetIterator, element_spec: Callable[[], Any]):
+        super().__init__(inner)
+        self._spec_fn = element_spec
+
     @property
     def _type_spec(self) -> IteratorSpec:
         return IteratorSpec(self.element_spec)
 
 
-class NumpyIterator(Iterator):
+class NumpyIterator(_SpecIterator):
     """`tf.data.NumpyIterator`: what `as_numpy_iterator()` returns (numpy values, not tensors)."""
 
     def __init__(self, iterator: Any, element_spec: Callable[[], Any], convert: Callable[[Any], Any]):
@@ -115,19 +121,6 @@ class NumpyIterator(Iterator):
         return self._convert(next(self._iterator))
 
     next = __next__
-
-    def get_next(self) -> Any:
-        return next(self)
-
-    def get_next_as_optional(self) -> Optional:
-        try:
-            return Optional(next(self), True, self.element_spec)
-        except StopIteration:
-            return Optional.empty(self.element_spec)
-
-    @property
-    def element_spec(self) -> Any:
-        return self._spec_fn()
 
     def __repr__(self) -> str:
         return f"NumpyIterator(iterator={self._iterator!r})"
