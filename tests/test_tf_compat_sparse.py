@@ -126,7 +126,8 @@ ERRORS = [
      "one entry per index row"),
     ("shape_rank", lambda: tf.SparseTensor(indices=[[0, 1]], values=[1.0], dense_shape=[3]), ValueError,
      "has rank 1"),
-    ("not_provided", lambda: tf.sparse.cross_hashed, AttributeError, "docs/tf_mapping.md"),
+    ("cross_hashed_batch", lambda: tf.sparse.cross_hashed([np.array([["a"]]), np.array([["d"], ["e"]])]),
+     tf.errors.InvalidArgumentError, "Expected batch size 1 got 2 at dense tensor 1"),  # observed, TF 2.21
 ]
 
 

@@ -182,16 +182,21 @@ def test_static_checks_pass_and_return_as_tf():
 
 
 def test_debugging_switches_and_top_level_aliases():
-    # observed, TF 2.21: filtering on at first; get_log_device_placement follows set_...; five top-level aliases
-    assert tf.debugging.is_traceback_filtering_enabled() is True
-    tf.debugging.disable_traceback_filtering()
-    assert tf.debugging.is_traceback_filtering_enabled() is False
-    tf.debugging.enable_traceback_filtering()
-    assert tf.debugging.is_traceback_filtering_enabled() is True
-    assert tf.debugging.get_log_device_placement() is False
-    tf.debugging.set_log_device_placement(True)
-    assert tf.debugging.get_log_device_placement() is True
-    tf.debugging.set_log_device_placement(False)
+    # observed, TF 2.21: the switches read back what was set (filtering is on in a fresh process; other tests in
+    # this process may have turned it off, so it is restored, not assumed); five top-level aliases
+    filtering, placement = tf.debugging.is_traceback_filtering_enabled(), tf.debugging.get_log_device_placement()
+    try:
+        tf.debugging.disable_traceback_filtering()
+        assert tf.debugging.is_traceback_filtering_enabled() is False
+        tf.debugging.enable_traceback_filtering()
+        assert tf.debugging.is_traceback_filtering_enabled() is True
+        tf.debugging.set_log_device_placement(True)
+        assert tf.debugging.get_log_device_placement() is True
+        tf.debugging.set_log_device_placement(False)
+        assert tf.debugging.get_log_device_placement() is False
+    finally:
+        (tf.debugging.enable_traceback_filtering if filtering else tf.debugging.disable_traceback_filtering)()
+        tf.debugging.set_log_device_placement(placement)
     assert (tf.assert_equal, tf.assert_greater, tf.assert_less, tf.assert_rank) == (
         tf.debugging.assert_equal, tf.debugging.assert_greater, tf.debugging.assert_less, tf.debugging.assert_rank)
     # TF 2.21: True for a float / complex tensor; False for string, bool and a Python number

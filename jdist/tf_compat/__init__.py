@@ -351,71 +351,21 @@ ragged = Namespace("tf.ragged", **{k: v for k, v in _ragged.NAMES.items() if k !
 experimental = Namespace("tf.experimental", dtensor=Namespace("tf.experimental.dtensor", **_dtensor.NAMES))
 test = Namespace("tf.test", **_test_case.TEST)  # a TF project's unit tests (jdist.tf_compat.test_case)
 
-# --- tf.debugging, tf.errors, tf.nest, tf.test, tf.dtypes, top-level utilities (names) ---
-from jdist.tf_compat import utility_names as _utility_names  # noqa: E402
+# --- the namespaces' further names: TF's utilities, math, nn, image, io, lookup, ... (namespace_additions) ---
+from jdist.tf_compat import namespace_additions as _additions, ragged_ops as _ragged_ops  # noqa: E402
 
-globals().update(_utility_names.TOP_LEVEL)  # tf.name_scope, tf.custom_gradient, tf.*_initializer, tf.DeviceSpec, ...
-debugging.__dict__.update(_utility_names.DEBUGGING)
-nest.__dict__.update(_utility_names.NEST)
-dtypes.__dict__.update(_utility_names.DTYPES)
-version = Namespace("tf.version", **_utility_names.version_names(__version__))
-# --- end tf.debugging ... (names) ---
-
-# --- math, bitwise, signal and random ops (names) ---
-from jdist.tf_compat import math_more as _more  # noqa: E402
-
-globals().update(_more.TOP_LEVEL)
-math.__dict__.update(_more.MATH, special=Namespace("tf.math.special", **_more.SPECIAL))
-bitwise, signal = Namespace("tf.bitwise", **_more.BITWISE), Namespace("tf.signal", **_more.SIGNAL)
-random.__dict__.update(_more.RANDOM)
-for _ns in (math.special, bitwise, signal):
-    _host_tensors.wrap_ops(_ns.__dict__)
-# --- end math ... (names) ---
-
-# --- tf.nn and tf.image (names) ---
-from jdist.tf_compat import image_boxes as _ib, image_codecs as _icd, image_color as _ic, image_filters as _if  # noqa: E402
-
-# isort: split
-from jdist.tf_compat import image_quality as _iq, nn_conv as _nc, nn_ctc as _nx, nn_more as _nm, nn_pooling as _np  # noqa: E402
-
-nn.__dict__.update(_np.NN, **_nc.NN, **_nm.NN, **_nx.NN)
-image.__dict__.update(_ic.NAMES, **_if.NAMES, **_iq.NAMES, **_ib.NAMES, **_icd.NAMES)
-# --- end tf.nn ... (names) ---
-
-# --- TFRecord files, tf.train.Example and parsing (names) ---
-from jdist.tf_compat import example_parsing as _parsing, example_proto as _example, io_codecs as _codecs  # noqa: E402
-from jdist.tfdata import csv as _tfdata_csv, tfrecord as _tfrecord  # noqa: E402
-
-# TFRecord files (jdist.tfdata.tfrecord), Example parsing, tf.io's codecs (tf.image's decoders too, as in TF) and
-# decode_csv, on the host; tf.train's messages.
-io.__dict__.update(_parsing.PARSING, **_codecs.NAMES, **_icd.NAMES, TFRecordWriter=_tfrecord.TFRecordWriter,
-                   TFRecordOptions=_tfrecord.TFRecordOptions, decode_csv=_tfdata_csv.decode_csv)
+globals().update(_additions.TOP_LEVEL)  # tf.name_scope, tf.custom_gradient, tf.acosh, tf.switch_case, ...
+lookup, bitwise, signal, sets, audio = (_additions.NEW[n] for n in ("lookup", "bitwise", "signal", "sets", "audio"))
+version = Namespace("tf.version", **_additions.version_names(__version__))
 experimental.__dict__.update(Optional=data.experimental.Optional)  # tf.experimental.Optional, as TF's
-train.__dict__.update(_example.TRAIN)
-_host_tensors.wrap_ops(io.__dict__)
-# --- end TFRecord ... (names) ---
-
-# --- tf.lookup, tf.train utilities, tf.summary (names) ---
-from jdist.tf_compat import (  # noqa: E402
-    checkpoint_utils as _checkpoint_utils,
-    lookup_tables as _lookup_tables,
-    moving_averages as _ema,
-    summary_images as _summary_images,
-    summary_writers as _summary_writers,
-)
-
-lookup = Namespace("tf.lookup", **_lookup_tables.NAMES,
-                   experimental=Namespace("tf.lookup.experimental", **_lookup_tables.EXPERIMENTAL))
-train.__dict__.update(_ema.NAMES, **_checkpoint_utils.NAMES)
-summary.__dict__.update(_summary_images.NAMES, **_summary_writers.NAMES)
-# --- end tf.lookup ... (names) ---
-
-# --- RaggedTensor ops (names) ---
-# --- end RaggedTensor ... (names) ---
-# --- tf.sparse, tf.sets (names) ---
-# --- end tf.sparse ... (names) ---
-# --- tf.audio, tf.strings, tf.saved_model, tf.distribute and tf.data extras (names) ---
-# --- end tf.audio ... (names) ---
+for _path, _names in _additions.ADDITIONS.items():
+    _additions.namespace(globals(), _path).__dict__.update(_names)
+for _path in _additions.HOST_OPS:
+    _host_tensors.wrap_ops(_additions.namespace(globals(), _path).__dict__)
+# TF's ops dispatch on RaggedTensor arguments (after every op is in place), and tf.ragged's further names
+_ragged_ops.install(globals(), math, strings, nn, ragged, experimental)
+RaggedTensorSpec = _ragged_ops.RaggedTensorSpec
+# --- end of the namespaces' further names ---
 
 # TF's ops give tensors with `.numpy()`, also those computed with numpy on the host (jdist.tf_compat.host_tensors)
 _host_tensors.wrap_ops(globals())
@@ -469,15 +419,15 @@ __all__ += [
     "while_loop",
 ]
 # --- end control flow ... (__all__) ---
-__all__ += ["bitwise", "signal", *sorted(_more.TOP_LEVEL)]  # math, bitwise, signal and random ops
 
 # --- tf.image, tf.random.Generator, host calls, partitions, tf.io files (__all__) ---
 __all__ += ["bitcast", "complex", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image",
             "numpy_function", "py_function", "timestamp"]
 __all__ += ["experimental", "ragged", "strings", "test"]
 # --- end tf.image ... (__all__) ---
-__all__ += ["lookup"]  # tf.lookup (jdist.tf_compat.lookup_tables)
-__all__ += ["version", *sorted(_utility_names.TOP_LEVEL)]  # tf.debugging, tf.errors, ..., top-level utilities
+# the namespaces' further names (jdist.tf_compat.namespace_additions)
+__all__ += ["RaggedTensorSpec", "audio", "bitwise", "lookup", "sets", "signal", "version",
+            *sorted(_additions.TOP_LEVEL)]
 
 
 def __dir__() -> list[str]:

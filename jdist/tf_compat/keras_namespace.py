@@ -40,6 +40,7 @@ def tf_keras() -> types.ModuleType:
     from jdist.tf_compat import (
         integer_lookup,
         keras_extras,
+        keras_hashing,
         keras_saving,
         keras_strings,
         sigmoid_logits,
@@ -67,6 +68,7 @@ def tf_keras() -> types.ModuleType:
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
                                               "TextVectorization": text_vectorization.text_vectorization_class(),
                                               "IntegerLookup": integer_lookup.integer_lookup_class(),
+                                              "Hashing": keras_hashing.hashing_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),
     })
 

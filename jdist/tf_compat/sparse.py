@@ -20,7 +20,7 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.input.tensor_spec import TensorShape
-from jdist.tf_compat.dtype_table import DType, as_dtype, numpy_dtype
+from jdist.tf_compat.dtype_table import DType, as_dtype, numpy_dtype, string
 from jdist.tf_compat.linalg_ops import invalid
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tfdata import tensor_text
@@ -67,7 +67,7 @@ class SparseTensor:
 
     @property
     def dtype(self) -> DType:
-        return as_dtype(self._values.dtype)
+        return string if np.dtype(self._values.dtype).kind in "OSU" else as_dtype(self._values.dtype)
 
     def get_shape(self) -> TensorShape:
         return self.shape
@@ -164,7 +164,10 @@ def to_dense(sp_input: SparseTensor, default_value: TensorLike | None = None, va
     module = xp(sp.indices, sp.values)
     if not _traced(sp.indices):  # concrete values (host or eager JAX) are checked as TF checks them
         _validate(sp, order=validate_indices)
-    fill = 0 if default_value is None else default_value
+    text = np.dtype(sp.values.dtype).kind in "OSU"
+    fill = (b"" if text else 0) if default_value is None else default_value
+    if isinstance(fill, str):  # text is held as UTF-8 bytes, as TF's (`to_dense(st, '')` fills b'')
+        fill = fill.encode()
     out = module.full(sp.shape, fill, dtype=sp.values.dtype)
     if module is np:
         out[_coords(sp)] = sp.values

@@ -106,7 +106,8 @@ def stack(elements: list) -> Any:
         items = [stack([e[i] for e in elements]) for i in range(len(first))]
         return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
     try:
-        out = np.stack([np.asarray(e) for e in elements])
+        # a bytes scalar goes in as an object: a numpy "S" array would drop its trailing NUL bytes
+        out = np.stack([np.asarray(e, dtype=object) if isinstance(e, bytes) else np.asarray(e) for e in elements])
         return out.astype(object) if out.dtype.kind == "S" else out  # TF batches strings as bytes objects
     except ValueError as err:
         shapes = sorted({np.shape(e) for e in elements})
