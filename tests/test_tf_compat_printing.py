@@ -96,3 +96,22 @@ def test_run_results_of_a_tf_strategy_print_as_tfs(capsys):
     with strategy.scope():
         total = strategy.reduce("SUM", out, axis=None)
     assert float(total) == 2.0
+
+
+def test_device_results_print_as_tfs(capsys):
+    # TF 2.21 on 2 logical CPUs, the same calls (observed): experimental_local_results, a reduce and a Keras model's
+    # output (JAX arrays here) print as TF's eager tensors, inside the scope and out.
+    strategy = tf.distribute.MirroredStrategy(["cpu:0", "cpu:1"])
+    with strategy.scope():
+        out = strategy.run(lambda: tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group,
+                                           tf.float32) + 0.5)
+        print(strategy.experimental_local_results(out))
+        print(strategy.reduce("SUM", out, axis=None))
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(2, kernel_initializer="ones")])
+    print(model(np.ones((1, 2), np.float32)))
+    print([model(np.ones((1, 2), np.float32))])
+    assert capsys.readouterr().out == (
+        "(<tf.Tensor: shape=(), dtype=float32, numpy=0.5>, <tf.Tensor: shape=(), dtype=float32, numpy=1.5>)\n"
+        "tf.Tensor(2.0, shape=(), dtype=float32)\n"
+        "tf.Tensor([[2. 2.]], shape=(1, 2), dtype=float32)\n"
+        "[<tf.Tensor: shape=(1, 2), dtype=float32, numpy=array([[2., 2.]], dtype=float32)>]\n")

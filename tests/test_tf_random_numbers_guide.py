@@ -22,10 +22,10 @@ _NUMBER = re.compile(r"(?<![\w.])-?\d+(\.\d*)?(e[-+]?\d+)?")
 #   per replica and prints each replica's number; jdist compiles the replica function and prints at tracing;
 # - `num_traces` after `foo(tf.Variable(1))`, `foo(tf.Variable(2))`: TF traces once (prints 1); jdist runs a
 #   tf.function's Python body on every call (2), although it counts one trace (experimental_get_tracing_count);
-# - the loaded SavedModel's results are JAX arrays (printed as numpy prints them), not tf.Tensors.
+# - the loaded SavedModel's generator state is a JAX array, int32 without `jax_enable_x64` (TF's is int64); it
+#   prints as TF's tensor otherwise.
 _KNOWN = {"JitTracer(float32[])": "tf.Tensor(N, shape=(), dtype=float32)",
-          "state: [N N N]": "state: tf.Tensor([N N N], shape=(N,), dtype=int64)",
-          "N": "tf.Tensor(N, shape=(), dtype=float32)"}
+          "state: tf.Tensor([N N N], shape=(N,), dtype=int32)": "state: tf.Tensor([N N N], shape=(N,), dtype=int64)"}
 
 
 def _shape_of(text: str) -> list[str]:

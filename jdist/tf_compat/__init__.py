@@ -78,7 +78,7 @@ from jdist.tf_compat.dtype_table import (
     uint32,
     uint64,
 )
-from jdist.tf_compat.eager import give_arrays_numpy
+from jdist.tf_compat.eager import give_arrays_numpy, give_arrays_tf_text
 from jdist.tf_compat.linalg_ops import einsum, eye, matmul, norm, tensordot
 from jdist.tf_compat.module import Module
 from jdist.tf_compat.namespace import Namespace
@@ -266,6 +266,7 @@ newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 # import as TF's do (jdist.tf_compat.importer).
 _importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
+give_arrays_tf_text()  # and print it: a JAX array prints as TF's eager tensor
 # A Keras model's TF-style train_step(self, data) runs under Keras's fit as TF's does, also after a plain
 # `import keras` (Keras's own guides): added when Keras's JAX trainer is imported (jdist.interop.keras_tf_steps).
 _after_import.when_imported("keras.src.backend.jax.trainer", lambda _: _keras_tf_steps.install())
