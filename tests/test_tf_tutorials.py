@@ -52,7 +52,7 @@ def test_distributed_input_tutorial():
 
 
 # TF 2.21, distributed_training.ipynb: `print(tf.Variable(1.))` in the default strategy's scope, and 210 losses
-# printed by its custom-training cells, falling.
+# printed by its custom-training cells as TF prints a tensor (`tf.Tensor(<loss>, shape=(), dtype=float32)`), falling.
 TF_GUIDE_VARIABLE = "<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>"
 TF_GUIDE_LOSSES = 210
 
@@ -62,7 +62,8 @@ def test_distributed_training_guide():
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert lines[0] == TF_GUIDE_VARIABLE
-    losses = [float(line) for line in lines if re.fullmatch(r"\d+\.\d+(e-?\d+)?", line)]
+    losses = [float(m[1]) for line in lines
+              if (m := re.fullmatch(r"tf\.Tensor\((\d+\.\d+(e-?\d+)?), shape=\(\), dtype=float32\)", line))]
     assert len(losses) == TF_GUIDE_LOSSES
     assert losses[-1] < losses[0]
     # The guide's `MirroredStrategy(devices=["/gpu:0", "/gpu:1"])` on a machine without GPUs: TF runs the
