@@ -256,6 +256,18 @@ def test_collective_hints_are_communication_options():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     out = strategy.extended.batch_reduce_to("sum", [(np.float32(1.0), np.float32(1.0))], options=hints)
     np.testing.assert_allclose(np.asarray(out[0]), 1.0)
+    # and ReplicaContext.all_reduce / all_gather take it too, as TF's: the same results as without it
+    two = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+    def step():
+        ctx = tf.distribute.get_replica_context()
+        mine = tf.cast(ctx.replica_id_in_sync_group, tf.float32) + 1.0
+        return (ctx.all_reduce("sum", mine, options=hints), ctx.all_gather(mine[None], 0, options=hints),
+                ctx.all_reduce("sum", mine))
+
+    summed, gathered, plain = (two.experimental_local_results(v) for v in two.run(step))
+    assert [float(v) for v in summed] == [float(v) for v in plain] == [3.0, 3.0]
+    assert [np.asarray(v).tolist() for v in gathered] == [[1.0, 2.0], [1.0, 2.0]]
 
 
 def test_connect_to_host_names_the_way_forward():

@@ -6,7 +6,7 @@ strategy's data axis: NCCL on GPU, ICI on TPU, gloo/in-process on CPU.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -65,8 +65,10 @@ class ReplicaContext:
             return jnp.int32(0) if self._replica_id is None else jnp.asarray(self._replica_id, jnp.int32)
         return jax.lax.axis_index(self._axis).astype(jnp.int32)
 
-    def all_reduce(self, reduce_op: ReduceOp | str, value: PyTree) -> PyTree:
-        """Sums (or averages) a pytree over all replicas; every replica gets the result."""
+    def all_reduce(self, reduce_op: ReduceOp | str, value: PyTree, options: Any = None) -> PyTree:
+        """Sums (or averages) a pytree over all replicas; every replica gets the result. `options` is TF's
+        `CommunicationOptions` (or `CollectiveHints`): its `bytes_per_pack` packs the all-reduces between CPU
+        processes, over the strategy's own; XLA chooses the implementation and has no timeout to set."""
         op = ReduceOp.from_value(reduce_op)
         if self._axis is None:
             return value
@@ -74,15 +76,17 @@ class ReplicaContext:
         values = jax.tree.map(jnp.asarray, value)
         if len(jax.tree.leaves(values)) > 1 and spans_cpu_processes(self._strategy.mesh, axis):
             # Across CPU processes one all-reduce per dtype, as TF packs gradients (jdist/strategy/packing.py).
-            total = packed_psum(values, axis, bytes_per_pack(self._strategy))
+            pack = int(getattr(options, "bytes_per_pack", 0) or 0) or bytes_per_pack(self._strategy)
+            total = packed_psum(values, axis, pack)
         else:
             total = jax.tree.map(lambda x: jax.lax.psum(x, axis), values)
         if op is ReduceOp.MEAN:
             total = jax.tree.map(lambda t: t / self.num_replicas_in_sync, total)
         return total
 
-    def all_gather(self, value: PyTree, axis: int) -> PyTree:
-        """Concatenates every replica's value along `axis` (rank >= 1), on every replica."""
+    def all_gather(self, value: PyTree, axis: int, options: Any = None) -> PyTree:
+        """Concatenates every replica's value along `axis` (rank >= 1), on every replica. `options` (TF's
+        `CommunicationOptions`) is accepted: XLA chooses how to gather."""
         def gather_leaf(x):
             x = jnp.asarray(x)
             if x.ndim < 1:
