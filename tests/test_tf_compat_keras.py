@@ -85,10 +85,43 @@ def test_tensorboard_writes_weight_histograms_and_the_model_config(tmp_path):
 
 
 def test_tensorboard_refuses_what_needs_tensorflow():
-    with pytest.raises(ValueError, match="write_images"):
-        tf.keras.callbacks.TensorBoard(write_images=True)
+    with pytest.raises(ValueError, match="write_steps_per_second"):
+        tf.keras.callbacks.TensorBoard(write_steps_per_second=True)
     with pytest.raises(ValueError, match="histogram_freq must be a non-negative int"):
         tf.keras.callbacks.TensorBoard(histogram_freq=-1)
+
+
+# Observed, TF 2.21 with its Keras 3, the script of the test below: per epoch and weight, the image summary's
+# width, height, image count and each image's pixel sum (decoded PNG).
+TF_WEIGHT_IMAGES = {
+    0: {"conv/kernel/image": (3, 3, [1237, 597]), "conv/bias/image": (1, 2, [0]),
+        "dense/kernel/image": (32, 3, [12736]), "dense/bias/image": (1, 3, [495])},
+    1: {"conv/kernel/image": (3, 3, [933, 394]), "conv/bias/image": (1, 2, [510]),
+        "dense/kernel/image": (32, 3, [10551]), "dense/bias/image": (1, 3, [510])},
+}
+
+
+def test_tensorboard_write_images_draws_the_weights_as_keras_does(tmp_path):
+    import io
+
+    from PIL import Image
+
+    inputs = keras.Input((6, 6, 1))
+    hidden = keras.layers.Flatten()(keras.layers.Conv2D(2, 3, name="conv")(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="dense")(hidden))
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.uniform(-0.2, 1.2, w.shape).astype(np.float32) for w in model.get_weights()])
+    model.compile("sgd", "mse")
+    x, y = rng.normal(size=(8, 6, 6, 1)).astype(np.float32), rng.normal(size=(8, 3)).astype(np.float32)
+    board = tf.keras.callbacks.TensorBoard(str(tmp_path), histogram_freq=1, write_images=True)
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[board])
+    seen: dict = {0: {}, 1: {}}
+    for path in sorted((tmp_path / "train").iterdir()):
+        for step, tag, plugin, value in read_tensors(path):
+            if plugin == "images":
+                pixels = [np.asarray(Image.open(io.BytesIO(png))) for png in value[2:]]
+                seen[step][tag] = (int(value[0]), int(value[1]), [int(p.sum()) for p in pixels])
+    assert seen == TF_WEIGHT_IMAGES
 
 
 def test_string_lookup_matches_tf():

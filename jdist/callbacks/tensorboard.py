@@ -67,6 +67,12 @@ class SummaryLog:
                                                           "histograms")])
         writer.flush()
 
+    def values(self, step: int, encoded: Sequence[bytes]) -> None:
+        """Summary values already encoded (`tf.summary`'s images of the weights) into `train/` at `step`."""
+        writer = self._writer("train")
+        writer.add_values(step, list(encoded))
+        writer.flush()
+
     def keras_model(self, config_json: str) -> None:
         """The model's config (`model.to_json()`), which TensorBoard's graph tab draws (Keras's `keras` tag)."""
         value = np.asarray(config_json.encode(), dtype=object)

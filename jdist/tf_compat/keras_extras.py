@@ -40,17 +40,18 @@ def tensorboard_class() -> type:
                      update_freq: str | int = "epoch", profile_batch: Any = 0, embeddings_freq: int = 0,
                      embeddings_metadata: Any = None):
             super().__init__()
-            unsupported = {"write_images": write_images, "write_steps_per_second": write_steps_per_second,
-                           "embeddings_freq": embeddings_freq, "profile_batch": profile_batch}
+            unsupported = {"write_steps_per_second": write_steps_per_second, "embeddings_freq": embeddings_freq,
+                           "profile_batch": profile_batch}
             asked = [k for k, v in unsupported.items() if v not in (0, False, None, (0, 0))]
             if asked:
                 raise ValueError(f"tf.keras.callbacks.TensorBoard under jdist writes scalars, weight histograms and "
-                                 f"the model graph; {asked} need TensorFlow's summary ops. Leave them at their "
-                                 "defaults (jdist.profile() records profiles).")
+                                 f"images, and the model graph; {asked} need TensorFlow's summary ops. Leave them at "
+                                 "their defaults (jdist.profile() records profiles).")
             if isinstance(histogram_freq, bool) or not isinstance(histogram_freq, int) or histogram_freq < 0:
                 raise ValueError(f"histogram_freq must be a non-negative int (epochs between weight histograms; "
                                  f"0: none), got {histogram_freq!r}")
             self.histogram_freq, self.write_graph = histogram_freq, bool(write_graph)
+            self.write_images = bool(write_images)  # with histogram_freq: the weights as images, as Keras 3
             if update_freq not in ("epoch", "batch") and not (isinstance(update_freq, int) and update_freq > 0):
                 raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int, got {update_freq!r}")
             self.log_dir = str(log_dir)
@@ -83,6 +84,8 @@ def tensorboard_class() -> type:
                 values = to_host([value for _, value in weights])
                 if is_chief():
                     self._log.histograms(epoch, [(path, v) for (path, _), v in zip(weights, values)])
+                    if self.write_images:
+                        self._log.values(epoch, _weight_images(weights, values))
             if not is_chief():
                 return
             logs = {k: float(v) for k, v in (logs or {}).items() if k != "learning_rate"}
@@ -93,6 +96,18 @@ def tensorboard_class() -> type:
             self._log.close()
 
     return TensorBoard
+
+
+def _weight_images(weights: list, values: list) -> list[bytes]:
+    """Keras 3's `<weight path>/image` summaries (`write_images`; observed in TF 2.21: a conv kernel's first
+    three output channels, a dense kernel with its longer side across, a bias as a column)."""
+    import keras
+
+    from jdist.tf_compat.summary_images import image_value, weight_image
+
+    channels_last = keras.config.image_data_format() == "channels_last"
+    images = [(path.replace(":", "_"), weight_image(v, channels_last)) for (path, _), v in zip(weights, values)]
+    return [image_value(f"{path}/image", image) for path, image in images if image is not None]
 
 
 @functools.cache

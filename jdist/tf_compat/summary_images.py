@@ -52,7 +52,8 @@ def as_uint8(images: np.ndarray) -> np.ndarray:
     raise TypeError(f"tf.summary.image takes numeric images, got {images.dtype}")
 
 
-def _image_value(tag: str, data: np.ndarray, max_outputs: int, description: str) -> bytes:
+def image_value(tag: str, data: np.ndarray, max_outputs: int = 3, description: str = "") -> bytes:
+    """The encoded summary value of `tf.summary.image(tag, data, max_outputs=...)`."""
     if data.ndim != 4:
         raise ValueError(f"Tensor  must have rank 4.  Received rank {data.ndim}, shape {tuple(data.shape)}")
     if max_outputs < 0:
@@ -67,7 +68,23 @@ def _image_value(tag: str, data: np.ndarray, max_outputs: int, description: str)
 
 def image(name: str, data: Any, step: Any = None, max_outputs: int = 3, description: str | None = None) -> Any:
     """`tf.summary.image`: the first `max_outputs` images of a `[k, h, w, c]` batch as PNGs; True if written."""
-    return record(name, data, step, lambda d: _image_value(name, d, int(max_outputs), description or ""))
+    return record(name, data, step, lambda d: image_value(name, d, int(max_outputs), description or ""))
+
+
+def weight_image(weight: np.ndarray, channels_last: bool = True) -> np.ndarray | None:
+    """Keras 3's TensorBoard picture of a weight (`write_images`, its `_log_weight_as_image`), or None where Keras
+    draws none: squeezed; a vector is one 1-pixel-wide column image, a matrix one image with its longer side as
+    the width, a 3-d kernel one image per output channel; kept only with 1, 3 or 4 channels."""
+    w = np.squeeze(np.asarray(weight))
+    if w.ndim == 1:
+        w = w.reshape(1, w.shape[0], 1, 1)
+    elif w.ndim == 2:
+        w = w.T if w.shape[0] > w.shape[1] else w
+        w = w.reshape(1, w.shape[0], w.shape[1], 1)
+    elif w.ndim == 3:
+        w = np.transpose(w, (2, 0, 1)) if channels_last else w
+        w = w.reshape(*w.shape, 1)
+    return w if w.ndim == 4 and w.shape[-1] in (1, 3, 4) else None
 
 
 def encode_wav(audio: np.ndarray, sample_rate: int) -> bytes:
