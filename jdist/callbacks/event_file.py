@@ -46,7 +46,8 @@ def masked_crc32c(data: bytes) -> int:
 
 
 # ----------------------------------------------------------------- protobuf
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """A protobuf varint."""
     value &= (1 << 64) - 1  # int64 negatives as two's complement, as protobuf does
     out = bytearray()
     while True:
@@ -60,11 +61,11 @@ def _varint(value: int) -> bytes:
 
 
 def _field(number: int, wire_type: int, payload: bytes) -> bytes:
-    return _varint((number << 3) | wire_type) + payload
+    return varint((number << 3) | wire_type) + payload
 
 
-def _length_delimited(number: int, payload: bytes) -> bytes:
-    return _field(number, 2, _varint(len(payload)) + payload)
+def length_delimited(number: int, payload: bytes) -> bytes:
+    return _field(number, 2, varint(len(payload)) + payload)
 
 
 # TensorProto's dtype enum for the dtypes tf.summary writes.
@@ -79,23 +80,23 @@ def encode_tensor_value(tag: str, value: np.ndarray, plugin_name: str, descripti
     """One serialized `Summary.Value` holding a tensor (numbers as tensor_content, strings as string_val);
     `plugin_content` is the plugin's own metadata (TF's Keras writes b"1" for its model graph)."""
     value = np.asarray(value)
-    shape = b"".join(_length_delimited(2, _field(1, 0, _varint(d))) for d in value.shape)
+    shape = b"".join(length_delimited(2, _field(1, 0, varint(d))) for d in value.shape)
     if value.dtype.kind in "USO":
-        content = b"".join(_length_delimited(8, (v.encode() if isinstance(v, str) else bytes(v)))
+        content = b"".join(length_delimited(8, (v.encode() if isinstance(v, str) else bytes(v)))
                            for v in value.reshape(-1).tolist())
-        tensor = _field(1, 0, _varint(_DT_STRING)) + _length_delimited(2, shape) + content
+        tensor = _field(1, 0, varint(_DT_STRING)) + length_delimited(2, shape) + content
     else:
         if value.dtype not in _DT:
             raise TypeError(f"event files hold float32, float64, int32, int64 or bool tensors, not {value.dtype}.")
         data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes()
-        tensor = _field(1, 0, _varint(_DT[value.dtype])) + _length_delimited(2, shape) + _length_delimited(4, data)
-    plugin = _length_delimited(1, plugin_name.encode())
+        tensor = _field(1, 0, varint(_DT[value.dtype])) + length_delimited(2, shape) + length_delimited(4, data)
+    plugin = length_delimited(1, plugin_name.encode())
     if plugin_content:
-        plugin += _length_delimited(2, plugin_content)
-    metadata = _length_delimited(1, plugin)
+        plugin += length_delimited(2, plugin_content)
+    metadata = length_delimited(1, plugin)
     if description:
-        metadata += _length_delimited(3, description.encode())
-    return _length_delimited(1, tag.encode()) + _length_delimited(8, tensor) + _length_delimited(9, metadata)
+        metadata += length_delimited(3, description.encode())
+    return length_delimited(1, tag.encode()) + length_delimited(8, tensor) + length_delimited(9, metadata)
 
 
 def histogram_buckets(data: np.ndarray, buckets: int = 30) -> np.ndarray:
@@ -118,17 +119,17 @@ def histogram_buckets(data: np.ndarray, buckets: int = 30) -> np.ndarray:
 def encode_event(wall_time: float, step: int = 0, *, scalars: Mapping[str, float] | None = None,
                  file_version: str | None = None, values: Sequence[bytes] = ()) -> bytes:
     """One serialized `Event` holding a file version, scalar summaries or encoded `Summary.Value`s."""
-    out = _field(1, 1, struct.pack("<d", wall_time)) + _field(2, 0, _varint(int(step)))
+    out = _field(1, 1, struct.pack("<d", wall_time)) + _field(2, 0, varint(int(step)))
     if file_version is not None:
-        out += _length_delimited(3, file_version.encode())
+        out += length_delimited(3, file_version.encode())
     if scalars:
         simple = b"".join(
-            _length_delimited(1, _length_delimited(1, tag.encode()) + _field(2, 5, struct.pack("<f", float(v))))
+            length_delimited(1, length_delimited(1, tag.encode()) + _field(2, 5, struct.pack("<f", float(v))))
             for tag, v in scalars.items()
         )
-        out += _length_delimited(5, simple)
+        out += length_delimited(5, simple)
     elif values:
-        out += _length_delimited(5, b"".join(_length_delimited(1, v) for v in values))
+        out += length_delimited(5, b"".join(length_delimited(1, v) for v in values))
     return out
 
 
@@ -187,9 +188,12 @@ def iter_records(path: str | os.PathLike) -> Iterator[bytes]:
             yield payload
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """The protobuf varint at `pos`, and the position after it (ValueError if the bytes end inside it)."""
     result = shift = 0
     while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
         byte = buf[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
@@ -198,19 +202,22 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             return result, pos
 
 
-def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """`(field number, wire type, value)`: an int for a varint, the raw bytes otherwise."""
+def proto_fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """`(field number, wire type, value)` of a protobuf message: an int for a varint, the raw bytes otherwise
+    (ValueError for a field cut short)."""
     pos = 0
     while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         number, wire_type = key >> 3, key & 7
         if wire_type == 0:
-            value, pos = _read_varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire_type == 1:
             value, pos = buf[pos:pos + 8], pos + 8
         elif wire_type == 2:
-            length, pos = _read_varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             value, pos = buf[pos:pos + length], pos + length
+            if pos > len(buf):
+                raise ValueError("truncated field")
         elif wire_type == 5:
             value, pos = buf[pos:pos + 4], pos + 4
         else:
@@ -223,7 +230,7 @@ def _events(path: str | os.PathLike) -> Iterator[tuple[int, list[bytes]]]:
     for payload in iter_records(path):
         step = 0
         summaries: list[bytes] = []
-        for number, _, value in _fields(payload):
+        for number, _, value in proto_fields(payload):
             if number == 2:
                 assert isinstance(value, int), "Event.step is a varint"
                 step = value if value < 1 << 63 else value - (1 << 64)
@@ -238,12 +245,12 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
     out = []
     for step, summaries in _events(path):
         for summary in summaries:
-            for number, _, value in _fields(summary):
+            for number, _, value in proto_fields(summary):
                 if number != 1:
                     continue
                 assert isinstance(value, bytes), "Summary.value is a message"
                 tag, scalar = None, None
-                for vnum, _, v in _fields(value):
+                for vnum, _, v in proto_fields(value):
                     if vnum == 1:
                         assert isinstance(v, bytes), "Summary.Value.tag is a string"
                         tag = v.decode()
@@ -257,15 +264,15 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
 
 def _tensor(buf: bytes) -> np.ndarray:
     dtype, shape, content, strings = 0, [], b"", []
-    for number, _, value in _fields(buf):
+    for number, _, value in proto_fields(buf):
         if number == 1:
             assert isinstance(value, int), "TensorProto.dtype is a varint"
             dtype = value
         elif number == 2:
             assert isinstance(value, bytes), "TensorProto.tensor_shape is a message"
-            for _, _, dim in _fields(value):
+            for _, _, dim in proto_fields(value):
                 assert isinstance(dim, bytes), "TensorShapeProto.dim is a message"
-                shape.append(next((s for n, _, s in _fields(dim) if n == 1), 0))
+                shape.append(next((s for n, _, s in proto_fields(dim) if n == 1), 0))
         elif number == 4:
             assert isinstance(value, bytes), "TensorProto.tensor_content is bytes"
             content = value
@@ -282,20 +289,20 @@ def read_tensors(path: str | os.PathLike) -> list[tuple[int, str, str, np.ndarra
     out = []
     for step, summaries in _events(path):
         for summary in summaries:
-            for _, _, value in _fields(summary):
+            for _, _, value in proto_fields(summary):
                 assert isinstance(value, bytes), "Summary.value is a message"
                 tag, plugin, tensor = None, "", None
-                for vnum, _, v in _fields(value):
+                for vnum, _, v in proto_fields(value):
                     assert isinstance(v, bytes), "Summary.Value's tag, tensor and metadata are messages"
                     if vnum == 1:
                         tag = v.decode()
                     elif vnum == 8:
                         tensor = _tensor(v)
                     elif vnum == 9:
-                        for mnum, _, data in _fields(v):
+                        for mnum, _, data in proto_fields(v):
                             if mnum == 1:
                                 assert isinstance(data, bytes), "SummaryMetadata.plugin_data is a message"
-                                plugin = next((p.decode() for n, _, p in _fields(data)
+                                plugin = next((p.decode() for n, _, p in proto_fields(data)
                                                if n == 1 and isinstance(p, bytes)), "")
                 if tag is not None and tensor is not None:
                     out.append((step, tag, plugin, tensor))

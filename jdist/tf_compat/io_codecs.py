@@ -18,6 +18,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jdist.callbacks.event_file import length_delimited, proto_fields, varint
 from jdist.tf_compat.dtype_table import as_dtype
 from jdist.tf_compat.error_types import DataLossError, InvalidArgumentError
 from jdist.tf_compat.strings import text
@@ -89,27 +90,18 @@ def decode_compressed(bytes: Any, compression_type: str = "", name: str | None =
 
 
 # ------------------------------------------------------------------ TensorProto
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+def _shape_proto(shape: tuple[int, ...]) -> bytes:
+    """A `TensorShapeProto`: one `dim` per dimension, its `size` left out when 0 (as protobuf writes it)."""
+    return b"".join(length_delimited(2, varint(8) + varint(d) if d else b"") for d in shape)
 
 
 def _tensor_proto(array: np.ndarray) -> bytes:
     dtype = "string" if array.dtype.kind in "OSU" else as_dtype(array.dtype).name
-    dims = b"".join(_field(2, _varint(8) + _varint(d) if d else b"") for d in array.shape)
-    out = _varint(8) + _varint(_ENUM[dtype]) + _field(2, dims)
+    out = varint(8) + varint(_ENUM[dtype]) + length_delimited(2, _shape_proto(array.shape))
     if dtype == "string":
-        return out + b"".join(_field(8, s) for s in text(array).reshape(-1))
+        return out + b"".join(length_delimited(8, s) for s in text(array).reshape(-1))
     content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
-    return out + (_field(4, content) if content else b"")
+    return out + (length_delimited(4, content) if content else b"")
 
 
 def serialize_tensor(tensor: Any, name: str | None = None) -> np.ndarray:
@@ -123,37 +115,9 @@ def serialize_tensor(tensor: Any, name: str | None = None) -> np.ndarray:
     return np.array(_tensor_proto(array), dtype=object)
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        value, pos, shift = value | (byte & 0x7F) << shift, pos + 1, shift + 7
-        if not byte & 0x80:
-            return value, pos
-
-
 def _fields(data: bytes) -> list[tuple[int, Any]]:
     """(field number, value) pairs: ints for varints, bytes for the rest."""
-    out, pos = [], 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(data, pos)
-        elif wire == 2:
-            size, pos = _read_varint(data, pos)
-            value, pos = data[pos:pos + size], pos + size
-            if pos > len(data):
-                raise ValueError("truncated field")
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            value, pos = data[pos:pos + width], pos + width
-        else:
-            raise ValueError(f"wire type {wire}")
-        out.append((number, value))
-    return out
+    return [(number, value) for number, _, value in proto_fields(data)]
 
 
 def _parse_one(data: bytes, out_type: Any) -> np.ndarray:

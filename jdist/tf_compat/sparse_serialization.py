@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from jdist.callbacks.event_file import length_delimited, read_varint, varint
 from jdist.tf_compat.dtype_table import as_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.host_tensors import as_tensors
-from jdist.tf_compat.io_codecs import _ENUM, _NAME, _TF_NAME, _field, _fields, _read_varint, _varint
+from jdist.tf_compat.io_codecs import _ENUM, _NAME, _TF_NAME, _fields, _shape_proto
 from jdist.tf_compat.sparse import SparseTensor
 from jdist.tf_compat.strings import text
 
@@ -23,13 +24,13 @@ from jdist.tf_compat.strings import text
 def _proto(array: np.ndarray) -> bytes:
     strings = array.dtype.kind in "OSU"
     dtype = "string" if strings else as_dtype(array.dtype).name
-    dims = b"".join(_field(2, _varint(8) + _varint(d) if d else b"") for d in array.shape)
     if strings:
         items = list(text(array).reshape(-1))
-        content = b"".join(_varint(len(s)) for s in items) + b"".join(items)
+        content = b"".join(varint(len(s)) for s in items) + b"".join(items)
     else:
         content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
-    return _varint(8) + _varint(_ENUM[dtype]) + _field(2, dims) + (_field(4, content) if content else b"")
+    head = varint(8) + varint(_ENUM[dtype]) + length_delimited(2, _shape_proto(array.shape))
+    return head + (length_delimited(4, content) if content else b"")
 
 
 def _parse(record: bytes) -> tuple[str, np.ndarray]:
@@ -49,7 +50,7 @@ def _parse(record: bytes) -> tuple[str, np.ndarray]:
         if content:
             lengths, pos = [], 0
             for _ in range(count):
-                size, pos = _read_varint(content, pos)
+                size, pos = read_varint(content, pos)
                 lengths.append(size)
             for size in lengths:
                 texts.append(content[pos:pos + size])

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from jdist.callbacks.event_file import encode_tensor_value
+from jdist.callbacks.event_file import encode_tensor_value, proto_fields
 from jdist.strategy.context import get_replica_context
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tf_compat.summary import _STATE, WriterBase, get_step, should_record_summaries
@@ -56,30 +56,9 @@ def record(name: str, data: Any, step: Any, encode: Callable[[np.ndarray], bytes
     return np.asarray(True)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        value, pos, shift = value | (byte & 0x7F) << shift, pos + 1, shift + 7
-        if not byte & 0x80:
-            return value, pos
-
-
 def _message_fields(buf: bytes) -> dict[int, bytes]:
     """The length-delimited fields of a protobuf message (the last of each number), varints skipped."""
-    fields, pos = {}, 0
-    while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
-        if key & 7 == 0:
-            _, pos = _read_varint(buf, pos)
-        elif key & 7 == 2:
-            length, pos = _read_varint(buf, pos)
-            fields[key >> 3], pos = buf[pos:pos + length], pos + length
-        elif key & 7 in (1, 5):  # fixed 64 and 32 bits
-            pos += 8 if key & 7 == 1 else 4
-        else:
-            raise ValueError(f"SummaryMetadata: unexpected protobuf wire type {key & 7}")
-    return fields
+    return {number: value for number, wire, value in proto_fields(buf) if wire == 2 and isinstance(value, bytes)}
 
 
 def _metadata(metadata: Any) -> tuple[str, bytes, str]:
