@@ -111,14 +111,19 @@ def _in_float(image: TensorLike) -> tuple[Any, np.dtype]:
     return values, original
 
 
-def adjust_saturation(image: TensorLike, saturation_factor: TensorLike, name: str | None = None) -> Tensor:
-    """Saturation (HSV) multiplied by `saturation_factor` and clipped to [0, 1]."""
+def _rgb_in_hsv(image: TensorLike, op: str) -> tuple[Any, Any, Any]:
+    """The image as floats, its original dtype, and its HSV values; RGB images only, as TF's."""
     values, original = _in_float(image)
     if values.ndim < 3 or values.shape[-1] != 3:
-        raise InvalidArgumentError(None, None, f"tf.image.adjust_saturation: input must be at least 3-D with 3 "
-                                               f"channels (R, G, B), got shape {list(values.shape)}")
+        raise InvalidArgumentError(None, None, f"tf.image.{op}: input must be at least 3-D with 3 channels "
+                                               f"(R, G, B), got shape {list(values.shape)}")
+    return values, original, _to_hsv(values.astype(np.float32))
+
+
+def adjust_saturation(image: TensorLike, saturation_factor: TensorLike, name: str | None = None) -> Tensor:
+    """Saturation (HSV) multiplied by `saturation_factor` and clipped to [0, 1]."""
+    values, original, hsv = _rgb_in_hsv(image, "adjust_saturation")
     module = xp(values, saturation_factor)
-    hsv = _to_hsv(values.astype(np.float32))
     factor = module.asarray(saturation_factor, np.float32)
     hsv = module.stack([hsv[..., 0], module.clip(hsv[..., 1] * factor, 0, 1), hsv[..., 2]], axis=-1)
     return convert_image_dtype(_to_rgb(hsv).astype(values.dtype), original)
@@ -128,12 +133,8 @@ def adjust_hue(image: TensorLike, delta: TensorLike, name: str | None = None) ->
     """Hue (HSV) turned by `delta` in [-1, 1] (a full turn is 1)."""
     if not is_jax(delta) and not -1 <= float(np.asarray(delta)) <= 1:
         raise ValueError("delta must be in the interval [-1, 1]")
-    values, original = _in_float(image)
-    if values.ndim < 3 or values.shape[-1] != 3:
-        raise InvalidArgumentError(None, None, f"tf.image.adjust_hue: input must be at least 3-D with 3 channels "
-                                               f"(R, G, B), got shape {list(values.shape)}")
+    values, original, hsv = _rgb_in_hsv(image, "adjust_hue")
     module = xp(values, delta)
-    hsv = _to_hsv(values.astype(np.float32))
     hue = hsv[..., 0] + module.asarray(delta, np.float32)
     hue = hue - module.floor(hue)
     hsv = module.stack([hue, hsv[..., 1], hsv[..., 2]], axis=-1)

@@ -86,18 +86,25 @@ def conv_transpose(input: TensorLike, filters: TensorLike, output_shape: Sequenc
                    strides: int | Sequence[int], padding: str = "SAME", data_format: str | None = None,
                    dilations: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
     """The gradient of `convolution` (filters spatial..., out, in) over an input of `output_shape`, at `input`:
-    TF's transposed convolution, for 1, 2 or 3 spatial dimensions."""
+    TF's transposed convolution, for 1, 2 or 3 spatial dimensions; so its padding is the forward convolution's,
+    odd output sizes included."""
+    return _transpose(input, filters, output_shape, strides, padding, data_format, dilations, "conv_transpose")
+
+
+def _transpose(input: TensorLike, filters: TensorLike, output_shape: Sequence[int] | TensorLike,  # noqa: A002
+               strides: int | Sequence[int], padding: str, data_format: str | None,
+               dilations: int | Sequence[int] | None, op: str) -> Tensor:
     x, w = convert_to_tensor(input), convert_to_tensor(filters)
     n = w.ndim - 2
     if n not in _SPATIAL or x.ndim != n + 2:
-        raise ValueError(f"tf.nn.conv_transpose: `input` (shape {tuple(x.shape)}) must have rank {n + 2} for "
+        raise ValueError(f"tf.nn.{op}: `input` (shape {tuple(x.shape)}) must have rank {n + 2} for "
                          f"filters of shape {tuple(w.shape)} (spatial..., out_channels, in_channels)")
     if is_jax(output_shape) and isinstance(output_shape, jax.core.Tracer):  # pyright: ignore[reportAttributeAccessIssue]
-        raise ValueError("tf.nn.conv_transpose: `output_shape` must be known when compiling (Python ints)")
+        raise ValueError(f"tf.nn.{op}: `output_shape` must be known when compiling (Python ints)")
     target = tuple(int(d) for d in np.asarray(output_shape).reshape(-1))
     channels_last = channels_last_of(data_format, n)
     if len(target) != n + 2:
-        raise ValueError(f"tf.nn.conv_transpose: output_shape {list(target)} must have {n + 2} entries")
+        raise ValueError(f"tf.nn.{op}: output_shape {list(target)} must have {n + 2} entries")
     kernel = jnp.asarray(w)
     steps = spatial(strides, n, "strides", channels_last)
     rates = spatial(dilations, n, "dilations", channels_last)
@@ -110,7 +117,7 @@ def conv_transpose(input: TensorLike, filters: TensorLike, output_shape: Sequenc
 
     expected = jax.eval_shape(forward, jax.ShapeDtypeStruct(target, kernel.dtype)).shape
     if tuple(expected) != tuple(x.shape):
-        raise ValueError(f"tf.nn.conv_transpose: a convolution of output_shape {list(target)} gives "
+        raise ValueError(f"tf.nn.{op}: a convolution of output_shape {list(target)} gives "
                          f"{list(expected)}, not the input's {list(x.shape)}")
     _, pullback = jax.vjp(forward, jnp.zeros(target, kernel.dtype))
     (out,) = pullback(jnp.asarray(x, kernel.dtype))
@@ -121,14 +128,21 @@ def conv1d_transpose(input: TensorLike, filters: TensorLike, output_shape: Seque
                      strides: int | Sequence[int], padding: str = "SAME", data_format: str = "NWC",
                      dilations: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
     """`conv_transpose` over one spatial dimension (filters W, out, in)."""
-    return conv_transpose(input, filters, output_shape, strides, padding, data_format, dilations)
+    return _transpose(input, filters, output_shape, strides, padding, data_format, dilations, "conv1d_transpose")
+
+
+def conv2d_transpose(input: TensorLike, filters: TensorLike, output_shape: Sequence[int] | TensorLike,  # noqa: A002
+                     strides: int | Sequence[int], padding: str = "SAME", data_format: str = "NHWC",
+                     dilations: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
+    """`conv_transpose` over two spatial dimensions (filters HW, out, in)."""
+    return _transpose(input, filters, output_shape, strides, padding, data_format, dilations, "conv2d_transpose")
 
 
 def conv3d_transpose(input: TensorLike, filters: TensorLike, output_shape: Sequence[int] | TensorLike,  # noqa: A002
                      strides: int | Sequence[int], padding: str = "SAME", data_format: str = "NDHWC",
                      dilations: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
     """`conv_transpose` over three spatial dimensions (filters DHW, out, in)."""
-    return conv_transpose(input, filters, output_shape, strides, padding, data_format, dilations)
+    return _transpose(input, filters, output_shape, strides, padding, data_format, dilations, "conv3d_transpose")
 
 
 def atrous_conv2d(value: TensorLike, filters: TensorLike, rate: int, padding: str, name: str | None = None) -> Tensor:
@@ -270,7 +284,8 @@ def depthwise_conv2d_backprop_filter(input: TensorLike, filter_sizes: Sequence[i
 
 NN: dict[str, Any] = dict(
     convolution=convolution, conv3d=conv3d, conv_transpose=conv_transpose, conv1d_transpose=conv1d_transpose,
-    conv3d_transpose=conv3d_transpose, atrous_conv2d=atrous_conv2d, atrous_conv2d_transpose=atrous_conv2d_transpose,
+    conv2d_transpose=conv2d_transpose, conv3d_transpose=conv3d_transpose, atrous_conv2d=atrous_conv2d,
+    atrous_conv2d_transpose=atrous_conv2d_transpose,
     separable_conv2d=separable_conv2d, depth_to_space=depth_to_space, space_to_depth=space_to_depth,
     dilation2d=dilation2d, erosion2d=erosion2d, depthwise_conv2d_backprop_input=depthwise_conv2d_backprop_input,
     depthwise_conv2d_backprop_filter=depthwise_conv2d_backprop_filter,

@@ -209,33 +209,6 @@ def depthwise_conv2d(input: TensorLike, filter: TensorLike, strides: Sequence[in
     return np.asarray(out) if on_host else out
 
 
-def conv2d_transpose(input: TensorLike, filters: TensorLike, output_shape: Sequence[int],  # noqa: A002
-                     strides: int | Sequence[int], padding: str = "SAME", data_format: str = "NHWC",
-                     dilations: int | Sequence[int] | None = None, name: str | None = None) -> Tensor:
-    """TF's definition: the gradient of `conv2d` (filters HW, out, in) over an input of `output_shape`, taken at
-    `input`; so its padding is the forward convolution's, odd output sizes included."""
-    x, w = convert_to_tensor(input), convert_to_tensor(filters)
-    if not _layout(data_format):
-        raise ValueError("jdist's tf.nn.conv2d_transpose takes NHWC input; transpose NCHW input first")
-    on_host = _as_input(x, w)
-    target = tuple(int(d) for d in np.asarray(output_shape).reshape(-1))
-    kernel = jnp.asarray(w)
-
-    def forward(inputs: jax.Array) -> jax.Array:
-        return jax.lax.conv_general_dilated(
-            inputs, kernel, window_strides=_four(strides, "strides"), padding=_padding(padding, True),
-            rhs_dilation=_four(1 if dilations is None else dilations, "dilations"),
-            dimension_numbers=("NHWC", "HWIO", "NHWC"))
-
-    expected = jax.eval_shape(forward, jax.ShapeDtypeStruct(target, kernel.dtype)).shape
-    if tuple(expected) != tuple(x.shape):
-        raise ValueError(f"tf.nn.conv2d_transpose: a convolution of output_shape {list(target)} gives "
-                         f"{list(expected)}, not the input's {list(x.shape)}")
-    _, pullback = jax.vjp(forward, jnp.zeros(target, kernel.dtype))
-    (out,) = pullback(jnp.asarray(x, kernel.dtype))
-    return np.asarray(out) if on_host else out
-
-
 def _pool(kind: str, x: TensorLike, ksize: int | Sequence[int], strides: int | Sequence[int], padding: str,
           data_format: str) -> Tensor:
     value = convert_to_tensor(x)
@@ -275,5 +248,5 @@ def avg_pool2d(input: TensorLike, ksize: int | Sequence[int], strides: int | Seq
 NN_EXTRA = dict(
     gelu=gelu, silu=silu, swish=swish, leaky_relu=leaky_relu, elu=elu, selu=selu, softplus=softplus,
     dropout=dropout, conv2d=conv2d, max_pool2d=max_pool2d, avg_pool2d=avg_pool2d, l2_normalize=l2_normalize,
-    conv1d=conv1d, depthwise_conv2d=depthwise_conv2d, conv2d_transpose=conv2d_transpose,
+    conv1d=conv1d, depthwise_conv2d=depthwise_conv2d,
 )
