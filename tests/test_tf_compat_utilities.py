@@ -292,6 +292,24 @@ def test_nest_accepts_what_tf_accepts_and_maps_as_tf():
         tf.nest.map_structure(lambda x, y: x + y, [1, 2], [1, 2, 3])
 
 
+def test_nest_rebuilds_dicts_in_their_own_key_order():
+    # observed, TF 2.21: flatten sorts a dict's keys, but map_structure / pack_sequence_as rebuild each dict with
+    # the first structure's key order (and its type), nested dicts and namedtuples included
+    d = {"b": 1, "a": 2, "c": {"z": 1, "y": 2}}
+    mapped = tf.nest.map_structure(lambda x: x * 10, d)
+    assert (list(mapped), list(mapped["c"])) == (["b", "a", "c"], ["z", "y"])
+    assert mapped == {"b": 10, "a": 20, "c": {"z": 10, "y": 20}}
+    packed = tf.nest.pack_sequence_as(d, [1, 2, 3, 4])
+    assert (list(packed), packed) == (["b", "a", "c"], {"b": 2, "a": 1, "c": {"z": 4, "y": 3}})
+    assert list(tf.nest.map_structure(lambda x, y: x + y, {"b": 1, "a": 2}, {"a": 5, "b": 6})) == ["b", "a"]
+    counts = tf.nest.map_structure(lambda x: x, collections.defaultdict(int, {"b": 1, "a": 2}))
+    assert (type(counts).__name__, list(counts), counts["new"]) == ("defaultdict", ["b", "a"], 0)
+    inside = tf.nest.map_structure(lambda x: -x, [P(a={"q": 1, "p": 2}, b=(3,))])
+    assert list(inside[0].a) == ["q", "p"] and inside == [P(a={"q": -1, "p": -2}, b=(-3,))]
+    with pytest.raises(ValueError, match="Must provide at least one structure"):
+        tf.nest.map_structure(lambda: 1)
+
+
 # ------------------------------------------------------------------------------------------- tf.test
 def test_tf_test_helpers():
     assert tf.test.is_built_with_xla() is True  # JAX compiles with XLA (TF 2.21's wheel: True as well)

@@ -1,12 +1,14 @@
 """`tf.nest`: TF's structure functions over `jax.tree`, with `None` a leaf as in TF (`jax.tree` drops it).
 
-TF's structures are lists, tuples (namedtuples too) and dicts (keys sorted when flattened); everything else,
+TF's structures are lists, tuples (namedtuples too) and dicts (keys sorted when flattened, but a rebuilt dict keeps
+the first structure's key order, as TF's does: observed in TF 2.21); everything else,
 arrays and text included, is a leaf. `assert_same_structure` (and `map_structure` over several structures)
 raises TF 2.21's errors (observed): ValueError for a different nesting, length or set of keys, TypeError for
 different sequence types under `check_types` (any two mappings match).
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -88,13 +90,16 @@ def assert_same_structure(nest1: PyTree, nest2: PyTree, check_types: bool = True
 def map_structure(func: Callable[..., object], *structure: PyTree, check_types: bool = True,
                   expand_composites: bool = False) -> PyTree:
     """`tf.nest.map_structure`: `func` over the leaves of structures that `assert_same_structure` accepts."""
-    for other in structure[1:]:
-        assert_same_structure(structure[0], other, check_types=check_types)
-    if len(structure) > 1 and not check_types:  # same leaves in another container: map over the first's shape
-        treedef = jax.tree.structure(structure[0], is_leaf=_is_none)
+    if not structure:
+        raise ValueError("Must provide at least one structure")
+    first, others = structure[0], structure[1:]
+    for other in others:
+        assert_same_structure(first, other, check_types=check_types)
+    if others and not check_types:  # same leaves in another container: map over the first's shape
+        treedef = jax.tree.structure(first, is_leaf=_is_none)
         leaves = [flatten(s) for s in structure]
-        return jax.tree.unflatten(treedef, [func(*args) for args in zip(*leaves)])
-    return jax.tree.map(func, *structure, is_leaf=_is_none)
+        return _in_order_of(first, jax.tree.unflatten(treedef, [func(*args) for args in zip(*leaves)]))
+    return _in_order_of(first, jax.tree.map(func, *structure, is_leaf=_is_none))
 
 
 def flatten(structure: PyTree, expand_composites: bool = False) -> list:
@@ -102,7 +107,22 @@ def flatten(structure: PyTree, expand_composites: bool = False) -> list:
 
 
 def pack_sequence_as(structure: PyTree, flat_sequence: Iterable[object], expand_composites: bool = False) -> PyTree:
-    return jax.tree.unflatten(jax.tree.structure(structure, is_leaf=_is_none), list(flat_sequence))
+    rebuilt = jax.tree.unflatten(jax.tree.structure(structure, is_leaf=_is_none), list(flat_sequence))
+    return _in_order_of(structure, rebuilt)
+
+
+def _in_order_of(template: Any, rebuilt: Any) -> Any:
+    """`rebuilt` with each dict's keys in `template`'s order (`jax.tree` rebuilds a dict with its keys sorted)."""
+    if isinstance(template, dict) and isinstance(rebuilt, dict) and set(template) == set(rebuilt):
+        items = [(key, _in_order_of(template[key], rebuilt[key])) for key in template]
+        if isinstance(rebuilt, defaultdict):
+            return type(rebuilt)(rebuilt.default_factory, items)
+        return type(rebuilt)(items)
+    if type(template) in (list, tuple) and type(rebuilt) is type(template) and len(template) == len(rebuilt):
+        return type(rebuilt)(_in_order_of(t, r) for t, r in zip(template, rebuilt))
+    if isinstance(template, tuple) and hasattr(template, "_fields") and type(rebuilt) is type(template):
+        return type(rebuilt)(*(_in_order_of(t, r) for t, r in zip(template, rebuilt)))
+    return rebuilt
 
 
 NEST = dict(assert_same_structure=assert_same_structure, is_nested=is_nested)
