@@ -417,6 +417,27 @@ def _finish(workers: list[subprocess.Popen], timeout: float) -> list[int | None]
     return codes
 
 
+# TF 2.21 with tf_keras (its Keras 3 stops at `optimizers.legacy`), guide/migrate/multi_worker_cpu_gpu_training,
+# unseeded: the fifth epoch's loss over 10 runs, and the evaluation's over 14 (the random start decides it).
+TF_CPU_GPU_GUIDE_LAST_EPOCH = (0.0008, 0.59)
+TF_CPU_GPU_GUIDE_EVALUATION = (0.0011, 45.5)
+
+
+@pytest.mark.multiprocess
+def test_multi_worker_cpu_gpu_migration_guide():
+    """The guide's TF2 cells as written (its two imports changed): `TFConfigClusterResolver`, in-process
+    `tf.distribute.Server`s for 3 workers and 2 parameter servers, `ParameterServerStrategy`, `fit` of 5 epochs
+    of 10 steps with tf_keras's legacy Adagrad, then `evaluate`; the losses in TF's range (about a minute:
+    Ray's five processes start and compile)."""
+    done = _run("multi_worker_cpu_gpu_training.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"10/10 - \S+ - \S+/step - loss: ([0-9.e+-]+)", done.stdout)]
+    assert len(losses) == 5 and np.all(np.isfinite(losses)), done.stdout[-2000:]
+    assert losses[-1] < losses[0] and losses[-1] <= TF_CPU_GPU_GUIDE_LAST_EPOCH[1], losses
+    evaluation = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+    assert 0 <= evaluation["loss"] <= TF_CPU_GPU_GUIDE_EVALUATION[1], evaluation
+
+
 def _logs(work: Path, tag: str) -> list[str]:
     return [(work / f"job_{i}_{tag}.log").read_text() for i in range(2)]
 

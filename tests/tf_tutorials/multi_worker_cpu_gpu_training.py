@@ -2,8 +2,9 @@
 # site/en/guide/migrate/multi_worker_cpu_gpu_training.ipynb), its TF2 code cells in order, Copyright The
 # TensorFlow Authors, Apache License 2.0. Changed: the two imports (marked), and the evaluation's result, which
 # the notebook displays, printed (marked `was:`). Left out: the TF1 cells (`tf1.estimator`).
-# Run with KERAS_BACKEND=jax. Not run by the suite (about 40 s, most of it starting Ray and its 5 processes):
-# scripts/ps_fit_guide_bench.py runs it beside TF's own (the marked lines put back), docs/parameter_server.md.
+# Run with KERAS_BACKEND=jax (tests/test_tf_tutorials.py runs it; about a minute, most of it starting Ray and its 5
+# processes); scripts/ps_fit_guide_bench.py runs it beside TF's own (the marked lines put back),
+# docs/parameter_server.md.
 import jdist.tf_compat as tf  # was: import tensorflow as tf
 tf1 = tf.compat.v1  # was: import tensorflow.compat.v1 as tf1
 
