@@ -127,8 +127,9 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
     if len(outputs) != len(touts):
         raise ValueError(f"tf.py_function: the function returned {len(outputs)} outputs for {len(touts)} dtypes in "
                          "Tout")
-    converted = [convert_to_tensor(np.asarray(o), numpy_dtype(t.dtype if isinstance(t, TensorSpec) else t))
-                 for o, t in zip(outputs, touts)]
+    dtypes = [numpy_dtype(t.dtype if isinstance(t, TensorSpec) else t) for t in touts]
+    converted = [convert_to_tensor(np.asarray(o), None if d.kind == "O" else d)  # text: TF's bytes (tf.string)
+                 for o, d in zip(outputs, dtypes)]
     return converted if isinstance(Tout, (list, tuple)) else converted[0]
 
 

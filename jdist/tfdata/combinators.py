@@ -1,7 +1,6 @@
 """`tf.data.Dataset`'s transformations that combine or regroup elements, with TF 2.21's semantics (observed):
-`concatenate`, `flat_map`, `interleave`, `padded_batch`, `window`, `scan`, `unique`, `take_while`, `rebatch`,
-`group_by_window`, `bucket_by_sequence_length`, `ignore_errors`, and the sources `choose_from_datasets`,
-`sample_from_datasets`, `counter`, `random`.
+`concatenate`, `flat_map`, `interleave`, `padded_batch`, `scan`, `unique`, `take_while`, `ignore_errors`, and the
+sources `choose_from_datasets`, `sample_from_datasets`, `counter`, `random` (windows and groups: `grouping`).
 
 They stream (each pass a generator over the input's elements), so a saved position is replayed, as for
 `filter`. `Dataset` gets them as methods (`install`).
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import structure
+from jdist.tfdata import seeding, structure, tensor_text
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.options import INFINITE, UNKNOWN
 
@@ -27,21 +26,14 @@ Key = tuple
 _DATASET: list[type] = []  # the class `install` gave these methods to (tf.data's Dataset)
 
 
-def _dataset_class() -> Any:
+def dataset_class() -> Any:
     return _DATASET[0]
 
 
-def _listed(rows: list) -> Dataset:
-    """A dataset of these elements (a window or a group: their shapes may differ)."""
-    import grain
-
-    source = grain.MapDataset.source(rows)
-    return _dataset_class()(lambda key: source, len(rows), lambda: structure.spec_of(rows[0]), kind="WindowDataset")
-
-
-def _streamed(base: Dataset, elements: Callable[[Key], Iterator], cardinality: int, spec: Callable[[], Any],
-              kind: str) -> Dataset:
-    return base._derive(lambda key: Generated(lambda: elements(key)), cardinality, spec, kind)
+def streamed(base: Dataset, elements: Callable[[Key], Iterator], cardinality: int, spec: Callable[[], Any],
+             kind: str, static: bool | None = None) -> Dataset:
+    """`static=False` where the spec is read off a first element (see `Dataset._static`)."""
+    return base._derive(lambda key: Generated(lambda: elements(key)), cardinality, spec, kind, static=static)
 
 
 def _specs_match(a: Any, b: Any) -> bool:
@@ -50,21 +42,34 @@ def _specs_match(a: Any, b: Any) -> bool:
             and repr(structure.map_leaves(lambda _: 0, a)) == repr(structure.map_leaves(lambda _: 0, b)))
 
 
+def _common_spec(a: Any, b: Any) -> Any:
+    """The spec both elements fit (TF 2.21's, observed: shapes (3,) and (4,) give (None,), ranks that differ
+    an unknown shape)."""
+    others = iter(structure.leaves(b))
+
+    def merged(x: Any) -> Any:
+        y = next(others)
+        if x.shape is None or y.shape is None or len(x.shape) != len(y.shape):
+            return structure.TensorSpec(None, x.dtype)
+        return structure.TensorSpec(tuple(p if p == q else None for p, q in zip(x.shape, y.shape)), x.dtype)
+    return structure.map_leaves(merged, a)
+
+
 def concatenate(self: Dataset, dataset: Dataset, name: str | None = None) -> Dataset:
     """This dataset's elements, then `dataset`'s (TF's TypeError for elements of another structure or dtype)."""
-    if not isinstance(dataset, _dataset_class()):
+    if not isinstance(dataset, dataset_class()):
         raise TypeError(f"Dataset.concatenate takes a Dataset, got {type(dataset).__name__}")
     if not _specs_match(self.element_spec, dataset.element_spec):
-        raise TypeError(f"Incompatible dataset elements:\n  {self.element_spec} vs.\n  {dataset.element_spec}")
+        raise TypeError(f"Incompatible dataset elements:\n  {self.element_spec} vs.   {dataset.element_spec}")
     a, b = self._cardinality, dataset._cardinality
     card = INFINITE if INFINITE in (a, b) else (a + b if a >= 0 and b >= 0 else UNKNOWN)
-    return _streamed(self, lambda key: itertools.chain(self._elements(key), dataset._elements(key)), card,
-                     lambda: self.element_spec, "ConcatenateDataset")
+    return streamed(self, lambda key: itertools.chain(self._elements(key), dataset._elements(key)), card,
+                    lambda: _common_spec(self.element_spec, dataset.element_spec), "ConcatenateDataset")
 
 
 def _inner(map_func: Callable, element: Any, what: str) -> Dataset:
     inner = structure.call(map_func, element)
-    if not isinstance(inner, _dataset_class()):
+    if not isinstance(inner, dataset_class()):
         raise TypeError(f"Dataset.{what}: `map_func` must return a Dataset, got {type(inner).__name__}")
     return inner
 
@@ -83,7 +88,8 @@ def flat_map(self: Dataset, map_func: Callable[..., Dataset], name: str | None =
     def elements(key: Key) -> Iterator:
         for element in self._elements(key):
             yield from iter(_inner(map_func, element, "flat_map"))
-    return _streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "flat_map"), "FlatMapDataset")
+    return streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "flat_map"), "FlatMapDataset",
+                    static=False)
 
 
 def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: int | None = None,
@@ -123,18 +129,30 @@ def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: in
                 slots[index], open_ = iter(_inner(map_func, element, "interleave")), open_ + 1
             else:
                 index, taken = (index + 1) % cycle, 0
-    return _streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "interleave"), "InterleaveDataset")
+    kind = "InterleaveDataset" if num_parallel_calls is None else "ParallelInterleaveDataset"  # TF's class names
+    return streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "interleave"), kind, static=False)
 
 
 def _pad_value(value: Any, dtype: np.dtype) -> Any:
+    """The scalar padding a component of `dtype`: TF's TypeError (observed text) for a value of another dtype,
+    such as a Python int (int32) for an int64 component."""
     if value is None:
         return b"" if dtype.kind in "OSU" else np.zeros((), dtype)
-    return np.asarray(value).item() if np.ndim(value) == 0 else value
+    leaf = np.asarray(structure.to_leaf(value))
+    text = leaf.dtype.kind in "OSU"
+    if text != (dtype.kind in "OSU") or (not text and leaf.dtype != dtype):
+        raise TypeError(f"Invalid `padding_values`. `padding_values` values type <dtype: "
+                        f"'{tensor_text.dtype_name(leaf.dtype)}'> does not match type <dtype: "
+                        f"'{tensor_text.dtype_name(dtype)}'> of the corresponding input component.")
+    if leaf.ndim:
+        raise ValueError(f"Invalid `padding_values`: each must be a scalar, got shape {leaf.shape}")
+    return leaf.item()
 
 
 def _padded(parts: list[np.ndarray], shape: Any, value: Any) -> np.ndarray:
     """Same-rank arrays stacked after padding each to `shape` (None dims: the batch's largest)."""
-    arrays = [np.asarray(p) for p in parts]
+    arrays = [np.asarray(p, dtype=object) if isinstance(p, bytes) or np.asarray(p).dtype.kind == "S"
+              else np.asarray(p) for p in parts]  # text as bytes objects, as `structure.stack` batches it
     rank = arrays[0].ndim
     if any(a.ndim != rank for a in arrays):
         raise ValueError(f"padded_batch: the elements have different ranks {sorted({a.ndim for a in arrays})}")
@@ -143,7 +161,7 @@ def _padded(parts: list[np.ndarray], shape: Any, value: Any) -> np.ndarray:
                                             for d, s in enumerate(shape)]
     if len(target) != rank:
         raise ValueError(f"padded_batch: padded shape {list(target)} does not have the elements' rank {rank}")
-    dtype = arrays[0].dtype if arrays[0].dtype.kind != "S" else np.dtype(object)
+    dtype = arrays[0].dtype
     out = np.full([len(arrays), *target], _pad_value(value, dtype), dtype=dtype)
     for i, a in enumerate(arrays):
         if any(n > t for n, t in zip(a.shape, target)):
@@ -151,7 +169,10 @@ def _padded(parts: list[np.ndarray], shape: Any, value: Any) -> np.ndarray:
 
             raise DataLossError(None, None, f"Attempted to pad to a smaller size than the input element: element "
                                             f"shape {list(a.shape)}, padded shape {list(target)}.")
-        out[(i, *(slice(0, n) for n in a.shape))] = a
+        if a.ndim:
+            out[(i, *(slice(0, n) for n in a.shape))] = a
+        else:
+            out[i] = a[()]  # a 0-d object array would be stored as the array itself
     return out
 
 
@@ -199,10 +220,20 @@ def padded_batch(self: Dataset, batch_size: int, padded_shapes: Any = None, padd
     if card >= 0:
         card = card // size if drop_remainder else -(-card // size)
     leading = size if drop_remainder else None
-    spec = lambda: structure.map_leaves(  # noqa: E731
-        lambda s: structure.TensorSpec((leading, *([None] * len(s.shape))) if s.shape is not None else None,
-                                       s.dtype), self.element_spec)
-    return _streamed(self, elements, card, spec, "PaddedBatchDataset")
+
+    def spec() -> Any:
+        element = self.element_spec
+        shapes = iter(shape_entries(element))
+
+        def one(s: Any) -> Any:
+            padded = next(shapes)
+            if padded is None:
+                dims = None if s.shape is None else [None] * len(s.shape)
+            else:  # TF 2.21 (observed): a dimension given in padded_shapes is static, None or -1 is not
+                dims = [None if d is None or int(d) == -1 else int(d) for d in padded]
+            return structure.TensorSpec(None if dims is None else (leading, *dims), s.dtype)
+        return structure.map_leaves(one, element)
+    return streamed(self, elements, card, spec, "PaddedBatchDataset")
 
 
 def _shape_leaves(padded_shapes: Any) -> list:
@@ -216,38 +247,6 @@ def _shape_leaves(padded_shapes: Any) -> list:
     return [None if padded_shapes is None else (as_list() if callable(as_list) else padded_shapes)]
 
 
-def window(self: Dataset, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False,
-           name: str | None = None) -> Dataset:
-    """Windows of `size` elements every `shift`, taking every `stride`-th: each a dataset (a tuple or dict of
-    datasets for a structured element), as TF's (`flat_map(lambda w: w.batch(size))` makes them batches)."""
-    size, step, stride = int(size), int(shift or size), int(stride)
-    if min(size, step, stride) < 1:
-        raise ValueError("Dataset.window: size, shift and stride must be positive")
-    span = (size - 1) * stride + 1
-
-    def as_datasets(rows: list) -> Any:
-        first = rows[0]
-        columns = iter([_listed(list(col)) for col in zip(*(structure.leaves(r) for r in rows))])
-        return structure.map_leaves(lambda _: next(columns), first)
-
-    def elements(key: Key) -> Iterator:
-        buffer: list = []
-        start = 0
-        for element in self._elements(key):
-            buffer.append(element)
-            while len(buffer) >= start + span:
-                yield as_datasets(buffer[start:start + span:stride])
-                start += step
-            dropped = min(start, len(buffer))  # nothing before the next window's start is needed again
-            del buffer[:dropped]
-            start -= dropped
-        while not drop_remainder and start < len(buffer):
-            yield as_datasets(buffer[start:start + span:stride])
-            start += step
-
-    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "WindowDataset")
-
-
 def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any], name: str | None = None
          ) -> Dataset:
     """`new_state, output = scan_func(state, element)`: the outputs, the state carried along (TF's)."""
@@ -258,7 +257,14 @@ def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any]
                                       structure.map_leaves(structure.HostTensor.of, element))
             state = structure.normalize(state)
             yield structure.normalize(output)
-    return _streamed(self, elements, self._cardinality, lambda: self.element_spec, "ScanDataset")
+    def spec() -> Any:
+        for output in elements((0,)):
+            out = structure.spec_of(output)
+            return (structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
+                                         if s.shape else s, out)
+                    if structure.leading_unknown(self.element_spec) else out)
+        raise ValueError("element_spec: the dataset is empty, so its scanned elements cannot be inspected")
+    return streamed(self, elements, self._cardinality, spec, "ScanDataset", static=False)
 
 
 def unique(self: Dataset, name: str | None = None) -> Dataset:
@@ -266,9 +272,9 @@ def unique(self: Dataset, name: str | None = None) -> Dataset:
     spec = self.element_spec
     dtype = getattr(spec, "dtype", None)
     if isinstance(spec, (tuple, dict)) or dtype is None or not (np.dtype(dtype) in (np.int32, np.int64)
-                                                                 or np.dtype(dtype) == object):
-        raise TypeError(f"`tf.data.Dataset.unique` does not support type {dtype} -- only `tf.int32`, `tf.int64`, "
-                        "and `tf.string` are supported.")
+                                                                 or np.dtype(dtype).kind in "OSU"):
+        raise TypeError(f"`tf.data.Dataset.unique` does not support type <dtype: '{tensor_text.dtype_name(dtype)}'> "
+                        "-- only `tf.int32`, `tf.int64`, and `tf.string` are supported.")
 
     def elements(key: Key) -> Iterator:
         seen: set = set()
@@ -277,81 +283,14 @@ def unique(self: Dataset, name: str | None = None) -> Dataset:
             if value not in seen:
                 seen.add(value)
                 yield element
-    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "UniqueDataset")
+    return streamed(self, elements, UNKNOWN, lambda: self.element_spec, "UniqueDataset")
 
 
 def take_while(self: Dataset, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
     """The elements up to the first for which `predicate` is false."""
-    return _streamed(self, lambda key: itertools.takewhile(
+    return streamed(self, lambda key: itertools.takewhile(
         lambda e: bool(np.asarray(structure.call(predicate, e))), self._elements(key)), UNKNOWN,
         lambda: self.element_spec, "TakeWhileDataset")
-
-
-def rebatch(self: Dataset, batch_size: int, drop_remainder: bool = False, name: str | None = None) -> Dataset:
-    """The batches' rows batched again `batch_size` at a time (TF 2.21: `range(10).batch(4).rebatch(3)` gives
-    [0 1 2] [3 4 5] [6 7 8] [9])."""
-    return self.unbatch().batch(batch_size, drop_remainder=drop_remainder)
-
-
-def group_by_window(self: Dataset, key_func: Callable[..., Any], reduce_func: Callable[[Any, Dataset], Dataset],
-                    window_size: int | None = None, window_size_func: Callable[[Any], Any] | None = None,
-                    name: str | None = None) -> Dataset:
-    """Elements grouped by `key_func`; a group of `window_size` becomes `reduce_func(key, window)`'s elements
-    at once, the groups left at the end in ascending key order (TF 2.21's order, observed)."""
-    if (window_size is None) == (window_size_func is None):
-        raise ValueError("Dataset.group_by_window: give exactly one of window_size and window_size_func")
-
-    def emit(group_key: int, rows: list) -> Iterator:
-        yield from iter(reduce_func(np.int64(group_key), _listed(rows)))
-
-    def elements(key: Key) -> Iterator:
-        groups: dict[int, list] = {}
-        for element in self._elements(key):
-            group_key = int(np.asarray(structure.call(key_func, element)))
-            size = int(np.asarray(window_size if window_size_func is None else window_size_func(np.int64(group_key))))
-            rows = groups.setdefault(group_key, [])
-            rows.append(element)
-            if len(rows) >= size:
-                del groups[group_key]
-                yield from emit(group_key, rows)
-        for group_key in sorted(groups):
-            yield from emit(group_key, groups[group_key])
-
-    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "GroupByWindowDataset")
-
-
-def bucket_by_sequence_length(self: Dataset, element_length_func: Callable[..., Any],
-                              bucket_boundaries: Sequence[int], bucket_batch_sizes: Sequence[int],
-                              padded_shapes: Any = None, padding_values: Any = None,
-                              pad_to_bucket_boundary: bool = False, no_padding: bool = False,
-                              drop_remainder: bool = False, name: str | None = None) -> Dataset:
-    """Elements bucketed by length (bucket i: lengths in [boundary i-1, boundary i)) and batched per bucket,
-    padded to the batch's longest (or to the bucket's boundary - 1), as TF's."""
-    boundaries = [int(b) for b in bucket_boundaries]
-    sizes = [int(b) for b in bucket_batch_sizes]
-    if len(sizes) != len(boundaries) + 1:
-        raise ValueError("len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1")
-
-    def bucket(*element: Any) -> int:
-        length = int(np.asarray(element_length_func(*element)))
-        if pad_to_bucket_boundary and length >= max(boundaries):
-            from jdist.errors import InvalidArgumentError
-
-            raise InvalidArgumentError(None, None, "When pad_to_bucket_boundary=True, elements must have length "
-                                                   "< max(bucket_boundaries).")
-        return int(np.searchsorted(boundaries, length, side="right"))
-
-    def reduce(bucket_id: Any, group: Dataset) -> Dataset:
-        size = sizes[int(bucket_id)]
-        if no_padding:
-            return group.batch(size, drop_remainder=drop_remainder)
-        shapes = padded_shapes
-        if pad_to_bucket_boundary:
-            edge = boundaries[int(bucket_id)] - 1 if int(bucket_id) < len(boundaries) else None
-            shapes = structure.map_leaves(lambda s: [edge, *([None] * (len(s.shape) - 1))], group.element_spec)
-        return padded_batch(group, size, shapes, padding_values, drop_remainder)
-
-    return group_by_window(self, bucket, reduce, window_size_func=lambda bucket_id: sizes[int(bucket_id)])
 
 
 def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = None) -> Dataset:
@@ -374,7 +313,7 @@ def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = N
                     import logging
 
                     logging.getLogger("tensorflow").warning("Ignoring error: %s", error)
-    return _streamed(self, elements, UNKNOWN, lambda: self.element_spec, "IgnoreErrorsDataset")
+    return streamed(self, elements, UNKNOWN, lambda: self.element_spec, "IgnoreErrorsDataset")
 
 
 def _directed_cardinality(datasets: Sequence[Dataset]) -> int:
@@ -408,13 +347,18 @@ def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, s
     def elements(key: Key) -> Iterator:
         its = [d._elements(key) for d in datasets]
         for choice in choice_dataset._elements(key):
+            index = int(np.asarray(choice))
+            if not 0 <= index < len(its):
+                from jdist.errors import InvalidArgumentError
+
+                raise InvalidArgumentError(None, None, f"Selector index out of range: {index} >= {len(its)}")
             try:
-                yield next(its[int(np.asarray(choice))])
+                yield next(its[index])
             except StopIteration:
                 if stop_on_empty_dataset:
                     return
-    return _streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
-                     "DirectedInterleaveDataset")
+    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
+                    "DirectedInterleaveDataset")
 
 
 def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] | None = None,
@@ -425,7 +369,7 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] |
     datasets = list(datasets)
     p = np.full(len(datasets), 1.0 / len(datasets)) if weights is None else np.asarray(weights, np.float64)
     p = p / p.sum()
-    base = int(np.random.default_rng().integers(1 << 62)) if seed is None else int(seed)
+    base = seeding.op_seed(seed)
 
     def elements(key: Key) -> Iterator:
         rng = np.random.default_rng([base, *(key if rerandomize_each_iteration else ())])
@@ -439,14 +383,14 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] |
                 if stop_on_empty_dataset:
                     return
                 live[i] = 0.0
-    return _streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
-                     "DirectedInterleaveDataset")
+    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
+                    "DirectedInterleaveDataset")
 
 
 def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | None = None) -> Dataset:
     """start, start + step, ... forever (TF's cardinality -1)."""
     kind = np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
-    return _dataset_class().range(1)._derive(
+    return dataset_class().range(1)._derive(
         lambda key: Generated(lambda: (kind.type(v) for v in itertools.count(start, step))), INFINITE,
         lambda: structure.TensorSpec((), kind), "CounterDataset")
 
@@ -454,17 +398,17 @@ def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | No
 def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None, name: str | None = None
            ) -> Dataset:
     """Random int64 scalars forever (numpy's draws, reproducible from `seed`: not TF's numbers)."""
-    base = int(np.random.default_rng().integers(1 << 62)) if seed is None else int(seed)
+    base = seeding.op_seed(seed)
 
     def make(key: Key) -> Generated:
         rng = np.random.default_rng([base, *(key if rerandomize_each_iteration else ())])
         return Generated(lambda: (np.int64(v) for v in iter(lambda: int(rng.integers(0, 1 << 63)), None)))
-    return _dataset_class().range(1)._derive(make, INFINITE, lambda: structure.TensorSpec((), np.dtype(np.int64)),
+    return dataset_class().range(1)._derive(make, INFINITE, lambda: structure.TensorSpec((), np.dtype(np.int64)),
                                              "RandomDataset")
 
 
-METHODS = {f.__name__: f for f in (concatenate, flat_map, interleave, padded_batch, window, scan, unique, take_while,
-                                    rebatch, group_by_window, bucket_by_sequence_length, ignore_errors)}
+METHODS = {f.__name__: f for f in (concatenate, flat_map, interleave, padded_batch, scan, unique, take_while,
+                                    ignore_errors)}
 SOURCES: dict[str, Any] = {f.__name__: f for f in (choose_from_datasets, sample_from_datasets, counter, random)}
 
 

@@ -28,7 +28,7 @@ import grain
 import numpy as np
 
 from jdist.strategy import function_trace
-from jdist.tfdata import combinators, structure
+from jdist.tfdata import combinators, files, grouping, seeding, spec as dataset_spec, structure
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
@@ -44,6 +44,9 @@ from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
 
 Key = tuple
+# Above this many elements a full-buffer shuffle draws each index (grain's index_shuffle) instead of holding a
+# permutation (8 bytes an element).
+_PERMUTATION_LIMIT = 1 << 24
 
 
 def _derive_seed(seed: int, key: Key) -> int:
@@ -63,8 +66,11 @@ class Dataset(grain.IterDataset):
     """`tf.data.Dataset`: see the module docstring. Build one with a static constructor."""
 
     def __init__(self, make: Callable[[Key], Any], cardinality: int, spec: Callable[[], Any], *,
-                 options: Options | None = None, threads: int = 0, kind: str = "Dataset"):
+                 options: Options | None = None, threads: int = 0, kind: str = "Dataset", static: bool = False):
         super().__init__()
+        # Whether the element spec is TF's static one (a source's, or derived from one without running a user
+        # function): a spec read off a first element (`map`) may fix a dimension that varies.
+        self._static = static
         self._make_pass = make
         self._cardinality = int(cardinality)
         self._spec_fn = spec
@@ -76,9 +82,10 @@ class Dataset(grain.IterDataset):
 
     # ---------------------------------------------------------------- derived datasets
     def _derive(self, make: Callable[[Key], Any], cardinality: int, spec: Callable[[], Any], kind: str,
-                threads: int | None = None) -> Dataset:
+                threads: int | None = None, static: bool | None = None) -> Dataset:
         return Dataset(make, cardinality, spec, options=self._options, kind=kind,
-                       threads=self._threads if threads is None else threads)
+                       threads=self._threads if threads is None else threads,
+                       static=self._static if static is None else static)
 
     def _build(self, key: Key) -> Any:
         return self._make_pass(key)
@@ -109,14 +116,15 @@ class Dataset(grain.IterDataset):
         source = Slices(components, n)
         return Dataset(lambda key: source, n, lambda: structure.spec_of(source[0]) if n else
                        structure.map_leaves(lambda a: structure.TensorSpec(a.shape[1:], a.dtype), components),
-                       kind="TensorSliceDataset")
+                       kind="TensorSliceDataset", static=True)
 
     @staticmethod
     def from_tensors(tensors: Any, name: str | None = None) -> Dataset:
         """One element: `tensors` itself."""
         element = structure.normalize(tensors)
         source = grain.MapDataset.source([element])
-        return Dataset(lambda key: source, 1, lambda: structure.spec_of(element), kind="TensorDataset")
+        return Dataset(lambda key: source, 1, lambda: structure.spec_of(element), kind="TensorDataset",
+                       static=True)
 
     @staticmethod
     def range(*args: int, output_type: Any = np.int64, name: str | None = None) -> Dataset:
@@ -124,31 +132,36 @@ class Dataset(grain.IterDataset):
         bounds = range(*(_check_count("range", a) for a in args))
         dtype = np.dtype(getattr(output_type, "as_numpy_dtype", output_type))
         source = Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))
-        return Dataset(lambda key: source, len(bounds), lambda: structure.TensorSpec((), dtype), kind="RangeDataset")
+        return Dataset(lambda key: source, len(bounds), lambda: structure.TensorSpec((), dtype), kind="RangeDataset",
+                       static=True)
 
     @staticmethod
     def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
                        args: tuple | None = None, output_signature: Any = None, name: str | None = None) -> Dataset:
         """Elements from `generator(*args)`, called again for each pass; checked against `output_signature`."""
         if not callable(generator):
-            raise TypeError("from_generator: `generator` must be a callable that returns an iterator (pass the "
-                            "generator function, not a generator object)")
+            raise TypeError("`generator` must be a Python callable. Pass the generator function, not a generator "
+                            "object.")
         if output_signature is None and output_types is None:
             raise TypeError("from_generator: give `output_signature` (a structure of TensorSpecs), as TF requires")
         call_args = tuple(args or ())
         signature = structure.signature_from(output_signature, output_types, output_shapes)
 
         def make(key: Key) -> grain.IterDataset:
-            return Generated(lambda: (structure.conform(structure.normalize(element), signature)
+            return Generated(lambda: (structure.conform(element, signature)
                                       for element in generator(*call_args)))
 
-        return Dataset(make, UNKNOWN, lambda: signature, kind="FlatMapDataset")
+        return Dataset(make, UNKNOWN, lambda: signature, kind="FlatMapDataset", static=True)
 
     @staticmethod
     def zip(*datasets: Any, name: str | None = None) -> Dataset:
         """Elements of several datasets side by side (a tuple, or the structure given), until one ends."""
         nested = datasets[0] if len(datasets) == 1 and not isinstance(datasets[0], Dataset) else datasets
         parts = structure.leaves(nested)
+        if any(isinstance(d, list) for d in (nested, *parts)):
+            raise TypeError("Invalid input to `zip`. Inputs are expected to be (nested) structures of "
+                            "`tf.data.Dataset` objects. Python `list` is not supported and you should use `tuple` "
+                            "instead.")
         if not parts or not all(isinstance(d, Dataset) for d in parts):
             raise TypeError("Dataset.zip takes Datasets, or one tuple/dict of Datasets")
         cards = [d._cardinality for d in parts]
@@ -169,7 +182,8 @@ class Dataset(grain.IterDataset):
                     lambda values: rebuild(list(values)))
             return Generated(lambda: (rebuild(list(v)) for v in zip(*(iter(as_iter(b)) for b in built))))
 
-        return Dataset(make, card, lambda: structure.map_leaves(lambda d: d.element_spec, nested), kind="ZipDataset")
+        return Dataset(make, card, lambda: structure.map_leaves(lambda d: d.element_spec, nested), kind="ZipDataset",
+                       static=all(d._static for d in parts))
 
     # ---------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
@@ -182,7 +196,10 @@ class Dataset(grain.IterDataset):
                 return transform.map(element)
         elif callable(map_func):
             def apply(element: Any) -> Any:
-                return structure.normalize(structure.call(map_func, element))
+                out = structure.call(map_func, element)
+                # TF 2.21 (observed): a list returned by the function is a tuple of components (one inside a
+                # tuple stays one tensor)
+                return structure.normalize(tuple(out) if type(out) is list else out)
         else:
             raise TypeError(f"Dataset.map: `map_func` must be callable, got {type(map_func).__name__}")
         threads = self._threads
@@ -191,23 +208,29 @@ class Dataset(grain.IterDataset):
 
         def spec() -> Any:
             first = next(self._elements((0,)), None)
-            if first is None:
-                raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be inspected")
+            if first is None:  # an empty dataset (a filter kept nothing): the function on zeros of the input's spec
+                try:
+                    first = structure.placeholder(self.element_spec)
+                except ValueError:
+                    raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be "
+                                     "inspected") from None
             out = structure.spec_of(apply(first))
             if structure.leading_unknown(self.element_spec):
                 out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
                                            if s.shape else s, out)
             return out
 
-        return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, "MapDataset", threads)
+        kind = "MapDataset" if num_parallel_calls is None else "ParallelMapDataset"  # TF's class names
+        return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, kind, threads,
+                            static=False)
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """The elements for which `predicate` is true (a boolean scalar)."""
         def keep(element: Any) -> bool:
             verdict = np.asarray(structure.call(predicate, element))
-            if verdict.shape != () or verdict.dtype != np.bool_:
-                raise TypeError(f"Dataset.filter: `predicate` must return a scalar bool; got dtype {verdict.dtype} "
-                                f"shape {verdict.shape}")
+            if verdict.shape != () or verdict.dtype != np.bool_:  # TF 2.21's ValueError and text (observed)
+                raise ValueError(f"Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor, but its "
+                                 f"return type is {structure.spec_of(verdict)}.")
             return bool(verdict)
         return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
                             lambda: self.element_spec, "FilterDataset")
@@ -217,7 +240,9 @@ class Dataset(grain.IterDataset):
         """Consecutive elements stacked `batch_size` at a time; the short last batch kept unless dropped."""
         size = _check_count("batch", batch_size)
         if size < 1:
-            raise ValueError(f"Dataset.batch: batch_size must be positive, got {size}")
+            from jdist.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(None, None, f"Batch size must be greater than zero. (batch_size={size})")
         card = self._cardinality
         if card >= 0:
             card = card // size if drop_remainder else -(-card // size)
@@ -230,23 +255,33 @@ class Dataset(grain.IterDataset):
         """The rows of each element, one by one (the inverse of `batch`)."""
         def make(key: Key) -> grain.IterDataset:
             return Generated(lambda: (row for batch in self._elements(key) for row in structure.unstack(batch)))
-        return self._derive(make, UNKNOWN, lambda: structure.unbatched_spec(self.element_spec), "UnbatchDataset")
+        card = self._cardinality
+        if card >= 0:  # TF 2.21's (observed): times a static leading dimension, else unknown
+            card = structure.unbatched_cardinality(card, self.element_spec) if self._static else UNKNOWN
+        return self._derive(make, card, lambda: structure.unbatched_spec(self.element_spec), "UnbatchDataset")
 
     def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
                 name: str | None = None) -> Dataset:
         """TF's windowed shuffle: a buffer of `buffer_size` elements, one drawn at random at a time."""
         size = _check_count("shuffle", buffer_size)
-        if size < 1 and size != AUTOTUNE:
-            raise ValueError(f"Dataset.shuffle: buffer_size must be positive, got {size}")
-        base = int(np.random.default_rng().integers(1 << 62)) if seed is None else _check_count("shuffle", seed)
-        full = self._cardinality >= 0 and (size >= self._cardinality or size == AUTOTUNE)
+        if size < 1 and size != UNKNOWN:  # TF 2.21's error (observed); UNKNOWN_CARDINALITY buffers everything
+            from jdist.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(None, None, "buffer_size must be greater than zero or UNKNOWN_CARDINALITY "
+                                                   f"(got {size})")
+        if size == UNKNOWN:
+            size = 1 << 62
+        base = seeding.op_seed(None if seed is None else _check_count("shuffle", seed))
+        full = self._cardinality >= 0 and size >= self._cardinality
 
         def make(key: Key) -> Any:
             pass_seed = _derive_seed(base, key if reshuffle_each_iteration else ())
             built = self._build(key)
             if isinstance(built, grain.MapDataset) and self._cardinality >= 0:
-                if full:
+                if full and self._cardinality > _PERMUTATION_LIMIT:
                     return built.shuffle(seed=pass_seed)  # a full buffer is a uniform permutation, as TF's
+                if full:  # numpy's permutation: grain's index_shuffle takes ~15 ms an element on a few rows
+                    return Permuted(built, np.random.default_rng(pass_seed).permutation(self._cardinality))
                 return Permuted(built, window_permutation(self._cardinality, size, pass_seed))
             return Generated(lambda: buffer_shuffle(lambda: iter(as_iter(built, self._threads)), size, pass_seed))
 
@@ -303,9 +338,12 @@ class Dataset(grain.IterDataset):
     def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:
         """Elements `index`, `index + num_shards`, ...: this worker's share (TF's `shard`)."""
         num, i = _check_count("shard", num_shards), _check_count("shard", index)
-        if num < 1 or not 0 <= i < num:
-            raise ValueError(f"Dataset.shard: need num_shards >= 1 and 0 <= index < num_shards; got "
-                             f"num_shards={num}, index={i}")
+        if num < 1:
+            raise ValueError(f"Dataset.shard: num_shards must be at least 1, got {num}")
+        if not 0 <= i < num:
+            from jdist.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(None, None, f"Index must be between 0 and {num - 1} (currently index = {i}).")
         card = self._cardinality
         if card >= 0:
             card = len(range(i, card, num))
@@ -330,7 +368,7 @@ class Dataset(grain.IterDataset):
             return built.map_with_index(lambda i, element: (np.int64(first + i), element))
         return self._derive(make, self._cardinality,
                             lambda: (structure.TensorSpec((), np.dtype(np.int64)), self.element_spec),
-                            "EnumerateDataset")
+                            "ZipDataset")  # TF's name: its enumerate zips a range
 
     def cache(self, filename: str = "", name: str | None = None) -> Dataset:
         """Keeps the elements of the first complete pass in memory; later passes read them back (so a
@@ -364,7 +402,7 @@ class Dataset(grain.IterDataset):
         """The same elements with `options` merged over this dataset's (TF's `with_options`)."""
         if not isinstance(options, Options):
             raise TypeError(f"with_options takes a tf.data.Options, got {type(options).__name__}")
-        out = self._derive(self._build, self._cardinality, lambda: self.element_spec, self._kind)
+        out = self._derive(self._build, self._cardinality, lambda: self.element_spec, "OptionsDataset")
         out._options = self._options.merge(options)
         return out
 
@@ -403,13 +441,13 @@ class Dataset(grain.IterDataset):
     def __iter__(self) -> OwnedIterator:
         """The next pass: elements as host tensors (numpy arrays with `.numpy()`), reshuffled per pass."""
         return OwnedIterator(iter(self._iter_pass((self._claim_pass(),)).map(
-            lambda e: structure.map_leaves(_iterated, e))), lambda: self.element_spec)
+            lambda e: structure.map_leaves(structure.as_tensor, e))), lambda: self.element_spec)
 
     def as_numpy_iterator(self) -> Iterator:
         """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
         function's `tf.cast(x, tf.float32) * 2` gives `np.float32(0.0)`)."""
         return NumpyIterator(GuardedIterator(self.begin_pass()[1]), lambda: self.element_spec,
-                             lambda element: structure.map_leaves(_plain, element))
+                             lambda element: structure.map_leaves(structure.as_numpy, element))
 
     def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
         """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:
@@ -425,10 +463,12 @@ class Dataset(grain.IterDataset):
         return index
 
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
-        """Folds `reduce_func(state, element)` over one pass."""
-        state = structure.normalize(initial_state)
+        """Folds `reduce_func(state, element)` over one pass; the state a structure of tensors, as TF's (TF 2.21:
+        `range(5).reduce(np.int64(0), add)` prints `tf.Tensor(10, shape=(), dtype=int64)`)."""
+        state = structure.map_leaves(HostTensor.of, structure.normalize(initial_state))
         for element in self.begin_pass()[1]:
-            state = structure.normalize(reduce_func(state, element))
+            state = reduce_func(state, structure.map_leaves(HostTensor.of, element))
+            state = structure.map_leaves(HostTensor.of, structure.normalize(state))
         return state
 
     def get_single_element(self, name: str | None = None) -> Any:
@@ -446,20 +486,11 @@ class Dataset(grain.IterDataset):
             spec = self.element_spec
         except Exception:  # an empty mapped dataset has no spec to show
             spec = "?"
-        return f"<_{self._kind} element_spec={spec}>"
+        name = self._kind if self._kind == "CacheDataset" else f"_{self._kind}"  # TF 2.21's (observed) names
+        return f"<{name} element_spec={spec}>"
 
 
-def _plain(leaf: Any) -> Any:
-    if isinstance(leaf, np.bytes_):
-        return bytes(leaf)
-    return leaf.numpy() if isinstance(leaf, HostTensor) else leaf
-
-
-def _iterated(leaf: Any) -> Any:
-    """A tensor as iterating a dataset gives it: a string too (TF's `line.numpy()` is its bytes)."""
-    if isinstance(leaf, (bytes, str)):
-        return np.asarray(leaf.encode() if isinstance(leaf, str) else bytes(leaf), dtype=object).view(HostTensor)
-    return HostTensor.of(leaf)
-
-
-combinators.install(Dataset)  # concatenate, flat_map, interleave, padded_batch, window, ... (jdist.tfdata.combinators)
+dataset_spec.VALUE_TYPE[:] = [Dataset]
+combinators.install(Dataset)  # concatenate, flat_map, interleave, padded_batch, scan, ... (jdist.tfdata.combinators)
+Dataset.list_files = staticmethod(files.list_files)  # pyright: ignore[reportAttributeAccessIssue]
+grouping.install(Dataset)  # window, rebatch, group_by_window, bucket_by_sequence_length (jdist.tfdata.grouping)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import combinators, structure
+from jdist.tfdata import combinators, grouping, structure
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.dataset import Dataset
 from jdist.tfdata.iterator import Optional, specs_compatible
@@ -26,8 +26,8 @@ SHARD_HINT = -1  # TF's placeholder for `shard(SHARD_HINT, SHARD_HINT)` under Au
 
 
 def _stream(dataset: Dataset, elements: Callable[[tuple], Iterator], cardinality: int, spec: Callable[[], Any],
-            kind: str) -> Dataset:
-    return dataset._derive(lambda key: Generated(lambda: elements(key)), cardinality, spec, kind)
+            kind: str, static: bool | None = None) -> Dataset:
+    return dataset._derive(lambda key: Generated(lambda: elements(key)), cardinality, spec, kind, static=static)
 
 
 # ---------------------------------------------------------------- Dataset methods, in `apply` form
@@ -65,7 +65,7 @@ def group_by_window(key_func: Callable[..., Any], reduce_func: Callable[[Any, Da
                     window_size: int | None = None, window_size_func: Callable[[Any], Any] | None = None
                     ) -> Transformation:
     """`Dataset.group_by_window`."""
-    return lambda dataset: combinators.group_by_window(dataset, key_func, reduce_func, window_size,
+    return lambda dataset: grouping.group_by_window(dataset, key_func, reduce_func, window_size,
                                                      window_size_func)
 
 
@@ -74,7 +74,7 @@ def bucket_by_sequence_length(element_length_func: Callable[..., Any], bucket_bo
                               padding_values: Any = None, pad_to_bucket_boundary: bool = False,
                               no_padding: bool = False, drop_remainder: bool = False) -> Transformation:
     """`Dataset.bucket_by_sequence_length`."""
-    return lambda dataset: combinators.bucket_by_sequence_length(
+    return lambda dataset: grouping.bucket_by_sequence_length(
         dataset, element_length_func, bucket_boundaries, bucket_batch_sizes, padded_shapes, padding_values,
         pad_to_bucket_boundary, no_padding, drop_remainder)
 
@@ -298,7 +298,7 @@ def group_by_reducer(key_func: Callable[..., Any], reducer: Reducer) -> Transfor
             if first is None:
                 raise ValueError("element_spec: the dataset is empty, so its reduced elements cannot be inspected")
             return structure.spec_of(first)
-        return _stream(dataset, elements, UNKNOWN, spec, "GroupByReducerDataset")
+        return _stream(dataset, elements, UNKNOWN, spec, "GroupByReducerDataset", static=False)
     return apply
 
 

@@ -5,11 +5,16 @@ name=None), TensorShape([]))`; two specs of one element spec are equal; a datase
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jdist.input.tensor_spec import TensorShape
-from jdist.tfdata.dataset import Dataset
 from jdist.tfdata.iterator import specs_compatible
+
+if TYPE_CHECKING:
+    from jdist.tfdata.dataset import Dataset
+
+# The Dataset class, registered by `jdist.tfdata.dataset` (which, through `window`, makes DatasetSpecs itself).
+VALUE_TYPE: list[type] = []
 
 
 class DatasetSpec:
@@ -25,7 +30,7 @@ class DatasetSpec:
 
     @property
     def value_type(self) -> type:
-        return Dataset
+        return VALUE_TYPE[0]
 
     @staticmethod
     def from_value(value: Dataset) -> DatasetSpec:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from jdist.errors import InvalidArgumentError
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.tfdata import operands, tensor_text
 
@@ -31,12 +32,15 @@ def to_leaf(value: Any) -> np.ndarray | np.generic:
         return np.bytes_(value.encode("utf-8"))
     if isinstance(value, bytes):
         return np.bytes_(value)
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except ValueError:  # TF 2.21's text (observed) for `[[1, 2], [3]]`
+        raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
     if array.dtype.kind == "U":
         return np.char.encode(array, "utf-8").astype(object)
     if array.dtype.kind == "S":
         return array.astype(object)
-    if array.dtype == np.float64 and _python_numbers(value, float):
+    if array.dtype == np.float64 and _python_numbers(value, (int, float)):  # TF: [1.0, 2] is float32 too
         return array.astype(np.float32)
     if array.dtype == np.int64 and _python_numbers(value, int):
         return array.astype(np.int32)
@@ -47,7 +51,7 @@ def to_leaf(value: Any) -> np.ndarray | np.generic:
     return array
 
 
-def _python_numbers(value: Any, kind: type) -> bool:
+def _python_numbers(value: Any, kind: type | tuple[type, ...]) -> bool:
     """Whether `value` is built from Python numbers (not numpy ones), which TF converts with its own defaults."""
     if isinstance(value, (list, tuple)):
         return all(_python_numbers(v, kind) for v in value)
@@ -88,10 +92,18 @@ def leaves(element: Any) -> list:
     return [element]
 
 
+def as_tensor(leaf: Any) -> Any:
+    """A component as a TF script sees it: a `HostTensor`, a string too (a 0-d bytes tensor, so that
+    `s == "a"` and `s + "!"` compare and join as TF's, and `s.numpy()` is its bytes)."""
+    if isinstance(leaf, (bytes, str)):
+        return np.asarray(leaf.encode() if isinstance(leaf, str) else bytes(leaf), dtype=object).view(HostTensor)
+    return HostTensor.of(leaf)
+
+
 def call(fn: Callable, element: Any) -> Any:
     """Calls a user function on an element as TF does: a tuple is spread into arguments, and each tensor
     is a `HostTensor` (immutable to augmented assignment, as TF's tensors)."""
-    element = map_leaves(HostTensor.of, element)
+    element = map_leaves(as_tensor, element)
     if isinstance(element, tuple) and not hasattr(element, "_fields"):
         return fn(*element)
     return fn(element)
@@ -109,10 +121,13 @@ def stack(elements: list) -> Any:
         # a bytes scalar goes in as an object: a numpy "S" array would drop its trailing NUL bytes
         out = np.stack([np.asarray(e, dtype=object) if isinstance(e, bytes) else np.asarray(e) for e in elements])
         return out.astype(object) if out.dtype.kind == "S" else out  # TF batches strings as bytes objects
-    except ValueError as err:
-        shapes = sorted({np.shape(e) for e in elements})
-        raise ValueError(f"batch: the elements have different shapes {shapes}; batch needs one shape per "
-                         "component (pad or resize them in a map first)") from err
+    except ValueError:
+        first = tuple(np.shape(elements[0]))
+        other = next(tuple(np.shape(e)) for e in elements if tuple(np.shape(e)) != first)
+        raise InvalidArgumentError(  # TF 2.21's text (observed), and the fix
+            None, None, f"Cannot add tensor to the batch: number of elements does not match. Shapes are: [tensor]: "
+                        f"{list(other)}, [batch]: {list(first)} (pad them with padded_batch, or resize them in a "
+                        "map first)") from None
 
 
 def unstack(batch: Any) -> list:
@@ -130,7 +145,42 @@ def unstack(batch: Any) -> list:
 
 def spec_of(element: Any) -> Any:
     """The `TensorSpec` structure of one element."""
-    return map_leaves(lambda x: TensorSpec(tuple(np.shape(x)), np.asarray(x).dtype), element)
+    return map_leaves(lambda x: TensorSpec(tuple(np.shape(x)), _spec_dtype(np.asarray(x).dtype)), element)
+
+
+def _spec_dtype(dtype: np.dtype) -> np.dtype:
+    """One dtype for TF's `tf.string`, however the text is held (bytes objects, or numpy's fixed-width bytes)."""
+    return np.dtype(object) if dtype.kind in "SU" else dtype
+
+
+def placeholder(spec: Any) -> Any:
+    """An element of `spec` (zeros, empty text; a dimension of unknown size 1): what a map function of an empty
+    dataset is called on to learn its element spec. ValueError for a spec of unknown rank."""
+    def one(s: Any) -> Any:
+        if s.shape is None:
+            raise ValueError("placeholder: a component of unknown rank")
+        dtype = np.dtype(s.dtype)
+        shape = tuple(1 if d is None else int(d) for d in s.shape)
+        return np.full(shape, b"", dtype=object) if dtype.kind in "OSU" else np.zeros(shape, dtype)
+    return map_leaves(one, spec)
+
+
+def as_numpy(leaf: Any) -> Any:
+    """A component as TF's numpy iterator gives it: a scalar as a numpy scalar (a map function's Python `1`
+    too: TF 2.21 gives `np.int32(1)`), text as bytes."""
+    if isinstance(leaf, np.bytes_):
+        return bytes(leaf)
+    if isinstance(leaf, HostTensor):
+        return leaf.numpy()
+    return leaf[()] if isinstance(leaf, np.ndarray) and leaf.ndim == 0 else leaf
+
+
+def unbatched_cardinality(cardinality: int, spec: Any) -> int:
+    """`unbatch`'s count: `cardinality` times the components' one static leading dimension (`from_tensors` of 3
+    rows: 3; `batch(4, drop_remainder=True)`: 4 a batch), else unknown (-2)."""
+    firsts = {s.shape[0] if s.shape else None for s in leaves(spec)}
+    first = firsts.pop() if len(firsts) == 1 else None
+    return -2 if first is None else cardinality * int(first)
 
 
 def batched_spec(spec: Any, size: int | None) -> Any:
@@ -168,23 +218,46 @@ def signature_from(output_signature: Any, output_types: Any, output_shapes: Any)
 
 
 def conform(element: Any, signature: Any) -> Any:
-    """`element` with each tensor cast to its spec's dtype (as TF converts generator output), shapes checked."""
+    """`element` with each tensor cast to its spec's dtype (as TF converts generator output), or TF 2.21's
+    InvalidArgumentError (observed texts) for a structure, dtype or shape the signature does not allow."""
     specs, values = leaves(signature), leaves(element)
-    if len(specs) != len(values):
-        raise TypeError(f"from_generator: the generator yielded {len(values)} component(s), but output_signature "
-                        f"has {len(specs)}")
+    if len(specs) != len(values) or (isinstance(signature, (tuple, dict)) and not isinstance(element, type(signature))):
+        expected = _dtype_structure(signature)
+        raise _generator_error(f"`generator` yielded an element that did not match the expected structure. The "
+                               f"expected structure was {expected}, but the yielded element was {element}.")
     it = iter(zip(specs, values))
 
     def one(_: Any) -> Any:
         spec, value = next(it)
-        if not spec.is_compatible_with(np.empty(np.shape(value), np.dtype(spec.dtype))):
-            raise TypeError(f"from_generator: an element of shape {np.shape(value)} does not match "
-                            f"output_signature's {spec}")
-        if np.dtype(spec.dtype).kind == "O":
-            return value
-        array = np.asarray(value, dtype=spec.dtype)
+        dtype = np.dtype(spec.dtype)
+        try:
+            array = np.asarray(value) if dtype.kind == "O" else np.asarray(value, dtype=dtype)
+        except (TypeError, ValueError):
+            raise _generator_error(f"`generator` yielded an element that could not be converted to the expected "
+                                   f"type. The expected type was {tensor_text.dtype_name(dtype)}, but the yielded "
+                                   f"element was {tensor_text.token_text(value)}.") from None
+        if not spec.is_compatible_with(np.empty(array.shape, dtype)):
+            shape = tuple(None if d is None else int(d) for d in spec.shape) if spec.shape is not None else None
+            raise _generator_error(f"`generator` yielded an element of shape {array.shape} where an element of "
+                                   f"shape {shape} was expected.")
+        if dtype.kind == "O":
+            return to_leaf(value)
         return array[()] if array.ndim == 0 else array  # scalars as numpy scalars, as slicing gives them
     return map_leaves(one, element)
+
+
+def _dtype_structure(signature: Any) -> str:
+    """A signature as TF's generator errors name it: `(tf.int32, tf.int32)`."""
+    if isinstance(signature, dict):
+        return "{" + ", ".join(f"{k!r}: {_dtype_structure(v)}" for k, v in signature.items()) + "}"
+    if isinstance(signature, tuple):
+        inner = ", ".join(_dtype_structure(v) for v in signature)
+        return f"({inner},)" if len(signature) == 1 else f"({inner})"
+    return f"tf.{tensor_text.dtype_name(signature.dtype)}"
+
+
+def _generator_error(message: str) -> Exception:
+    return InvalidArgumentError(None, None, f"TypeError: {message}")
 
 
 # Packages whose own code takes host tensors as the numpy arrays they are (`np.testing` compares an int32 tensor
