@@ -12,7 +12,8 @@ TF observations (TF 2.21, tensorflow-cpu 2.21.0 with Keras 3, MirroredStrategy o
   `v.read_value()` of a variable made in the scope: all PerReplica.
 - OneDeviceStrategy and MirroredStrategy over one device return the tensor itself.
 - Also observed, and not what jdist does: `run(lambda: v)` returns the MirroredVariable itself (jdist: a PerReplica
-  of its value); `run(lambda: 3)` returns the int 3 (jdist: a PerReplica of 3); MultiWorkerMirroredStrategy in
+  of its value); `run(lambda: 3)` returns the int 3 (jdist too: tests/test_tf_parity_strategy_api.py);
+  MultiWorkerMirroredStrategy in
   one process without TF_CONFIG has 1 replica (CPU:0 only) where jdist's takes the 8 local devices.
 - CentralStorageStrategy over the 8 CPUs: `run(lambda x: x * 2, args=(tf.constant(1.),))` is a PerReplica of 8
   tensors 2.0, `reduce(SUM, axis=None)` 16.0.

@@ -343,9 +343,9 @@ class DistributedIterator:
         """The next batch as an `Optional`, with no value at the end (TF's loop over a dataset of
         unknown length)."""
         try:
-            return Optional(next(self), True)
+            return Optional(next(self), True, self.element_spec)
         except StopIteration:
-            return Optional()
+            return Optional(None, False, self.element_spec)
 
     @property
     def element_spec(self) -> PyTree:

@@ -11,7 +11,10 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+from jdist.errors import InvalidArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,19 +102,25 @@ def spec_of_batch(leaves: list, treedef: Any) -> Any:
 
 
 class Optional:
-    """`tf.experimental.Optional`: a value, or none at the end of the data."""
+    """`tf.experimental.Optional`: a value, or none at the end of the data (TF 2.21's, observed: `has_value()`
+    prints `tf.Tensor(True, shape=(), dtype=bool)`; `get_value()` without a value is InvalidArgumentError)."""
 
-    def __init__(self, value: Any = None, has_value: bool = False):
-        self._value, self._has_value = value, has_value
+    def __init__(self, value: Any = None, has_value: bool = False, element_spec: Any = None):
+        self._value, self._has_value, self._element_spec = value, has_value, element_spec
 
-    def has_value(self) -> bool:
-        return self._has_value
+    def has_value(self, name: str | None = None) -> Any:
+        """A boolean scalar tensor (`if opt.has_value():` reads it as a bool)."""
+        return jnp.asarray(bool(self._has_value))
 
-    def get_value(self) -> Any:
+    def get_value(self, name: str | None = None) -> Any:
         if not self._has_value:
-            raise ValueError("Optional.get_value: this Optional has no value (the iterator reached the end); "
-                             "check has_value() first")
+            raise InvalidArgumentError(None, None, "The given optional does not have a value.")
         return self._value
+
+    @property
+    def element_spec(self) -> Any:
+        """The spec of the value it holds or would hold (the distributed dataset's)."""
+        return self._element_spec
 
     def __repr__(self) -> str:
         return f"Optional(has_value={self._has_value})"

@@ -35,7 +35,7 @@ from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.leaf_checks import check_leaves
 from jdist.strategy.logical_devices import logical_axes, replicate_on, split_on
 from jdist.strategy.process_local import check_divisible, process_batch_slice, to_host
-from jdist.strategy.replica_context import ReplicaContext
+from jdist.strategy.replica_context import DefaultReplicaContext, ReplicaContext
 from jdist.strategy.run import ReplicaRun
 from jdist.strategy.values import (
     mark_split,
@@ -426,7 +426,7 @@ class Strategy(ReplicaRun, CrossReplicaOps):
         return jax.set_mesh(self._mesh)
 
     def default_replica_context(self) -> ReplicaContext:
-        return ReplicaContext(self, None)
+        return DefaultReplicaContext(self, None)
 
     # -------------------------------------------------------------------- input
     def experimental_distribute_dataset(self, dataset: DatasetLike | FileSource,

@@ -47,6 +47,11 @@ class ValueContext:
 class CrossReplicaOps(StrategyFields):
     """What code outside `run` does with per-replica values: the cross-replica half of a `Strategy`."""
 
+    # A plain value given to `reduce`/`gather` stands for one copy per replica (jdist's `run` returns results
+    # that agree on every replica as one replicated array). Strategies whose `run` returns TF's PerReplica for
+    # every result set this False: a plain value is then TF's non-distributed value (`_plain_leaf`).
+    plain_values_per_replica: bool = True
+
     def _require_cross_replica(self, method: str, alternative: str) -> None:
         if context.in_replica_context():
             raise RuntimeError(
@@ -113,6 +118,8 @@ class CrossReplicaOps(StrategyFields):
         if isinstance(value, PerReplica) and not value.is_stacked:
             return _reduce_ragged(op, value.values, axis)
         view = self._split_view(value)
+        if view is None and axis is None and not self._copies_per_replica(value):
+            return self._plain_leaf(value, "reduce", op)
         if view is None:
             # A plain value counts once per replica (TF 2.21 returns run's replica-invariant
             # results as a PerReplica of N equal values), so SUM counts each copy.
@@ -133,6 +140,26 @@ class CrossReplicaOps(StrategyFields):
             total = jnp.sum(jnp.where(keep, stacked, jnp.zeros((), stacked.dtype)), axis=(0,) + inner)
             count = jnp.sum(mask) * _count(stacked.shape[1:], tuple(a for a in axes if a != 0))
         return total if op is ReduceOp.SUM else total / count
+
+    def _copies_per_replica(self, value: Any) -> bool:
+        """Whether a plain `value` stands for one copy per replica (see `plain_values_per_replica`); a
+        distributed `tf.Variable` does."""
+        if self.plain_values_per_replica or is_mirrored(value) or self.num_replicas_in_sync == 1:
+            return True
+        local = getattr(value, "_jdist_local_results", None)
+        return callable(local) and local() is not None
+
+    def _plain_leaf(self, value: Any, method: str, op: ReduceOp | None) -> Any:
+        """TF 2.21's non-distributed value (observed, 4 replicas): `gather` and `reduce(MEAN, axis=None)` return
+        it as it is; `reduce(SUM, axis=None)` is a ValueError. (With an axis, `reduce` counts it once per
+        replica, as TF does.)"""
+        if op is ReduceOp.SUM:
+            raise ValueError(
+                f"A non-DistributedValues value {value} cannot be reduced with the given reduce op {op}. "
+                f"strategy.{method}(SUM, ..., axis=None) adds the replicas' values: pass the PerReplica value that "
+                "strategy.run returned, or reduce along an axis (axis=0)."
+            )
+        return jnp.asarray(value)
 
     def gather(self, value: PyTree, axis: int) -> PyTree:
         """Concatenates the replicas' values along `axis` (TF's `Strategy.gather`);
@@ -156,6 +183,8 @@ class CrossReplicaOps(StrategyFields):
             target = self.worker_devices[0]
             return jnp.concatenate([jax.device_put(p, target) for p in parts], axis=ax)
         view = self._split_view(value)
+        if view is None and not self._copies_per_replica(value):
+            return self._plain_leaf(value, "gather", None)
         if view is None:
             value = jnp.asarray(value)
             if value.ndim == 0 and self.num_replicas_in_sync == 1:
@@ -188,7 +217,10 @@ class CrossReplicaOps(StrategyFields):
             local = getattr(v, "_jdist_local_results", None)  # a tf.Variable of TF's distributed kinds
             own: Any = local() if callable(local) else None
             if own is not None:
-                return tuple(own)
+                own = tuple(own)
+                if len(own) > 1 and isinstance(own[0], jax.Array) and all(o is own[0] for o in own):
+                    return self._mirrored_components(own[0])  # a mirrored variable: each replica's device copy
+                return own
             if isinstance(v, PerReplica):
                 return v.values
             if is_distributed_batch(v):  # only each replica's real examples, as TF's

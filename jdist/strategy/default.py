@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from jdist.strategy import context, extensions, function_trace
 from jdist.strategy.base import Strategy
-from jdist.strategy.distributed_batch import unwrap_batches
+from jdist.strategy.distributed_batch import DistributedBatch, unwrap_batches
 from jdist.strategy.extended import StrategyExtended
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.run_options import RunOptions, check_run_options
@@ -40,6 +40,8 @@ class DefaultStrategy(Strategy):
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
             kwargs: Mapping[str, PyTree] | None = None, options: RunOptions | None = None) -> PyTree:
+        if isinstance(args, DistributedBatch) and isinstance(args.value, (list, tuple)):
+            args = tuple(args)  # TF's `run(fn, args=next(iterator))` of a tuple element: its components
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
         check_run_options(options)

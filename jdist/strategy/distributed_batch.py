@@ -44,6 +44,17 @@ class DistributedBatch(Batch):
         """The dataset's element (TF's distributed value), its leaves split over the replicas."""
         return self.examples
 
+    @property
+    def values(self) -> tuple:
+        """TF's `PerReplica.values` of an element that is one tensor: each replica's real examples, in replica
+        order. (TF's element of several components is their tuple or dict, which has no `values`.)"""
+        leaves = jax.tree.leaves(self.value)
+        if len(leaves) == 1 and leaves[0] is self.value:
+            with outside_mesh(self):
+                return local_examples(self)
+        raise AttributeError(f"'{type(self.value).__name__}' object has no attribute 'values': this distributed "
+                             "element has several components; take one first (x, y = batch; x.values)")
+
     def __iter__(self):
         """`x, y = batch` (TF's `for x, y in dist_dataset`): the element's components, each still a
         per-replica value that carries this batch's mask (its leaves are marked), so padding stays out."""
@@ -74,6 +85,8 @@ class DistributedBatch(Batch):
             return f"DistributedBatch(value={shapes}, mask={tuple(np.shape(self.mask))})"
         with outside_mesh(self):
             parts = local_examples(self)
+            if len(parts) == 1:  # one replica: TF shows the element itself (observed, TF 2.21)
+                return show(parts[0])
             per_leaf = zip(*(jax.tree.leaves(part) for part in parts))
             shown = [self._shown_as(ragged=p) for p in per_leaf]
             return show(jax.tree.unflatten(jax.tree.structure(self.value), shown))

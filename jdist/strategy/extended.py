@@ -89,7 +89,11 @@ class StrategyExtended:
 
     # ------------------------------------------------------------------- variables
     def variable_created_in_scope(self, v: Any) -> bool:
-        """Whether `v` was made under this strategy: its value is placed on the strategy's devices."""
+        """Whether `v` was made under this strategy (TF's; a variable made outside every scope belongs to the
+        default strategy): the strategy a `tf.Variable` records, else where its value is placed."""
+        owner = getattr(v, "_jdist_strategy", None)  # a weak reference to it
+        if callable(owner):
+            return owner() is self._strategy
         sharding = getattr(_value_of(v), "sharding", None)
         return getattr(sharding, "mesh", None) == self._strategy.mesh
 

@@ -71,7 +71,7 @@ class ReplicaContext:
         processes, over the strategy's own; XLA chooses the implementation and has no timeout to set."""
         op = ReduceOp.from_value(reduce_op)
         if self._axis is None:
-            return value
+            return jax.tree.map(jnp.asarray, value)  # one replica: the value itself, as a tensor (TF's identity)
         axis = self._axis
         values = jax.tree.map(jnp.asarray, value)
         if len(jax.tree.leaves(values)) > 1 and spans_cpu_processes(self._strategy.mesh, axis):
@@ -130,3 +130,12 @@ class ReplicaContext:
 
     def __repr__(self) -> str:
         return f"ReplicaContext(strategy={self._strategy!r}, axis={self._axis!r})"
+
+
+class DefaultReplicaContext(ReplicaContext):
+    """The replica context outside every strategy scope and `run` (TF's `_DefaultReplicaContext`): its replica
+    id is the Python int 0 (observed, TF 2.21: `print(ctx.replica_id_in_sync_group)` shows `0`)."""
+
+    @property
+    def replica_id_in_sync_group(self) -> int:  # pyright: ignore[reportIncompatibleMethodOverride]
+        return 0

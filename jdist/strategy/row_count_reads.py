@@ -25,7 +25,7 @@ def _same_literal(a: Any, b: Any) -> bool:
     if not _is_literal(a):
         return True
     try:
-        return bool(np.array_equal(np.asarray(a.val), np.asarray(b.val)))
+        return bool(np.array_equal(np.asarray(a.val), np.asarray(b.val), equal_nan=True))  # jnp.var's nan
     except Exception:  # noqa: BLE001 (a literal numpy cannot compare: count it as differing)
         return False
 

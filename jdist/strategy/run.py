@@ -17,6 +17,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jdist.strategy import (
+    component_masks,
     context,
     dispatch,
     extensions,
@@ -26,7 +27,7 @@ from jdist.strategy import (
     row_count_reads,
     traced_functions,
 )
-from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
+from jdist.strategy.distributed_batch import DistributedBatch, place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
@@ -38,6 +39,26 @@ if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
 _ARRAY_SCALARS = (np.ndarray, np.generic, int, float, bool, complex)
+_PYTHON_RESULTS = (int, float, bool, complex, str)
+
+
+class _PythonResult:
+    """A Python number (or str) a replica function returns: kept in the result structure and handed back as it
+    is, not compiled into an array (observed, TF 2.21: `run(lambda: 3)` is `3`, `run(lambda x: x.shape[0], ...)`
+    an int: every replica returns the same object)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+
+jax.tree_util.register_pytree_node(_PythonResult, lambda r: ((), r.value), lambda value, _: value)
+
+
+def _keep_python(out: PyTree) -> PyTree:
+    """`out` with its Python-number leaves as `_PythonResult` nodes (no array leaves of their own)."""
+    return jax.tree.map(lambda x: _PythonResult(x) if type(x) in _PYTHON_RESULTS else x, out)
 
 
 class StrategyFields:
@@ -73,6 +94,8 @@ class ReplicaRun(StrategyFields):
         rest as `PerReplica`, carrying the batch's mask when they have one row per
         example (see `jdist.strategy.values`).
         """
+        if isinstance(args, DistributedBatch) and isinstance(args.value, (list, tuple)):
+            args = tuple(args)  # TF's `run(fn, args=batch)` of a tuple element: its components, still masked
         if not isinstance(args, (list, tuple)):
             raise ValueError(f"positional args must be a list or tuple, got {type(args)}.")
         check_run_options(options)  # TF's options; a padded batch needs none of them
@@ -89,6 +112,7 @@ class ReplicaRun(StrategyFields):
         leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
         leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
+        fn, placed_args = component_masks.with_component_mask(self._run_cache, fn, placed_args, placed_kwargs)
         with self.scope(), extensions.run_guard():
             return self._run_compiled(fn, placed_args, placed_kwargs)
 
@@ -213,7 +237,7 @@ class ReplicaRun(StrategyFields):
             (args, kwargs), masks = unwrap_batches(jax.tree.unflatten(treedef, full))
             with context.push(strategy, ReplicaContext(strategy, None, example_masks=masks, replica_id=replica_id)):
                 out = fn(*args, **kwargs)
-            return [jnp.asarray(x) for x in jax.tree.leaves(out)]
+            return [jnp.asarray(x) for x in jax.tree.leaves(_keep_python(out))]
 
         return body
 
@@ -318,7 +342,7 @@ class ReplicaRun(StrategyFields):
             strategy = self._as_strategy()
             with context.push(strategy, ReplicaContext(strategy, axis, example_masks=masks)):
                 out = fn(*args, **kwargs)
-            out_leaves, out_tree = jax.tree.flatten(out)
+            out_leaves, out_tree = jax.tree.flatten(_keep_python(out))
             record["tree"] = out_tree
             return [jnp.asarray(x) for x in out_leaves]
 

@@ -256,6 +256,21 @@ def local_row_counts(mask: Any) -> list[int]:
     return [int(np.count_nonzero(np.asarray(m))) for m in replica_shards(mask)]
 
 
+def split_components(x: Any) -> tuple | None:
+    """This process's replicas' real rows of an array marked split over two or more replicas (a component of a
+    distributed batch, TF's PerReplica), in replica order; None for any other value."""
+    mark = split_mark(x)
+    if mark is None or x.is_deleted() or not x.is_fully_addressable:
+        return None
+    with outside_mesh(x):
+        parts = replica_shards(x)
+        if len(parts) < 2:
+            return None
+        if mark.mask is None:
+            return tuple(parts)
+        return tuple(p[:c] for p, c in zip(parts, local_row_counts(mark.mask)))
+
+
 def replica_shards(x: Any) -> list:
     """This process's shards of a dim-0-split array, one per replica, in replica order."""
     if not isinstance(x, jax.Array):  # host batch: the rows are this process's replicas in order

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from jdist.strategy.values import split_components
 from jdist.tfdata import tensor_text
 
 
@@ -38,10 +39,29 @@ def give_arrays_numpy() -> None:
             array_type.numpy = _numpy  # type: ignore[attr-defined]
 
 
+def _split_values(self: Any) -> tuple:
+    """TF's `PerReplica.values` of a distributed batch's component (`for x, y in dist_dataset`)."""
+    parts = split_components(self)
+    if parts is None:
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute 'values'")
+    return parts
+
+
+def give_split_arrays_values() -> None:
+    """A distributed batch's components answer `.values` as TF's PerReplica does (others: AttributeError)."""
+    for array_type in jax.Array.__subclasses__():
+        if array_type.__name__ == "ArrayImpl" and not hasattr(array_type, "values"):
+            array_type.values = property(_split_values)  # type: ignore[attr-defined]
+
+
 def _tf_text(original: Callable[[Any], str], text: Callable[[Any], str]) -> Callable[[Any], str]:
     def printed(self: Any) -> str:
         if not self.is_fully_addressable or self.is_deleted():
             return original(self)
+        parts = split_components(self)  # a distributed batch's component prints as TF's PerReplica
+        if parts is not None:
+            body = ",\n  ".join(f"{i}: {text(np.asarray(p))}" for i, p in enumerate(parts))
+            return f"PerReplica:{{\n  {body}\n}}"
         return text(np.asarray(self))
 
     printed._jdist_tf_text = True  # pyright: ignore[reportFunctionMemberAccess]

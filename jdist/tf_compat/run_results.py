@@ -49,6 +49,7 @@ class TFPerReplica(PerReplica):
         return self._show(tensor_text.tensor_repr)
 
 
+TFPerReplica.__name__ = TFPerReplica.__qualname__ = "PerReplica"  # TF's type name, in messages too
 register_per_replica_class(TFPerReplica)
 
 
@@ -60,6 +61,7 @@ class TFRunResults:
     batches print as TF's too (`per_replica_display`)."""
 
     per_replica_display = TFPerReplica
+    plain_values_per_replica = False  # `run` returns PerReplica: a plain value given to `reduce` is TF's plain one
 
     def run(self, fn: Callable[..., PyTree], args: Sequence[PyTree] = (),
             kwargs: Mapping[str, PyTree] | None = None, options: RunOptions | None = None) -> PyTree:
