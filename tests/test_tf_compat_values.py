@@ -244,7 +244,8 @@ def test_multi_worker_tutorial_loop_compiles_in_its_first_epoch_only(tmp_path, c
     assert not late, late
     assert train_step.experimental_get_tracing_count() == 1  # TF: one trace (iterators trace by their spec)
     assert manager.checkpoints == [str(tmp_path / "ckpt-3")]
-    restored, restored_step = tf.Variable(0, name="epoch"), tf.Variable(0, name="step_in_epoch")
+    restored = tf.Variable(0, dtype=tf.int64, name="epoch")  # TF restores only into the saved dtype
+    restored_step = tf.Variable(0, dtype=tf.int64, name="step_in_epoch")
     tf.train.Checkpoint(model=model, epoch=restored, step_in_epoch=restored_step).restore(
         tf.train.latest_checkpoint(str(tmp_path)))
     assert (int(restored.numpy()), int(restored_step.numpy())) == (2, 2)  # saved before the counters moved on

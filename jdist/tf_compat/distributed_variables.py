@@ -136,8 +136,9 @@ def show(variable: Any, distribution: Distribution, show_one: Any) -> str:
     """TF's text: `MirroredVariable:{\\n  0: <tf.Variable 'Variable:0' ...>,\\n  1: <... 'Variable/replica_1:0'
     ...>\\n}` (observed, TF 2.21)."""
     parts = []
+    base = variable.name.removesuffix(":0")
     for i, value in enumerate(distribution.components(variable)):
-        name = variable.name if i == 0 else f"{variable.name}/replica_{i}"
+        name = base if i == 0 else f"{base}/replica_{i}"
         parts.append(f"  {i}: {show_one(name, np.asarray(value).astype(variable.dtype))}")
     return f"{distribution.class_name}:{{\n" + ",\n".join(parts) + "\n}"
 

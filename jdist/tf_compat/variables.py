@@ -4,7 +4,9 @@ Being a `keras.Variable` is what makes it work everywhere TF scripts use variabl
 `strategy.scope()` it is placed by the strategy (replicated: mirrored), `strategy.run` hands it to the
 compiled replica function and writes back what the function assigned (as for Keras models' weights,
 `jdist.interop.keras_run`), `tf.train.Checkpoint(epoch=v)` saves and restores it, and `assign` /
-`assign_add` / `assign_sub`, arithmetic operators, `shape`, `name`, `trainable` are Keras's; `numpy()` is
+`assign_add` / `assign_sub` (with TF's `read_value=False`), arithmetic operators and `trainable` are Keras's.
+TF's: `name` ('w:0'), `shape` (a `TensorShape`), `ref()`, truth and iteration over rows (a JAX array's
+indexing never ends a Python iteration), Python floats given an integer dtype refused; `numpy()` is
 TF's (a numpy scalar of the declared dtype for a 0-d variable, `numpy.int64` for TF's int64 counters, which
 JAX holds in 32 bits unless `jax_enable_x64`: an initial value that does not fit is an error). `dtype` is
 Keras's string ("float32"), which compares equal to `tf.float32`. Needs Keras on JAX (`KERAS_BACKEND=jax`),
@@ -17,19 +19,22 @@ import functools
 import itertools
 import sys
 import warnings
+import weakref
 from typing import Any, Iterator
 
 import numpy as np
 
-from jdist.strategy import function_trace
+from jdist.input.tensor_spec import TensorShape
+from jdist.strategy import context, function_trace
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
 from jdist.strategy.devices import tf_device_name
-from jdist.tf_compat import distributed_variables
+from jdist.tf_compat import distributed_variables, scatter_ops
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tfdata import operands
 from jdist.tfdata.structure import library_code
+from jdist.train import checkpoint as checkpoint_lib
 
 
 @functools.cache
@@ -41,7 +46,39 @@ def variable_class() -> type:
         def read_value(self) -> Any:
             return self.value
 
-        def assign(self, value: Any) -> Any:
+        @property
+        def name(self) -> str:
+            """TF's: the name with its output index (`tf.Variable(1., name="w").name` is 'w:0')."""
+            return f"{self._name}:0"
+
+        @property
+        def shape(self) -> TensorShape:
+            """TF's `TensorShape` (`as_list()`, `rank`), a tuple as Keras's."""
+            return TensorShape(self._shape)
+
+        def get_shape(self) -> TensorShape:
+            return self.shape
+
+        def ref(self) -> Reference:
+            """TF's hashable reference (variables are unhashable): `{v.ref(): ...}`, `ref.deref()`."""
+            return Reference(self)
+
+        experimental_ref = ref
+
+        def __bool__(self) -> bool:
+            return bool(np.asarray(self.value))
+
+        def __iter__(self) -> Iterator[Any]:
+            """TF's: the rows of the value (a 0-d variable is TF's TypeError)."""
+            if not self._shape:
+                raise TypeError("Cannot iterate over a scalar tensor.")
+            return iter(self.value)
+
+        def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+            out = self._jdist_assign(value)
+            return out if read_value else None
+
+        def _jdist_assign(self, value: Any) -> Any:
             check = getattr(self, "_jdist_check_assign", None)  # a DVariable's: its layout is fixed, as TF's
             if check is not None:
                 check(value)
@@ -54,7 +91,11 @@ def variable_class() -> type:
             with _quiet_narrowing(self.dtype):
                 return super().assign(value)
 
-        def assign_add(self, value: Any) -> Any:
+        def assign_add(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+            out = self._jdist_assign_add(value)
+            return out if read_value else None
+
+        def _jdist_assign_add(self, value: Any) -> Any:
             distribution = self._jdist_replication
             if distribution is not None:
                 if distribution.on_read and not distribution.in_replica():
@@ -65,11 +106,36 @@ def variable_class() -> type:
             with _quiet_narrowing(self.dtype):
                 return super().assign_add(value)
 
-        def assign_sub(self, value: Any) -> Any:
+        def assign_sub(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
             if self._jdist_replication is not None:
-                return self.assign_add(-convert_to_tensor(value))
-            with _quiet_narrowing(self.dtype):
-                return super().assign_sub(value)
+                out = self._jdist_assign_add(-convert_to_tensor(value))
+            else:
+                with _quiet_narrowing(self.dtype):
+                    out = super().assign_sub(value)
+            return out if read_value else None
+
+        def scatter_nd_update(self, indices: Any, updates: Any, use_locking: Any = None, name: Any = None) -> Any:
+            """TF's: the elements at `indices` (rows of coordinates) take `updates`."""
+            return self.assign(scatter_ops.tensor_scatter_nd_update(self.value, indices, updates))
+
+        def scatter_nd_add(self, indices: Any, updates: Any, use_locking: Any = None, name: Any = None) -> Any:
+            return self.assign(scatter_ops.tensor_scatter_nd_add(self.value, indices, updates))
+
+        def scatter_nd_sub(self, indices: Any, updates: Any, use_locking: Any = None, name: Any = None) -> Any:
+            return self.assign(scatter_ops.tensor_scatter_nd_add(self.value, indices, -convert_to_tensor(updates)))
+
+        def scatter_update(self, sparse_delta: Any, use_locking: Any = None, name: Any = None) -> Any:
+            """TF's: the rows `sparse_delta.indices` (a `tf.IndexedSlices`) take `sparse_delta.values`."""
+            rows = np.asarray(sparse_delta.indices).reshape(-1, 1)
+            return self.scatter_nd_update(rows, sparse_delta.values)
+
+        def scatter_add(self, sparse_delta: Any, use_locking: Any = None, name: Any = None) -> Any:
+            rows = np.asarray(sparse_delta.indices).reshape(-1, 1)
+            return self.scatter_nd_add(rows, sparse_delta.values)
+
+        def scatter_sub(self, sparse_delta: Any, use_locking: Any = None, name: Any = None) -> Any:
+            rows = np.asarray(sparse_delta.indices).reshape(-1, 1)
+            return self.scatter_nd_sub(rows, sparse_delta.values)
 
         _jdist_replication: Any = None  # a MirroredVariable's or SyncOnReadVariable's (distributed_variables)
 
@@ -148,7 +214,9 @@ def variable_class() -> type:
             return self._show(self.name, np.asarray(self.numpy()))
 
         def _show(self, name: str, value: np.ndarray) -> str:
+            name = name[:-2] if name.endswith(":0") else name
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
+            shown = "\n" + shown if "\n" in shown else shown  # TF's: a value of several lines starts on its own
             return f"<tf.Variable '{name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
 
         __str__ = __repr__
@@ -165,6 +233,25 @@ def variable_class() -> type:
 def _distributed_class(name: str) -> type:
     """`MirroredVariable` / `SyncOnReadVariable`: TF's type names for a variable made in a mirroring scope."""
     return type(name, (variable_class(),), {"__module__": __name__})
+
+
+class Reference:
+    """What `variable.ref()` gives: hashable by the variable's identity, `deref()` gives the variable back."""
+
+    def __init__(self, variable: Any):
+        self._variable = variable
+
+    def deref(self) -> Any:
+        return self._variable
+
+    def __hash__(self) -> int:
+        return id(self._variable)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reference) and other._variable is self._variable
+
+    def __repr__(self) -> str:
+        return f"<Reference wrapping {self._variable!r}>"
 
 
 # TF's DataType numbers, as a handle shows them ("DType enum: 1" for float32).
@@ -186,7 +273,8 @@ class ResourceHandle:
     def _text(self) -> str:
         v = self._variable
         dims = ",".join(str(d) for d in v.shape)
-        return (f'<ResourceHandle(name="{v.name}/{getattr(v, "_jdist_created", 0)}", device="{v.device}", '
+        name = v.name.removesuffix(":0")  # TF's handle names the variable without its output index
+        return (f'<ResourceHandle(name="{name}/{getattr(v, "_jdist_created", 0)}", device="{v.device}", '
                 f'container="Anonymous", type="tensorflow::Var", dtype and shapes : "[ DType enum: '
                 f'{_DTYPE_ENUM.get(str(np.dtype(v.dtype)), 0)}, Shape: [{dims}] ]")>')
 
@@ -231,6 +319,7 @@ class _VariableType(type):
         synchronization, aggregation = distributed_variables.parse(synchronization, aggregation)
         if callable(initial_value):
             initial_value = initial_value()
+        _check_python_floats(initial_value, numpy_dtype(dtype))
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
         _check_fits(value)
         strategy = distributed_variables.mirroring_strategy()
@@ -248,6 +337,8 @@ class _VariableType(type):
         variable = function_trace.variable_created(make, value) if function_trace.active() else make()
         variable._jdist_created = next(_CREATED)  # TF lists a tape's watched variables in the order they were made
         variable._jdist_synchronization, variable._jdist_aggregation = synchronization, aggregation
+        # `extended.variable_created_in_scope`; a reference only, so checkpoints never walk into the strategy
+        variable._jdist_strategy = weakref.ref(context.get_strategy())
         if strategy is not None:
             distribution = distributed_variables.Distribution(strategy, synchronization, aggregation)
             variable._jdist_replication = distribution
@@ -270,11 +361,38 @@ def _narrowed(dtype: Any) -> bool:
 @contextlib.contextmanager
 def _quiet_narrowing(dtype: Any) -> Iterator[None]:
     """Silences JAX's per-call "int64 ... truncated to int32" warning for a variable that declared 64 bits:
-    the variable keeps its declared dtype (`numpy()` gives it back) and `_check_fits` guards its initial value."""
-    with warnings.catch_warnings():
-        if _narrowed(dtype):
-            warnings.filterwarnings("ignore", message="Explicitly requested dtype", category=UserWarning)
+    the variable keeps its declared dtype (`numpy()` gives it back) and `_check_fits` guards its initial value.
+    Keras's own conversions of such a variable's value (a step compiled over replicas reads it) are silenced for
+    good. Other variables enter no `catch_warnings`: each entry resets Python's once-only warning registry."""
+    if not _narrowed(dtype):
         yield
+        return
+    _quiet_keras_narrowing()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Explicitly requested dtype", category=UserWarning)
+        yield
+
+
+_NARROWING_MESSAGE, _KERAS_MODULES = "Explicitly requested dtype .*64", r"keras\."
+
+
+def _quiet_keras_narrowing() -> None:
+    """Installs the filter once (again after a `catch_warnings` block that held it ends)."""
+    for action, message, _, module, _ in warnings.filters:
+        if action == "ignore" and getattr(message, "pattern", None) == _NARROWING_MESSAGE \
+                and getattr(module, "pattern", None) == _KERAS_MODULES:
+            return
+    warnings.filterwarnings("ignore", message=_NARROWING_MESSAGE, category=UserWarning, module=_KERAS_MODULES)
+
+
+def _check_python_floats(initial_value: Any, dtype: np.dtype | None) -> None:
+    """TF's TypeError for Python floats given an integer or bool dtype (TF 2.21: `tf.Variable(1.5, dtype=tf.int32)`
+    is "Cannot convert 1.5 to EagerTensor of dtype int32"), where a cast would silently drop the fraction."""
+    if dtype is None or dtype.kind not in "iub" or not isinstance(initial_value, (float, list, tuple)):
+        return
+    if np.asarray(initial_value).dtype.kind == "f":
+        raise TypeError(f"Cannot convert {initial_value!r} to EagerTensor of dtype {dtype.name}; give integer "
+                        "values, or tf.cast a float tensor to the dtype.")
 
 
 def _check_fits(value: Any) -> None:
@@ -290,3 +408,6 @@ def _check_fits(value: Any) -> None:
 
 class Variable(metaclass=_VariableType):
     """`tf.Variable(initial_value, trainable=True, name=None, dtype=None)`: see the module docstring."""
+
+
+checkpoint_lib.use_variable_class(Variable)  # `Checkpoint.save_counter` is a tf.Variable, as TF's

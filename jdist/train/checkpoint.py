@@ -12,11 +12,13 @@ As in TF: `Checkpoint`s nest (`tf.train.Checkpoint(net=tf.train.Checkpoint(l1=..
 are dependencies too, lists and dicts hold variables by index and key, tf.data iterators save their position;
 an object attached after `restore` takes its saved value then (delayed restoration), and a Keras object not
 yet built (an optimizer before its first step) when it is built; `restore` returns a status whose
-`assert_consumed` checks that every saved value was used; the save counter is saved and restored (a restarted
-job numbers its next save on), and `restore(None)` (no checkpoint yet) restores nothing. The directory's
-`checkpoint` file is TF's text format, so `latest_checkpoint` and `CheckpointManager` read it as TF's do; the
-values are one `.npz` per checkpoint (TF writes `.index` and `.data` files). Sharded, asynchronous
-checkpoints of whole training states are `jdist.checkpoint.CheckpointManager`.
+`assert_consumed` checks that every saved value was used; `Checkpoint(root)` keys the root's own dependencies
+at the top level. `save_counter` is TF's int64 `tf.Variable`: `save` and `restore` save and restore it (a
+restarted job numbers its next save on), `write` and `read` leave it out, as TF's; `restore(None)` (no
+checkpoint yet) restores nothing. A value restores only into a variable of its shape and dtype (TF's
+errors). The directory's `checkpoint` file is TF's text format, so `latest_checkpoint` and `CheckpointManager`
+read it as TF's do; the values are one `.npz` per checkpoint (TF writes `.index` and `.data` files). Sharded,
+asynchronous checkpoints of whole training states are `jdist.checkpoint.CheckpointManager`.
 """
 from __future__ import annotations
 
@@ -25,15 +27,31 @@ import json
 import os
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from jdist.errors import InvalidArgumentError, NotFoundError
 from jdist.strategy import function_trace
 from jdist.train import object_graph
 
 INDEX = "checkpoint"
 _SUFFIX = ".npz"
+_COUNTER = object_graph.join("save_counter", object_graph.VARIABLE)
+_VARIABLE_CLASS: list[Callable[..., Any]] = []  # `tf.Variable`, registered by jdist.tf_compat
+
+
+def use_variable_class(variable_class: Callable[..., Any]) -> None:
+    """Makes `save_counter` a `tf.Variable` of this class (TF's: int64, named `save_counter`)."""
+    _VARIABLE_CLASS[:] = [variable_class]
+
+
+def _new_counter() -> Any:
+    if _VARIABLE_CLASS:
+        return _VARIABLE_CLASS[0](0, dtype="int64", trainable=False, name="save_counter")
+    import keras
+
+    return keras.Variable(0, dtype="int32", trainable=False, name="save_counter")
 
 
 class CheckpointLoadStatus:
@@ -57,7 +75,7 @@ class CheckpointLoadStatus:
 
     def assert_consumed(self) -> "CheckpointLoadStatus":
         if self.save_path is None:
-            raise AssertionError("No checkpoint was restored (restore(None)).")
+            raise AssertionError(_NOTHING)
         unused = sorted(self._saved - self._consumed)
         if unused:
             raise AssertionError(f"Unrestored values in the checkpoint {self.save_path}: {unused}; the objects they "
@@ -67,14 +85,16 @@ class CheckpointLoadStatus:
 
     def assert_existing_objects_matched(self) -> "CheckpointLoadStatus":
         if self.save_path is None:
-            raise AssertionError("No checkpoint was restored (restore(None)).")
+            raise AssertionError(_NOTHING)
         if self._unmatched:
             raise AssertionError(f"Objects with no value in the checkpoint {self.save_path}: {sorted(self._unmatched)}"
                                  "; is the checkpoint from a different model, or were these attributes renamed?")
         return self
 
     def assert_nontrivial_match(self) -> "CheckpointLoadStatus":
-        if self.save_path is None or not self._consumed:
+        if self.save_path is None:
+            raise AssertionError(_NOTHING)
+        if not self._consumed:
             raise AssertionError(f"Nothing was restored from {self.save_path}: no object matched the checkpoint.")
         return self
 
@@ -86,6 +106,16 @@ class CheckpointLoadStatus:
 
     def initialize_or_restore(self, session: Any = None) -> None:
         """Nothing to run: the values were assigned when `restore` was called."""
+
+
+_NOTHING = "No checkpoint specified (save_path=None); nothing is being restored."  # TF's text
+
+
+class InitializationOnlyStatus(CheckpointLoadStatus):
+    """What `restore(None)` returns (TF's class): every assertion fails, as nothing was restored."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
 
 
 class ListWrapper(list):
@@ -124,23 +154,46 @@ class Checkpoint(object_graph.Trackable):
     _pending: dict[str, Any]  # saved values not yet assigned, for objects attached later (keys relative here)
     _status: "CheckpointLoadStatus | None"
     _base: str  # this object's path from the restoring root
-    save_counter: int
+    _root: Any  # `Checkpoint(root)`: the object whose dependencies are the checkpoint's top level
+    _counter: Any
 
     def __init__(self, root: Any = None, **objects: Any):
         object.__setattr__(self, "_deps", {})
         object.__setattr__(self, "_pending", {})
         object.__setattr__(self, "_status", None)
         object.__setattr__(self, "_base", "")
-        object.__setattr__(self, "save_counter", 0)
-        if root is not None:
-            objects = {"root": root, **objects}
+        object.__setattr__(self, "_counter", None)
+        object.__setattr__(self, "_root", None)
+        if root is not None:  # TF's: the root's own dependencies are the top-level keys (`w/.ATTRIBUTES/...`)
+            object_graph.check_trackable(root, "root")
+            object.__setattr__(self, "_root", root)
         for name, obj in objects.items():
             setattr(self, name, obj)
 
+    @property
+    def root(self) -> Any:
+        """The object given as `root`, else the checkpoint itself (TF's)."""
+        return self if self._root is None else self._root
+
+    @property
+    def save_counter(self) -> Any:
+        """TF's int64 `tf.Variable` counting `save` calls (restored with the checkpoint)."""
+        if self._counter is None:
+            object.__setattr__(self, "_counter", _new_counter())
+        return self._counter
+
+    def _count(self) -> int:
+        return 0 if self._counter is None else int(np.asarray(self._counter.value))
+
+    def _set_count(self, count: int) -> None:
+        self.save_counter.assign(count)
+
     def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_") or name == "save_counter":
+        if name.startswith("_"):
             object.__setattr__(self, name, value)
             return
+        if name in ("save_counter", "root"):
+            raise AttributeError(f"Checkpoint.{name} is TF's own attribute; attach the object under another name.")
         object_graph.check_trackable(value, name)
         if isinstance(value, list) and not isinstance(value, ListWrapper):
             value = ListWrapper(value, self, name)
@@ -151,7 +204,9 @@ class Checkpoint(object_graph.Trackable):
         self._restore_late(name, value)
 
     def _dependencies(self) -> dict[str, Any]:
-        return dict(self._deps)
+        deps = {} if self._root is None else dict(object_graph.children(self._root))
+        deps.update(self._deps)
+        return deps
 
     def _restore_late(self, path: str, value: Any) -> None:
         """Delayed restoration: an object attached after `restore` takes the value saved at its path."""
@@ -167,8 +222,9 @@ class Checkpoint(object_graph.Trackable):
             if object_graph.is_iterator(obj):
                 arrays[object_graph.leaf_key(path, obj)] = np.asarray(json.dumps(obj.get_state()))
             elif object_graph.is_variable(obj):
-                arrays[object_graph.leaf_key(path, obj)] = np.asarray(obj.value)
-        arrays[object_graph.join("save_counter", object_graph.VARIABLE)] = np.asarray(self.save_counter, np.int64)
+                arrays[object_graph.leaf_key(path, obj)] = _declared(np.asarray(obj.value), obj.dtype)
+        if self._counter is not None:  # TF's: saved once it exists (`save`, `restore`, a read of `save_counter`)
+            arrays[_COUNTER] = np.asarray(self._count(), np.int64)
         arrays[object_graph.GRAPH] = np.asarray(json.dumps({"keys": sorted(arrays), "aliases": aliases}))
         return arrays
 
@@ -185,35 +241,46 @@ class Checkpoint(object_graph.Trackable):
 
     def save(self, file_prefix: str, options: Any = None) -> str:
         """Writes `{file_prefix}-{n}` for the n-th save and names it in the directory's `checkpoint` file."""
-        self.save_counter += 1
-        path = self.write(f"{os.fspath(file_prefix)}-{self.save_counter}")
+        self._set_count(self._count() + 1)
+        path = self.write(f"{os.fspath(file_prefix)}-{self._count()}")
         write_index(os.path.dirname(path) or ".", path, [path], [time.time()])
         return path
 
     def restore(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus:
-        """Assigns the saved values; `None` (what `latest_checkpoint` gives before the first save) restores
-        nothing, as in TF, where `restore(None)` initializes."""
+        """Assigns the saved values and the save counter; `None` (what `latest_checkpoint` gives before the
+        first save) restores nothing, as in TF, where `restore(None)` initializes."""
+        return self._load(save_path, with_counter=True)
+
+    def read(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus:
+        """`restore` for what `write` wrote: the save counter is neither restored nor expected (TF's)."""
+        return self._load(save_path, with_counter=False)
+
+    def _load(self, save_path: str | None, with_counter: bool) -> CheckpointLoadStatus:
         if save_path is None:
-            return CheckpointLoadStatus(None)
+            return InitializationOnlyStatus()
         save_path = os.fspath(save_path)
         saved = read_arrays(save_path)
         keys = set(saved)
         canonical = object_graph.expand_aliases(saved, json.loads(str(saved[object_graph.GRAPH]))["aliases"])
         status = CheckpointLoadStatus(save_path, keys, canonical)
-        counter = saved.get(object_graph.join("save_counter", object_graph.VARIABLE))
-        if counter is not None:
-            self.save_counter = int(counter)
-            status._restored(object_graph.join("save_counter", object_graph.VARIABLE))
+        counter = saved.get(_COUNTER)
+        if with_counter and counter is not None:
+            self._set_count(int(counter))
+            status._restored(_COUNTER)
+        elif with_counter:  # a checkpoint from `write`: TF counts the counter as an object with no value
+            status._unmatched[_COUNTER] = self.save_counter
+        root = self._root
+        if root is not None and not getattr(root, "built", True) and hasattr(root, "build"):
+            _defer(root, saved, status, "")  # a Keras model given as the root, built later
         _apply(self, saved, status, "")
         return status
 
-    read = restore
-
 
 def read_arrays(save_path: str) -> dict[str, np.ndarray]:
-    if not os.path.exists(save_path + _SUFFIX):
-        raise FileNotFoundError(f"Checkpoint.restore: no checkpoint at {save_path!r} (expected the file "
-                                f"{save_path + _SUFFIX}); pass a prefix that save() or latest_checkpoint() gave.")
+    if not os.path.exists(save_path + _SUFFIX):  # TF's class: tf.errors.NotFoundError (also a FileNotFoundError)
+        raise NotFoundError(None, None, f"Checkpoint.restore: no checkpoint at {save_path!r} (expected the file "
+                                        f"{save_path + _SUFFIX}); pass a prefix that save() or latest_checkpoint() "
+                                        "gave, with its number ('path/to/ckpt-1').")
     with np.load(save_path + _SUFFIX) as data:
         saved = {key: data[key] for key in data.files}
     if object_graph.GRAPH not in saved:
@@ -253,10 +320,46 @@ def _apply(root: Any, saved: dict[str, Any], status: CheckpointLoadStatus | None
             if tuple(obj.shape) != np.shape(value):
                 raise ValueError(f"Checkpoint.restore: {full_key} has shape {tuple(obj.shape)}, the checkpoint "
                                  f"{np.shape(value)}; is it from a different model?")
+            _check_dtype(full_key, obj.dtype, np.asarray(value).dtype)
             # a layer built inside a traced tf.function restores after the trace, not into its program
-            function_trace.after_trace(functools.partial(obj.assign, value))
+            function_trace.after_trace(functools.partial(_assign_outside_scopes, obj, value))
         if status is not None:
             status._restored(full_key)
+
+
+def _assign_outside_scopes(variable: Any, value: Any) -> None:
+    """`variable.assign(value)` for good, also within a Keras `StatelessScope`, which keeps assignments only for
+    the scope (a model that `strategy.run` builds from its first inputs is built in one): a variable made there
+    starts from `value` when the scope ends, one made before takes it now."""
+    if getattr(variable, "_value", True) is None and hasattr(variable, "_initializer"):
+        variable._initializer = lambda shape, dtype=None: value  # Keras initializes it as the scope ends
+        return
+    from keras.src.backend.common import global_state
+
+    scope = global_state.get_global_attribute("stateless_scope")
+    global_state.set_global_attribute("stateless_scope", None)
+    try:
+        variable.assign(value)
+    finally:
+        global_state.set_global_attribute("stateless_scope", scope)
+
+
+def _declared(value: np.ndarray, dtype: Any) -> np.ndarray:
+    """A 64-bit variable's value in its declared dtype (JAX holds it in 32 bits unless `jax_enable_x64`)."""
+    declared = str(dtype)
+    if declared in ("int64", "uint64", "float64") and value.dtype.name != declared:
+        return value.astype(declared)
+    return value
+
+
+def _check_dtype(key: str, declared: Any, saved: np.dtype) -> None:
+    """TF's refusal of a value saved with another dtype (observed, TF 2.21: int64 into int32, int32 into int64,
+    float32 into float64 are all InvalidArgumentError)."""
+    declared = str(declared)
+    if declared != saved.name and saved.kind in "biuf":
+        raise InvalidArgumentError(None, None, f"tensor_name = {key}; expected dtype {declared} does not equal "
+                                               f"original dtype {saved.name}: the variable restoring it must have the "
+                                               "dtype it was saved with.")
 
 
 def _defer(obj: Any, saved: dict[str, Any], status: CheckpointLoadStatus | None, base: str) -> None:
@@ -359,4 +462,4 @@ def restore_object(obj: Any, file_prefix: str) -> CheckpointLoadStatus:
         status = CheckpointLoadStatus(os.fspath(file_prefix), set(saved))
         _defer(obj, saved, status, "")
         return status
-    return root.restore(file_prefix)
+    return root.read(file_prefix)

@@ -99,8 +99,8 @@ class CheckpointManager:
                 if check_interval and step < self._last_checkpoint_step + self._checkpoint_interval:
                     return None
             self._last_checkpoint_step = step
-        self._checkpoint.save_counter += 1
-        number = self._checkpoint.save_counter if checkpoint_number is None else _number(checkpoint_number)
+        self._checkpoint._set_count(self._checkpoint._count() + 1)
+        number = self._checkpoint._count() if checkpoint_number is None else _number(checkpoint_number)
         path = self._checkpoint.write(f"{self._prefix}-{number}")
         self._kept.pop(path, None)  # an overwritten checkpoint moves to the end of the queue, as in TF
         self._kept[path] = time.time()

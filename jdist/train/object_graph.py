@@ -7,14 +7,17 @@ first path a breadth-first walk finds (observed, TF 2.21 with tf_keras: the guid
 a `Checkpoint`'s attributes in the order they were set; lists and dicts by index and key; a Keras layer's own
 variables by their names, then its sublayers by attribute name, then the layers of a Sequential or functional
 model as `layer_with_weights-<j>` (tf_keras's names), then any variable still unnamed as `_variables/<i>`;
-an optimizer's `_iterations`, `_learning_rate`, then `_variables/<i>`; other objects with `variables` as
-`_variables/<i>`. Keras's instance-numbered names (`sequential_1/...`) never enter a key, so a checkpoint
+an optimizer's `_iterations`, `_learning_rate`, then `_variables/<i>`; a `tf.Module`'s attributes by name,
+in the order they were set (`net/layers/0/w/...`, as TF's); other objects with `variables` as `_variables/<i>`.
+Keras's instance-numbered names (`sequential_1/...`) never enter a key, so a checkpoint
 restores into a freshly made model.
 """
 from __future__ import annotations
 
 import collections
 from typing import Any, Iterator
+
+from jdist.errors import InputTypeError
 
 VARIABLE = ".ATTRIBUTES/VARIABLE_VALUE"
 ITERATOR = ".ATTRIBUTES/ITERATOR_STATE"
@@ -23,6 +26,11 @@ GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 def is_variable(obj: object) -> bool:
     return hasattr(obj, "assign") and hasattr(obj, "value") and hasattr(obj, "shape")
+
+
+def is_tf_variable(obj: object) -> bool:
+    """A `tf.Variable` of jdist.tf_compat (a Keras variable that a TF script made, not a layer's weight)."""
+    return hasattr(type(obj), "_jdist_replication") and is_variable(obj)
 
 
 def is_iterator(obj: object) -> bool:
@@ -51,11 +59,14 @@ def _keras_children(obj: Any) -> list[tuple[str, Any]]:
     own: list = []
     if isinstance(obj, keras.layers.Layer):  # an optimizer's `_trainable_variables` are the model's, not its own
         own = list(getattr(obj, "_trainable_variables", [])) + list(getattr(obj, "_non_trainable_variables", []))
-    names = collections.Counter(v.name for v in own)
+    # a tf.Variable set as an attribute is named by the attribute (TF's), a Keras weight by its own name
+    attributes = {id(value): attr for attr, value in vars(obj).items() if is_tf_variable(value)}
+    own_names: list[str] = [attributes.get(id(v), str(v.name)) for v in own]
+    names = collections.Counter(own_names)
     seen: dict[str, int] = collections.Counter()
-    for v in own:
-        name = v.name if names[v.name] == 1 else f"{v.name}_{seen[v.name]}"
-        seen[v.name] += 1
+    for v, own_name in zip(own, own_names):
+        name = own_name if names[own_name] == 1 else f"{own_name}_{seen[own_name]}"
+        seen[own_name] += 1
         children.append((name, v))
     for attr, value in vars(obj).items():
         if not attr.startswith("_") and isinstance(value, keras.layers.Layer) and value is not obj:
@@ -81,6 +92,8 @@ def children(obj: Any) -> list[tuple[str, Any]]:
         return [(str(k), v) for k, v in obj.items()]
     if is_variable(obj) or is_iterator(obj):
         return []
+    if getattr(type(obj), "_jdist_module", False):  # a tf.Module: its attributes by name, private ones too
+        return [(name, value) for name, value in vars(obj).items() if not name.startswith("_Module__")]
     import keras
 
     if isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer, keras.metrics.Metric)):
@@ -95,9 +108,11 @@ def check_trackable(obj: Any, name: str) -> None:
     if isinstance(obj, (Trackable, list, tuple, dict)) or is_variable(obj) or is_iterator(obj) \
             or hasattr(obj, "variables"):
         return
-    raise TypeError(f"Checkpoint: {name} is a {type(obj).__name__}, which a checkpoint cannot hold; pass Keras "
-                    "models, layers, optimizers, metrics, tf.Variables, tf.data iterators, tf.train.Checkpoint "
-                    "objects, or lists / dicts of them.")
+    # TF's ValueError, its text first (also a TypeError)
+    raise InputTypeError(f"`Checkpoint` was expecting {name} to be a trackable object (an object derived from "
+                         f"`Trackable`), got {obj!r}. A {type(obj).__name__} is not one, which a checkpoint cannot "
+                         "hold; pass Keras models, layers, optimizers, metrics, tf.Variables, tf.Modules, tf.data "
+                         "iterators, tf.train.Checkpoint objects, or lists / dicts of them.")
 
 
 def walk(root: Any, aliases: dict[str, str] | None = None) -> Iterator[tuple[str, Any]]:

@@ -33,7 +33,9 @@ class CheckpointReader:
         if key not in self._values:
             raise KeyError(f"Key {key} not found in checkpoint {self._prefix}; it holds {sorted(self._values)}")
         value = self._values[key]
-        return value.item() if value.dtype.kind == "U" else value
+        if value.dtype.kind == "U":
+            return value.item()
+        return value[()] if value.ndim == 0 else value  # TF's: a numpy scalar for a 0-d value
 
 
 def _prefix(ckpt_dir_or_file: Any) -> str:
