@@ -24,7 +24,7 @@ def test_trainable_variables_and_watched_tensors_are_recorded_nothing_else():
     with tf.GradientTape() as tape:
         y = (x0**2) + (x1**2) + (x2**2)
     assert _floats(tape.gradient(y, [x0, x1, x2, x3])) == [6.0, None, None, None]
-    assert [v.name for v in tape.watched_variables()] == ["x0"]  # TF: ['x0:0']
+    assert [v.name for v in tape.watched_variables()] == ["x0:0"]  # observed, TF 2.21
 
     a, b, c = tf.Variable(1.0, name="a"), tf.Variable(2.0, name="b"), tf.Variable(3.0, name="c")
     n, k = tf.Variable(4.0, name="n", trainable=False), tf.constant(5.0)
@@ -32,12 +32,12 @@ def test_trainable_variables_and_watched_tensors_are_recorded_nothing_else():
         tape.watch(n)
         tape.watch(k)
         y = c * a + n * k
-    assert [v.name for v in tape.watched_variables()] == ["a", "c", "n"]  # the order they were made, not read
+    assert [v.name for v in tape.watched_variables()] == ["a:0", "c:0", "n:0"]  # the order they were made, not read
     assert _floats(tape.gradient(y, [a, c, n, k])) == [3.0, 1.0, 5.0, 4.0]
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(a)
         y = c * a + b
-    assert [v.name for v in tape.watched_variables()] == ["a"]
+    assert [v.name for v in tape.watched_variables()] == ["a:0"]
     assert _floats(tape.gradient(y, [a, c])) == [3.0, None]
 
 

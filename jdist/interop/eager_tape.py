@@ -21,17 +21,34 @@ written in the block is silent in the replay, so it prints once, as TF's; other 
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import linecache
 import traceback
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import unconnected
+from jdist.interop import tape_pause, unconnected
+
+_REPLAYS = [0]  # replays of blocks running now (nested when a replayed block computes another gradient)
+
+
+def replaying() -> bool:
+    """Whether a block's statements are running again for its gradient (their `tf.print` printed already)."""
+    return _REPLAYS[0] > 0
+
+
+@contextlib.contextmanager
+def _replay() -> Iterator[None]:
+    _REPLAYS[0] += 1
+    try:
+        yield
+    finally:
+        _REPLAYS[0] -= 1
 
 
 class _Reached(Exception):
@@ -42,10 +59,17 @@ class _Reached(Exception):
 
 class _Replaying:
     """The tape as the replay sees it: `gradient` (called inside the block, as TF allows) ends the replay
-    with its target; `watch` marks nothing (the sources given to `gradient` are differentiated)."""
+    with its target; `watch` marks nothing (the sources given to `gradient` are differentiated);
+    `stop_recording` pauses the differentiation of the replay in `namespace` (`tape_pause`)."""
+
+    def __init__(self, namespace: dict[str, Any] | None = None):
+        self._namespace = namespace
 
     def watch(self, tensor: Any) -> None:
         return None
+
+    def stop_recording(self) -> Any:
+        return tape_pause.Idle() if self._namespace is None else tape_pause.Paused(self._namespace)
 
     def gradient(self, target: Any, *args: Any, **kwargs: Any) -> Any:
         raise _Reached(target)
@@ -165,7 +189,7 @@ def variables_read(block: Block) -> list:
             return super().get_current_value(variable)
 
     namespace = {**block.namespace, "print": _silent}
-    with Recording():
+    with Recording(), _replay():
         try:
             exec(compile(ast.Module(body=block.statements, type_ignores=[]), block.filename, "exec"), namespace)
         except _Reached:
@@ -230,6 +254,8 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     def replayed(values: list) -> Any:
         namespace = dict(block.namespace)
         namespace["print"] = _silent  # the eager run printed already
+        namespace.update({name: _Replaying(namespace) for name, value in block.namespace.items()
+                          if isinstance(value, _Replaying)})
         by_id = {id(s): v for s, v in zip(sources, values)}
         for array in inputs:
             for name in names[id(array)]:
@@ -239,7 +265,7 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
             index, bound = computed[id(s)]
             held.setdefault(index, []).extend((name, by_id[id(s)]) for name in bound)
         mapping = [(v, by_id[id(v)]) for v in variables]
-        with _assigning_scope()(state_mapping=mapping):
+        with _assigning_scope()(state_mapping=mapping), _replay():
             try:
                 for index, statement in enumerate(statements):
                     exec(statement, namespace)

@@ -15,6 +15,18 @@ import numpy as np
 from jdist.input.tensor_spec import TensorSpec
 
 
+def canonical(python_function: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call as TF keys its traces: parameters passed by name or left to their defaults are bound to their
+    positions (observed, TF 2.21: `g(x)`, `g(x, 3)`, `g(x, k=3)` and `g(x=x)` of `def g(x, k=3)` trace once).
+    A call that does not bind is left as it is, for Python's own TypeError."""
+    try:
+        bound = inspect.signature(python_function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return args, kwargs
+    bound.apply_defaults()
+    return tuple(bound.args), dict(bound.kwargs)
+
+
 def bind(function: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """`args` and `kwargs` checked against `function`'s input_signature and converted to its dtypes."""
     specs = list(function.options["input_signature"])

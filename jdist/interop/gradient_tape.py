@@ -28,8 +28,19 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import eager_tape, keras_run, unconnected
+from jdist.interop import eager_tape, keras_run, tape_pause, unconnected
 from jdist.typing import ArrayLike, PyTree
+
+# The number of the replayed tape's `gradient` call each replay runs to, innermost last: a persistent tape's
+# second call replays the function up to that second call, not its first.
+_TARGET_CALLS: list[int] = []
+
+
+def replaying() -> bool:
+    """Whether a tape's `gradient` is running code again that already ran (the replica function up to the
+    call, or an eager block): its `tf.print` calls printed (or were compiled) the first time."""
+    frame = keras_run.current_frame()
+    return (frame is not None and frame.replaying is not None) or eager_tape.replaying()
 
 
 def _is_variable(x: Any) -> bool:
@@ -45,10 +56,12 @@ class GradientTape:
         self._index = -1
         self._entry: dict[int, Any] = {}
         self._used = False
+        self._calls = 0  # `gradient` calls so far (compiled tapes)
         self._block: eager_tape.Block | None = None
         self._watch = eager_tape.Watch([], watch_accessed_variables)
 
     def __enter__(self) -> "GradientTape":
+        self._used, self._calls = False, 0  # a tape entered again records anew (TF allows it after its gradient)
         frame = keras_run.current_frame()
         if frame is None and keras_run.building_models():
             return self  # run's eager call that builds the models: nothing is differentiated there
@@ -81,6 +94,12 @@ class GradientTape:
                     "The dtype of the watched tensor must be floating (e.g. tf.float32), got tf.%s", dtype)
             self._watch.watched.append(leaf)
 
+    def stop_recording(self) -> Any:
+        """TF's pause of the tape: what runs inside is not differentiated (`jdist.interop.tape_pause`)."""
+        if self._frame is not None and self._frame.replaying == self._index:
+            return tape_pause.Paused(None)  # the replay of the replica function: its locals
+        return tape_pause.Idle()  # the run itself (the eager block's replay pauses on its own)
+
     def watched_variables(self) -> tuple:
         """The variables the tape records, as TF's: trainable ones the block read (with
         `watch_accessed_variables`) and watched ones, in the order they were made (eager tapes)."""
@@ -92,7 +111,7 @@ class GradientTape:
         found += [v for v in self._watch.watched if _is_variable(v) and all(v is not f for f in found)]
         return tuple(sorted(found, key=lambda v: getattr(v, "_jdist_created", float("inf"))))
 
-    def gradient(self, target: ArrayLike, sources: PyTree, output_gradients: ArrayLike | None = None,
+    def gradient(self, target: PyTree, sources: PyTree, output_gradients: ArrayLike | None = None,
                  unconnected_gradients: object = None) -> PyTree:
         frame = self._frame
         if self._block is not None:
@@ -102,9 +121,10 @@ class GradientTape:
         if frame is None:
             raise RuntimeError(
                 "tape.gradient() needs the tape to have been entered (`with jdist.GradientTape() as tape:`).")
-        if frame.replaying == self._index:
+        if frame.replaying == self._index and self._calls == _TARGET_CALLS[-1]:
             raise keras_run.ReachedTarget(target)
         leaves, treedef = self._sources(sources)
+        call, self._calls = self._calls, self._calls + 1
         unknown = [getattr(v, "path", type(v).__name__) for v in leaves if id(v) not in self._entry]
         if unknown:
             raise ValueError(
@@ -114,7 +134,12 @@ class GradientTape:
         ids = [id(v) for v in leaves]
 
         def replayed(values):
-            return unconnected.total(keras_run.replay(frame, self._index, dict(zip(ids, values))), output_gradients)
+            _TARGET_CALLS.append(call)
+            try:
+                reached = keras_run.replay(frame, self._index, dict(zip(ids, values)))
+            finally:
+                _TARGET_CALLS.pop()
+            return unconnected.total(reached, output_gradients)
 
         return jax.tree.unflatten(treedef, unconnected.gradients(replayed, primal, unconnected_gradients))
 

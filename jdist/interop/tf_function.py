@@ -17,7 +17,7 @@ import collections
 import contextlib
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, overload
 
 import jax
 import numpy as np
@@ -74,7 +74,11 @@ def _signature(value: Any) -> Any:
             keys.append(("variable", tuple(leaf.shape), str(leaf.dtype)))
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             keys.append(("array", None if leaf.shape is None else tuple(leaf.shape), str(leaf.dtype)))
-        elif isinstance(leaf, (int, float, bool, str, bytes, type(None), np.generic)):
+        elif isinstance(leaf, (int, float, bool)) and not isinstance(leaf, np.generic):
+            # Python numbers are keyed by value (observed, TF 2.21: f(x, 1), f(x, 1.0), f(x, True) trace once
+            # and all return the first trace's int32 1; 0, 0.0, False likewise)
+            keys.append(("value", "number", leaf))
+        elif isinstance(leaf, (str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
         elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
             keys.append(("iterator", type(leaf)))
@@ -141,8 +145,7 @@ class Function:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.options.get("input_signature") is not None:
-            args, kwargs = function_signature.bind(self, args, kwargs)
+        args, kwargs = self._bound(args, kwargs)
         concrete = _signature((args, kwargs))  # the shapes and dtypes of this call: its program's key
         new = self._note_signature(args, kwargs, concrete)
         with traced_functions.active(self._site):
@@ -159,6 +162,12 @@ class Function:
         if concrete not in self._outputs:  # a signature's output type, from its first call
             self._outputs[concrete] = concrete_function.output_text(_specs(out))
         return out
+
+    def _bound(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The call's arguments as TF binds them: to the input_signature, or by position with defaults."""
+        if self.options.get("input_signature") is not None:
+            return function_signature.bind(self, args, kwargs)
+        return function_signature.canonical(self.python_function, args, kwargs)
 
     def _note_signature(self, args: tuple, kwargs: dict, concrete: Any) -> bool:
         """Records TF's signature of a call (an input_signature is one, whatever the shapes); True if new.
@@ -225,6 +234,7 @@ class Function:
     def trace_only(self, *args: Any, **kwargs: Any) -> None:
         """Traces (compiles) this function for these example arguments without running it, as TF's
         `get_concrete_function` does; nothing happens where calls would run the Python body."""
+        args, kwargs = self._bound(args, kwargs)
         concrete = _signature((args, kwargs))
         new = self._note_signature(args, kwargs, concrete)
         if self._compiles():
@@ -233,7 +243,7 @@ class Function:
 
     def output_text(self, *args: Any, **kwargs: Any) -> str:
         """TF's output type of the signature of these arguments (known once traced or called)."""
-        return self._outputs.get(_signature((args, kwargs)), "Unknown")
+        return self._outputs.get(_signature(self._bound(args, kwargs)), "Unknown")
 
     def describe(self, *args: Any, **kwargs: Any) -> str:
         """TF's description of one signature: parameters, output type, captured variables."""
@@ -248,7 +258,7 @@ class Function:
                 continue
             label = "POSITIONAL_ONLY" if variadic and kind is kind.POSITIONAL_OR_KEYWORD else kind.name
             rows.append((name, label, value))
-        program = self._programs.get(_signature((args, kwargs)))
+        program = self._programs.get(_signature(self._bound(args, kwargs)))
         captures = program.captured if program is not None and program is not _EAGER else []
         return concrete_function.describe(rows, self.output_text(*args, **kwargs), captures)
 
@@ -310,10 +320,22 @@ def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:
     return keras_run.run(default_strategy(), fn, args, kwargs, objects, compiled=True)
 
 
+@overload
+def function(func: Callable, *, input_signature: PyTree = None, autograph: bool = True,
+             jit_compile: bool | None = None, reduce_retracing: bool = False,
+             experimental_compile: bool | None = None, **ignored: Any) -> Function: ...
+
+
+@overload
+def function(func: None = None, *, input_signature: PyTree = None, autograph: bool = True,
+             jit_compile: bool | None = None, reduce_retracing: bool = False,
+             experimental_compile: bool | None = None, **ignored: Any) -> Callable[[Callable], Function]: ...
+
+
 def function(func: Callable | None = None, *, input_signature: PyTree = None, autograph: bool = True,
              jit_compile: bool | None = None, reduce_retracing: bool = False,
              experimental_compile: bool | None = None,
-             **ignored: Any) -> Function | Callable[[Callable], Any]:  # ignored: TF's other options
+             **ignored: Any) -> Function | Callable[[Callable], Function]:  # ignored: TF's other options
     """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring)."""
     options = dict(input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
                    reduce_retracing=reduce_retracing)

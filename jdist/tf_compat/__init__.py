@@ -26,7 +26,7 @@ if "keras" not in sys.modules:  # a ported script's later `import keras` gets th
     os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import jdist
-from jdist import data as _data, saved_model as _saved_model, train as _train
+from jdist import data as _data, layers as _layers, saved_model as _saved_model, train as _train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop import after_import as _after_import, keras_tf_steps as _keras_tf_steps, tf_function as _tf_function
 from jdist.interop.gradient_tape import GradientTape
@@ -78,7 +78,7 @@ from jdist.tf_compat.dtype_table import (
     uint32,
     uint64,
 )
-from jdist.tf_compat.eager import give_arrays_numpy, give_arrays_tf_text
+from jdist.tf_compat.eager import give_arrays_numpy, give_arrays_tf_text, give_split_arrays_values
 from jdist.tf_compat.linalg_ops import einsum, eye, matmul, norm, tensordot
 from jdist.tf_compat.module import Module
 from jdist.tf_compat.namespace import Namespace
@@ -116,7 +116,6 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     ones,
     ones_like,
     pow,
-    print,
     range,
     rank,
     reshape,
@@ -139,6 +138,7 @@ from jdist.tf_compat.ops import (  # TF's everyday ops (some shadow builtins, as
     zeros,
     zeros_like,
 )
+from jdist.tf_compat.print_op import print  # noqa: A004 - TF's name
 from jdist.tf_compat.ragged import RaggedTensor
 from jdist.tf_compat.reductions import (
     reduce_all,
@@ -267,9 +267,12 @@ newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 _importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 give_arrays_tf_text()  # and print it: a JAX array prints as TF's eager tensor
+give_split_arrays_values()  # a distributed batch's component has TF's PerReplica `.values`
 # A Keras model's TF-style train_step(self, data) runs under Keras's fit as TF's does, also after a plain
 # `import keras` (Keras's own guides): added when Keras's JAX trainer is imported (jdist.interop.keras_tf_steps).
 _after_import.when_imported("keras.src.backend.jax.trainer", lambda _: _keras_tf_steps.install())
+_after_import.when_imported("keras.src.layers.normalization.batch_normalization",  # synchronized=True, as TF's
+                            lambda _: _layers.install_keras_synchronized())
 _tf_function.convert_outputs(_host_tensors.function_outputs)  # a tf.function returns tensors, as TF's
 
 _OPS = [

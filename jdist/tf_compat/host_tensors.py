@@ -74,11 +74,14 @@ def _output_tensor(leaf: Any) -> Any:
         return np.asarray(leaf, np.int32 if -2**31 <= leaf < 2**31 else np.int64).view(HostTensor)
     if isinstance(leaf, float):
         return np.asarray(leaf, np.float32).view(HostTensor)
+    if isinstance(leaf, (str, bytes)):  # a string tensor (observed, TF 2.21: `f(x, "a")` returning "a" gives b'a')
+        return np.asarray(leaf.encode() if isinstance(leaf, str) else leaf, dtype=object).view(HostTensor)
     return leaf
 
 
 def function_outputs(out: Any) -> Any:
     """What TF's `tf.function` returns: Python numbers and bools among the results become tensors (int32,
-    float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None), as
+    float32, bool; observed, TF 2.21: `tf.function(lambda: (1, None, True))()` gives two tensors and None), Python
+    strings string tensors, as
     do numpy arrays (a compiled function's results for host inputs)."""
     return output_order.reordered(jax.tree.map(_output_tensor, out), output_order.key_orders(out))

@@ -59,15 +59,17 @@ def elu(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
     require_float("tf.nn.elu", x)
     module = xp(x)
-    return module.where(x > 0, x, module.expm1(module.minimum(x, 0))).astype(x.dtype)
+    # the negative side reads x only where x <= 0 (not `minimum(x, 0)`, whose tie at 0 JAX halves): TF's slope 1 at 0
+    return module.where(x > 0, x, module.expm1(module.where(x > 0, 0, x))).astype(x.dtype)
 
 
 def selu(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
     require_float("tf.nn.selu", x)
     module = xp(x)
-    negative = _SELU_ALPHA * module.expm1(module.minimum(x, 0))
-    return (_SELU_SCALE * module.where(x > 0, x, negative)).astype(x.dtype)
+    negative = _SELU_ALPHA * module.expm1(module.where(x < 0, x, 0))
+    # x = 0 takes the positive side (observed, TF 2.21: the gradient at 0 is the scale, 1.050701)
+    return (_SELU_SCALE * module.where(x < 0, negative, x)).astype(x.dtype)
 
 
 def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, seed: Any = None,

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 import numpy as np
 from jax.typing import DTypeLike
 
-from jdist.losses import compute_average_loss, scale_regularization_loss
 from jdist.strategy import context, function_trace
+from jdist.tf_compat import kink_gradients
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
+from jdist.tf_compat.replica_losses import compute_average_loss, scale_regularization_loss
+from jdist.tfdata import seeding
 from jdist.typing import ArrayLike, ShapeLike, Tensor, TensorLike
 
 
@@ -30,11 +32,15 @@ def softmax(logits: TensorLike, axis: int = -1, name: str | None = None) -> Tens
 
 def relu(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
+    if is_jax(x):
+        return kink_gradients.relu(x)  # slope 0 at 0, as TF's
     return xp(x).maximum(x, 0).astype(x.dtype)
 
 
 def relu6(features: TensorLike, name: str | None = None) -> Tensor:
     x = convert_to_tensor(features)
+    if is_jax(x):
+        return kink_gradients.relu6(x)  # slope 0 at 0 and 6, as TF's
     return xp(x).clip(x, 0, 6).astype(x.dtype)
 
 
@@ -164,6 +170,7 @@ def set_seed(seed: int) -> None:
     _GENERATOR[0] = np.random.default_rng(seed)
     _GLOBAL_SEED[0] = seed
     _OP_GENERATORS.clear()
+    seeding.set_global_seed(seed)  # tf.data's seedless shuffles too
 
 
 def uniform(shape: ShapeLike, minval: float = 0, maxval: float | None = None, dtype: DTypeLike = "float32",

@@ -13,11 +13,9 @@ applies (int64 results become int32 unless `jax_enable_x64` is set).
 """
 from __future__ import annotations
 
-import builtins
-import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,16 +24,12 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.errors import tf_type_name
-from jdist.strategy import function_trace
+from jdist.tf_compat import kink_gradients
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
-from jdist.tf_compat.tensor_summary import summarize_tensor
 from jdist.tfdata import operands
 from jdist.tfdata.tensor_text import as_tf_numpy, dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
 
 
 def is_jax(*values: object) -> bool:
@@ -320,9 +314,16 @@ def _converted_to(value: Any, dtype: Any) -> Any:
     return convert_to_tensor(value, dtype=dtype)
 
 
+# JAX values of these ops take TF's gradient at a tie (`kink_gradients`)
+_KINKED = {"maximum": kink_gradients.maximum, "minimum": kink_gradients.minimum, "abs": kink_gradients.absolute,
+           "sign": kink_gradients.sign}
+
+
 def _binary(name: str):
     def op(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
         x, y = _matching(x, y, fn_name)
+        if fn_name in _KINKED and is_jax(x, y):
+            return _KINKED[fn_name](x, y)
         return getattr(xp(x, y), fn_name)(x, y)
 
     fn_name = name
@@ -375,6 +376,8 @@ def _unary(name: str):
             require_float(f"tf.math.{op.__name__}", x, complex_ok=_FLOAT_ONLY[fn_name])
         if fn_name == "rint" and np.dtype(x.dtype).kind in "iub":
             return x  # TF rounds integers to themselves, keeping their dtype
+        if fn_name in _KINKED and is_jax(x):
+            return _KINKED[fn_name](x)
         return getattr(xp(x), fn_name)(x)
 
     fn_name = name
@@ -391,6 +394,8 @@ is_finite = _unary("isfinite")
 def clip_by_value(t: TensorLike, clip_value_min: TensorLike, clip_value_max: TensorLike,
                   name: str | None = None) -> Tensor:
     t = convert_to_tensor(t)
+    if is_jax(t, clip_value_min, clip_value_max):
+        return kink_gradients.clip_by_value(jnp.asarray(t), clip_value_min, clip_value_max)
     return xp(t).clip(t, clip_value_min, clip_value_max)
 
 
@@ -442,36 +447,3 @@ def add_n(inputs: Sequence[TensorLike], name: str | None = None) -> Tensor:
                              f"{np.shape(value)}")
         total = total + convert_to_tensor(value)  # TF's dtypes for Python values; JAX adds no lists
     return total
-
-
-def _format(value: object, summarize: int) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (tuple, list)):  # structures print their parts, as TF prints a nest of tensors
-        inner = ", ".join(_format(v, summarize) for v in value)
-        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {_format(v, summarize)}" for k, v in value.items()) + "}"
-    return summarize_tensor(value, summarize)
-
-
-def print(*inputs: object, output_stream: SupportsWrite[str] | None = None, summarize: int = 3,  # noqa: A001
-          sep: str = " ", end: str = "\n", name: str | None = None) -> None:
-    """`tf.print`: to stderr (TF's default stream); inside compiled code it prints when the step runs."""
-    stream = sys.stderr if output_stream is None else output_stream
-
-    def emit(*values: object) -> None:
-        stream.write(sep.join(_format(v, summarize) for v in values) + end)
-
-    if is_jax(*inputs) or function_trace.active():  # in a traced tf.function: printed on every call, as TF's
-        strings = {i: v for i, v in enumerate(inputs) if not is_jax(v)}
-        arrays = [v for v in inputs if is_jax(v)]
-
-        def callback(*values: object) -> None:
-            it = iter(values)
-            emit(*(strings[i] if i in strings else next(it) for i in builtins.range(len(inputs))))
-
-        jax.debug.callback(callback, *arrays)
-    else:
-        emit(*inputs)
-
