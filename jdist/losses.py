@@ -43,11 +43,14 @@ def compute_average_loss(
     count (TF's default). `mask` marks real examples of a padded batch: padding
     contributes nothing, and with `global_batch_size=None` the denominator is the
     number of real examples over all replicas. Inside `strategy.run` on a
-    `jdist.DistributedBatch`, `mask` defaults to the replica's example mask. An
-    empty batch gives 0, never NaN.
+    `jdist.DistributedBatch`, `mask` defaults to the replica's example mask, and
+    then the default denominator stays TF's: the replica's real examples times
+    the replica count (TF 2.21, 4 replicas holding 3, 3, 3 and 1 of 10 examples:
+    the last divides by 4, the others by 12). An empty batch gives 0, never NaN.
     """
     loss = jnp.asarray(per_example_loss)
-    if mask is None and loss.ndim > 0:
+    from_context = mask is None and loss.ndim > 0
+    if from_context:
         mask = _batch_mask_for(loss)
     if loss.ndim == 0:
         loss = loss[None]
@@ -65,6 +68,8 @@ def compute_average_loss(
         ctx = _replica_context("compute_average_loss")
         if mask is None:
             denominator = jnp.asarray(loss.shape[0] * ctx.num_replicas_in_sync, loss.dtype)
+        elif from_context:  # this replica's real rows, as TF's shape of its share
+            denominator = jnp.sum(jnp.asarray(mask, loss.dtype)) * ctx.num_replicas_in_sync
         else:
             denominator = ctx.all_reduce(ReduceOp.SUM, jnp.sum(jnp.asarray(mask, loss.dtype)))
     else:

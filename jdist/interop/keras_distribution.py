@@ -13,8 +13,9 @@ strategy's layout (replicated without one) and each batch is split over the
 data axis, so Keras's jitted train step is the same global-view program as on
 one device, run SPMD. A batch the replicas do not divide (the short last batch
 of an epoch) is placed whole on every device: that one step is computed
-replicated, so it still averages over its real examples, as Keras does on one
-device. Strategies that keep their parameters apart from the compute devices
+replicated, its logged loss and metrics over its real examples, and its
+gradient TF's mean of the replicas' means (`keras_replica_means`).
+Strategies that keep their parameters apart from the compute devices
 (central storage, parameter servers) install nothing; Keras then runs as
 without a strategy. A model made in the scope keeps it: its `fit`, `evaluate`
 and `predict` called after the scope is closed run under the same distribution
@@ -30,7 +31,15 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from jdist.interop import keras_backup, keras_dispatch, keras_epochs, keras_tf_steps, keras_variables
+from jdist.interop import (
+    keras_backup,
+    keras_dispatch,
+    keras_epochs,
+    keras_replica_batch_norm,
+    keras_replica_means,
+    keras_tf_steps,
+    keras_variables,
+)
 from jdist.strategy import extensions
 
 if TYPE_CHECKING:
@@ -84,6 +93,8 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_epochs.install()
         keras_dispatch.install()  # Keras's steps count against jdist's bound on programs in flight
         keras_tf_steps.install()  # a model's TF-style train_step(self, data) runs as TF's fit runs it
+        keras_replica_means.install(lambda d: isinstance(d, _distribution_class()))  # TF's gradient of such a batch
+        keras_replica_batch_norm.install(lambda d: isinstance(d, _distribution_class()))  # each replica's statistics
     return cached
 
 

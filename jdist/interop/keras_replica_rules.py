@@ -132,13 +132,15 @@ def replica_context() -> Any:
     return ctx
 
 
-def install_loss_scaling(keras: Any, in_replica_function: Callable[[], bool]) -> None:
+def install_loss_scaling(keras: Any) -> None:
     """TF's Keras 3 scales a loss reduced over a batch by 1 / replicas in a strategy with several replicas, and
     its loss trackers by replicas again (`keras.src.losses.loss.scale_loss_for_distribution`: effective with
     TensorFlow only), so that the replicas' summed gradients average them. Inside `run`'s replica function
     jdist does the same (TF 2.21 observed: a custom `train_step` with `compute_loss` under MirroredStrategy on 4
     logical CPUs reports a quarter of the loss that one device reports, and trains as the averaged gradients
-    say). Keras's own JAX `fit` computes the global batch's loss in one program and is left alone."""
+    say; and a loss object called in a plain `strategy.run` replica function reports a quarter of its
+    per-replica mean). Keras's own JAX `fit` computes the global batch's loss in one program, outside any
+    replica context, and is left alone."""
     from keras.src.losses import loss as loss_module
 
     if getattr(loss_module.scale_loss_for_distribution, "_jdist", False):
@@ -146,7 +148,7 @@ def install_loss_scaling(keras: Any, in_replica_function: Callable[[], bool]) ->
     scale, unscale = loss_module.scale_loss_for_distribution, loss_module.unscale_loss_for_distribution
 
     def active_context() -> Any:
-        return context.get_replica_context() if in_replica_function() else None
+        return context.get_replica_context() if context.in_replica_context() else None
 
     def replicas() -> int:
         ctx = active_context()

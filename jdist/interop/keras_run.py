@@ -37,9 +37,10 @@ the variables behave as TF's mirrored ones:
 * a Keras loss reduced over the batch is scaled by 1 / replicas and averages a replica's
   real rows only, as TF's Keras 3 computes it on each replica's share;
 * `aggregation="mean"` variables are averaged over the replicas;
-* any other variable assigned different values on different replicas is an error (TF 2.21
-  lets their copies drift apart silently and reads the first replica's: observed with
-  BatchNormalization's moving statistics in `training=True`).
+* a non-trainable variable without aggregation (BatchNormalization's moving statistics in
+  `training=True`) assigned different values on different replicas keeps a copy per replica, as
+  TF 2.21's do: each replica reads its own, outside the first replica's is read;
+* any other variable assigned different values on different replicas is an error.
 
 A model not built yet (a `Sequential` without `keras.Input`) is built from the first replica's inputs of
 its first `run`, and an optimizer not built yet for the trainable variables of the models the function
@@ -196,6 +197,13 @@ def _run_value(strategy: Strategy, variable: Any) -> Any:
     return variable.value if local is None else local
 
 
+def _replica_value(strategy: Strategy, variable: Any) -> Any:
+    """What the replica function gets for a variable that keeps no summed copies: the replicas' own copies
+    where they drifted apart (`_drifts`), else `_run_value`."""
+    held = _held_copies(strategy, variable)
+    return _run_value(strategy, variable) if held is None else held
+
+
 def _received(variable: Any, new: Any) -> bool:
     """Whether the variable took its replicas' copies itself (an ON_READ `tf.Variable`: `_jdist_receive`)."""
     receive = getattr(variable, "_jdist_receive", None)
@@ -211,14 +219,33 @@ def _keeps_copies(strategy: Strategy, variable: Any) -> bool:
             and strategy.single_program_step)
 
 
+def _held_copies(strategy: Strategy, variable: Any) -> Any:
+    """The replicas' copies the last `run` left in `variable`, while it still holds what that `run` gave it
+    (their sum, or replica 0's copy); None once assigned since (`reset_state`, `set_weights`, a restore)."""
+    held = getattr(variable, "_jdist_copies", None)
+    if held is not None and held[0] is strategy and held[1] is variable.value:
+        return held[2]
+    return None
+
+
+def _drifts(variable: Any, new: Any) -> bool:
+    """A non-trainable variable without aggregation (BatchNormalization's moving statistics) that the replicas
+    assigned different values: each keeps its own copy, as TF's mirrored variable with aggregation NONE does
+    in a replica context (TF 2.21, Keras 3.15, 4 logical CPUs: after `model(x, training=True)` each replica
+    reads its own moving mean, `training=False` normalizes with it, and outside the first replica's is read,
+    by `get_weights` and checkpoints too; `set_weights` makes them equal again)."""
+    return (isinstance(new, PerReplica) and new.is_stacked and not getattr(variable, "trainable", True)
+            and getattr(variable, "aggregation", "none") in ("none", None))
+
+
 def _copies(strategy: Strategy, variable: Any) -> Any:
     """The replicas' copies of a `_keeps_copies` variable: the ones the last `run` left while the variable still
     holds their sum; else (first use, or assigned since, e.g. `reset_state`) replica 0 holds the value and the
     others zeros."""
-    held = getattr(variable, "_jdist_copies", None)
+    held = _held_copies(strategy, variable)
+    if held is not None:
+        return held
     value = variable.value
-    if held is not None and held[0] is strategy and held[1] is value:
-        return held[2]
     zeros = jax.numpy.zeros_like(value)
     return strategy.experimental_distribute_values_from_function(
         lambda ctx: value if ctx.replica_id_in_sync_group == 0 else zeros)
@@ -268,7 +295,7 @@ def _threaded_scope(variables: list, values: list) -> Any:
                 raise unknown(update[0], "assigns")
             return super().add_update(update)
 
-    return ThreadedScope(state_mapping=list(zip(variables, values)))
+    return ThreadedScope(state_mapping=list(zip(variables, values)), collect_losses=True)  # add_loss: model.losses
 
 
 def guard() -> Any:
@@ -276,6 +303,9 @@ def guard() -> Any:
     there (an object reached some other way) is an error naming the fix, not a silent constant."""
     if "keras" not in sys.modules:
         return contextlib.nullcontext()
+    keras = _keras()
+    if keras is not None:  # a Keras loss called there is scaled as in any replica function
+        replica_rules.install_loss_scaling(keras)
     return _threaded_scope([], [])
 
 
@@ -334,7 +364,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     variables = _variables(objects)  # a tf.random.Generator makes its state variable (importing Keras) here
     keras = _keras()
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
-    replica_rules.install_loss_scaling(keras, lambda: current_frame() is not None)
+    replica_rules.install_loss_scaling(keras)
     _build_models(strategy, fn, args, kwargs, objects, keras)
     _check_built([o for o in objects if not isinstance(o, keras.optimizers.Optimizer)], keras)
     _build_optimizers(strategy, objects, keras)
@@ -347,7 +377,7 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
         copies = [_keeps_copies(strategy, v) for v in variables]
         cache[key] = (_stateful_fn(fn, objects, variables, receivers, copies), receivers, copies)
     replica_fn, receivers, copies = cache[key]
-    values = [_copies(strategy, v) if c else _run_value(strategy, v) for v, c in zip(variables, copies)]
+    values = [_copies(strategy, v) if c else _replica_value(strategy, v) for v, c in zip(variables, copies)]
     if compiled:
         out, news, deferred = dispatch.dispatched(signature_jit.call(  # bounded in flight, as strategy.run's
             lambda values, args, kwargs: strategy.run(replica_fn, args=(values, args, kwargs)), replica_fn, values,
@@ -358,17 +388,16 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     for i, keep in enumerate(copies):
         if keep:  # the replicas' copies are kept; the variable holds their sum
             locals_[i], news[i] = news[i]
-    for variable, new, keep in zip(variables, news, copies):
-        if isinstance(new, PerReplica) and not keep and not getattr(variable, "_jdist_on_read", False):
+    for i, (variable, new, keep) in enumerate(zip(variables, news, copies)):
+        if not keep and _drifts(variable, new):  # the replicas' own copies are kept; the variable holds replica 0's
+            locals_[i], news[i] = new, jax.device_put(new.stacked[0], variable.value.sharding)
+        elif isinstance(new, PerReplica) and not keep and not getattr(variable, "_jdist_on_read", False):
             raise ValueError(
                 f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
                 "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "
                 "with optimizer.apply_gradients (which sums them over the replicas), or all_reduce the value "
                 "before assigning it (or give a tf.Variable an aggregation: tf.VariableAggregation.MEAN, SUM or "
-                "ONLY_FIRST_REPLICA). BatchNormalization's moving statistics in training=True are such values: "
-                "TF 2.21 lets the replicas' copies drift apart and reads the first replica's; train such models "
-                "with jdist.Trainer (statistics of the global batch), or call them through model.stateless_call "
-                "and average the returned statistics with strategy.reduce('mean', ...).")
+                "ONLY_FIRST_REPLICA).")
     for i, (variable, new) in enumerate(zip(variables, news)):
         if i in locals_:
             variable.assign(new)

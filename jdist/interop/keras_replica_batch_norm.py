@@ -1,0 +1,117 @@
+"""Keras's `BatchNormalization` in `fit` under a strategy normalizes each replica's rows by their own statistics.
+
+TF's `fit` runs the model once per replica on the replica's part of the batch, and Keras's `BatchNormalization`
+(not synchronized, its default; Keras 3 on JAX takes no `synchronized=True`) computes its batch mean and variance
+over those rows only. jdist's Keras step is one program over the whole batch, which would normalize by the whole
+batch's statistics: the same model then trained to other weights than on TF (observed, TF 2.21 with Keras 3 on 4
+replicas, batch_size=8: its first epoch's loss 1.2295 where the whole batch's statistics give 1.1889).
+Here, in `fit`'s train step under a strategy's distribution, on a batch the replicas divide, each replica's chunk
+of rows is normalized by its own moments, and the moving statistics move toward the first replica's moments: TF's moving
+statistics are mirrored variables without aggregation, which keep the first replica's update (observed, TF 2.21 with
+Keras 3, momentum=0 on 4 replicas: the moving mean and variance of 8 rows are those of rows 0 and 1). Masked
+inputs, batch renormalization, batches the replicas do not divide and `train_on_batch` (the whole batch in every
+replica on TF) keep Keras's own computation.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+from jdist.interop import keras_replica_means
+
+_STEP = threading.local()  # `active` while Keras's train step computes its loss (TF's per-replica call)
+
+
+def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
+    """Wraps Keras's `BatchNormalization.call` and its JAX trainer's `compute_loss_and_updates` once (a no-op
+    outside a strategy's distribution)."""
+    from keras.src.backend.jax.trainer import JAXTrainer
+    from keras.src.layers.normalization.batch_normalization import BatchNormalization
+
+    original = BatchNormalization.call
+    if getattr(original, "_jdist_replica_batch_norm", False):
+        return
+    BatchNormalization.call = _per_replica(original, is_strategy_distribution)
+    JAXTrainer.compute_loss_and_updates = _in_step(JAXTrainer.compute_loss_and_updates)
+
+
+def _in_step(original: Callable) -> Callable:
+    """Marks the train step's forward pass: only there does TF call the model once per replica (a model called
+    directly, even in the strategy's scope, sees the whole batch on TF too)."""
+    @functools.wraps(original)
+    def compute_loss_and_updates(self: Any, *args: Any, **kwargs: Any) -> Any:
+        outer = getattr(_STEP, "active", False)
+        _STEP.active = keras_replica_means.split_over_replicas()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _STEP.active = outer
+
+    return compute_loss_and_updates
+
+
+def _replicas(layer: Any, inputs: Any, training: Any, mask: Any, is_strategy_distribution: Callable) -> int:
+    """How many replicas' chunks the batch is normalized in (1: Keras's own computation)."""
+    import jax
+    from keras.src.distribution import distribution_lib
+
+    current = distribution_lib.distribution()
+    if not getattr(_STEP, "active", False) or not training or not layer.trainable or mask is not None or layer.renorm:
+        return 1
+    if getattr(layer, "synchronized", False):  # synchronized=True (jdist.layers): the global batch's statistics
+        return 1
+    if not is_strategy_distribution(current) or jax.process_count() != 1 or len(inputs.shape) < 2:
+        return 1
+    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
+    replicas = strategy.num_replicas_in_sync
+    rows = inputs.shape[0]
+    axis = layer.axis % len(inputs.shape)
+    if replicas < 2 or rows is None or rows % replicas or axis == 0:
+        return 1
+    return replicas
+
+
+def _per_replica(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
+    @functools.wraps(original)
+    def call(self: Any, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+        replicas = _replicas(self, inputs, training, mask, is_strategy_distribution)
+        if replicas == 1:
+            return original(self, inputs, training=training, mask=mask)
+        return _normalize_per_replica(self, inputs, replicas)
+
+    call._jdist_replica_batch_norm = True  # pyright: ignore[reportAttributeAccessIssue]
+    return call
+
+
+def _normalize_per_replica(layer: Any, inputs: Any, replicas: int) -> Any:
+    """Keras's training-mode computation, with the moments of each replica's consecutive rows."""
+    import jax
+    import jax.numpy as jnp
+    from keras import backend, ops
+
+    dtype = backend.result_type(inputs.dtype, "float32")
+    x = jnp.asarray(inputs, dtype)
+    axis = layer.axis % x.ndim
+    grouped = x.reshape((replicas, x.shape[0] // replicas) + x.shape[1:])
+    axes = tuple(a + 1 for a in range(x.ndim) if a != axis)  # every axis of a replica's rows but the channels
+    mean = jnp.mean(grouped, axis=axes, keepdims=True)
+    variance = jnp.var(grouped, axis=axes, keepdims=True)
+    inv = jax.lax.rsqrt(variance + layer.epsilon)
+    channels = [1] * grouped.ndim
+    channels[axis + 1] = x.shape[axis]
+    if layer.scale:
+        inv = inv * jnp.asarray(layer.gamma.value, dtype).reshape(channels)
+    shift = -mean * inv
+    if layer.center:
+        shift = shift + jnp.asarray(layer.beta.value, dtype).reshape(channels)
+    outputs = (grouped * inv + shift).reshape(x.shape)
+
+    momentum = layer.momentum
+    first_mean = mean[0].reshape(layer.moving_mean.shape)  # TF keeps the first replica's update
+    first_variance = variance[0].reshape(layer.moving_variance.shape)
+    moving_mean = jnp.asarray(layer.moving_mean.value, dtype)
+    moving_variance = jnp.asarray(layer.moving_variance.value, dtype)
+    layer.moving_mean.assign(moving_mean * momentum + first_mean * (1.0 - momentum))
+    layer.moving_variance.assign(moving_variance * momentum + first_variance * (1.0 - momentum))
+    return ops.cast(outputs, layer.compute_dtype)

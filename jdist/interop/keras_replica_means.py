@@ -1,0 +1,136 @@
+"""Keras's `fit` under a strategy trains on a batch the replicas do not divide as TF's `fit` does.
+
+TF's `fit` splits each batch over the replicas in consecutive chunks of ceil(rows / replicas) (22 rows at
+batch_size=8 on 4 replicas: the last batch of 6 as 2, 2, 2, 0; every batch of 8 on 3 replicas as 3, 3, 2), and
+each replica's loss is the mean over its own rows, scaled by 1 / replicas (Keras 3 on TensorFlow:
+`scale_loss_for_distribution`; tf_keras likewise). The gradient of such a step is the mean of the replicas'
+means, not the mean over the batch: observed, TF 2.21 with Keras 3 and with tf_keras, the weights after 3 epochs
+of 22 rows at batch_size=8 on 4 replicas are those of one device with the last 6 rows weighted 0.75. The loss
+and metrics that `fit` reports stay those of the whole batch (the loss tracker weighs each replica's mean by
+its rows).
+
+jdist computes such a batch whole on every device (`keras_distribution`); here its gradient is given TF's
+weighting: row i of replica r weighs rows / (replicas * rows_r), applied as a factor on the sample weights of
+the loss the gradient is taken of, while the loss recorded for the logs is the unweighted one. Batches the
+replicas divide, `train_on_batch` (each replica gets the whole batch on TF), losses other than Keras's mean over
+the batch and models with their own `compute_loss` are left as they are.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from jdist.input.split import chunk_sizes
+
+_ON_BATCH = threading.local()  # `active` during `train_on_batch`, which TF runs on the whole batch in every replica
+
+
+def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
+    """Wraps Keras's JAX trainer's `compute_loss_and_updates` and `train_on_batch` once (a no-op outside a
+    strategy's distribution)."""
+    from keras.src.backend.jax.trainer import JAXTrainer
+
+    original = JAXTrainer.compute_loss_and_updates
+    if getattr(original, "_jdist_replica_means", False):
+        return
+    JAXTrainer.compute_loss_and_updates = _weighting(original, is_strategy_distribution)
+    JAXTrainer.train_on_batch = _whole_batch(JAXTrainer.train_on_batch, is_strategy_distribution)
+
+
+def split_over_replicas() -> bool:
+    """Whether the step being traced is one TF splits over the replicas: `fit`'s, not `train_on_batch`'s (TF
+    2.21 with Keras 3 hands each replica the whole batch there: `predict_on_batch` of 5 rows on 4 replicas
+    returns 20, observed)."""
+    return not getattr(_ON_BATCH, "active", False)
+
+
+def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
+    """`train_on_batch` traced apart from `fit`'s steps: under a strategy's distribution it keeps its own compiled
+    step, as a batch of the same shape is weighted in `fit` and not here."""
+    @functools.wraps(original)
+    def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from keras.src.distribution import distribution_lib
+
+        if not is_strategy_distribution(distribution_lib.distribution()):
+            return original(self, *args, **kwargs)
+        outer = getattr(_ON_BATCH, "active", False)
+        fit_function, self.train_function = self.train_function, getattr(self, "_jdist_on_batch_function", None)
+        _ON_BATCH.active = True
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _ON_BATCH.active = outer
+            self._jdist_on_batch_function, self.train_function = self.train_function, fit_function
+
+    return train_on_batch
+
+
+def replica_weights(rows: int, replicas: int) -> np.ndarray | None:
+    """Each row's weight in TF's mean of per-replica means (None where every replica gets as many rows)."""
+    sizes = [size for size in chunk_sizes(rows, replicas) if size]
+    if len(set(sizes)) == 1 and len(sizes) == replicas:
+        return None
+    return np.concatenate([np.full(size, rows / (replicas * size), np.float32) for size in sizes])
+
+
+def _weighting(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
+    @functools.wraps(original)
+    def compute_loss_and_updates(self: Any, trainable_variables: Any, non_trainable_variables: Any,
+                                 metrics_variables: Any, x: Any, y: Any, sample_weight: Any, training: bool = False,
+                                 optimizer_variables: Any = None) -> Any:
+        args = (self, trainable_variables, non_trainable_variables, metrics_variables, x, y)
+        loss, aux = original(*args, sample_weight, training, optimizer_variables)
+        weights = _weights(self, x, training, is_strategy_distribution)  # after the call has built the losses
+        if weights is not None:  # the gradient's loss is TF's; the logs' loss, metrics and state the batch's own
+            loss, _ = original(*args, _weighted(sample_weight, weights), training, optimizer_variables)
+        return loss, aux
+
+    compute_loss_and_updates._jdist_replica_means = True  # pyright: ignore[reportAttributeAccessIssue]
+    return compute_loss_and_updates
+
+
+def _weights(model: Any, x: Any, training: bool, is_strategy_distribution: Callable[[Any], bool]) -> Any:
+    import jax
+    from keras.src import tree
+    from keras.src.distribution import distribution_lib
+    from keras.src.trainers.trainer import Trainer
+
+    current = distribution_lib.distribution()
+    if not training or not split_over_replicas() or not is_strategy_distribution(current) or jax.process_count() != 1:
+        return None
+    if type(model).compute_loss is not Trainer.compute_loss or not _means_over_batch(model):
+        return None
+    first = next((leaf for leaf in tree.flatten(x) if leaf is not None), None)
+    if first is None or not np.ndim(first):
+        return None
+    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
+    replicas = strategy.num_replicas_in_sync
+    return replica_weights(int(np.shape(first)[0]), replicas)
+
+
+def _means_over_batch(model: Any) -> bool:
+    """Whether every compiled loss is a mean over the batch (Keras's default reduction), which TF scales."""
+    compiled = getattr(model, "_compile_loss", None)
+    flat = getattr(compiled, "_flat_losses", None)
+    if not flat:
+        return False
+    return all(getattr(loss_fn, "reduction", None) == "sum_over_batch_size" for _, loss_fn, _, _ in flat)
+
+
+def _weighted(sample_weight: Any, weights: np.ndarray) -> Any:
+    """`sample_weight` (None, one array, or one per output) times the rows' weights."""
+    import jax.numpy as jnp
+    from keras.src import tree
+
+    def times(value: Any) -> Any:
+        if value is None:
+            return None
+        value = jnp.asarray(value)
+        return value * jnp.asarray(weights, value.dtype).reshape((-1,) + (1,) * (value.ndim - 1))
+
+    if sample_weight is None:
+        return jnp.asarray(weights)
+    return tree.map_structure(times, sample_weight)
