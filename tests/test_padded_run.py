@@ -193,6 +193,10 @@ def test_a_row_count_read_from_a_shape_is_refused_where_the_replicas_communicate
         "shape": lambda x: _ctx().all_reduce("sum", jnp.asarray(x.shape[0])),
         "size": lambda x: _ctx().all_reduce("sum", jnp.float32(jnp.size(x))),
         "rows scaled by the count": lambda x: (x / x.shape[0], _ctx().all_reduce("sum", jnp.float32(1.0))),
+        # rows made from constants: TF 2.21 counted reduce_sum(ones_like(x[:, 0])) on replicas holding 2, 2, 2
+        # and 0 real rows as 2, 2, 2 and 0 (observed); the padded shards give 2 on each
+        "ones like the batch": lambda x: _ctx().all_reduce("sum", jnp.sum(jnp.ones_like(x))),
+        "a range as long as the batch": lambda x: (jnp.arange(x.shape[0]) * 1.0, _ctx().all_reduce("sum", 1.0)),
     }
     for name, fn in reads.items():
         with pytest.raises(ValueError, match=r"row count of a short batch.*example_mask"):
@@ -204,6 +208,8 @@ def test_a_row_count_read_from_a_shape_is_refused_where_the_replicas_communicate
     assert [float(v) for v in strategy.experimental_local_results(counted)] == [10.0] * 4
     own = strategy.run(lambda x: jnp.asarray(x.shape[0]), args=(short,))
     assert [int(v) for v in strategy.experimental_local_results(own)] == [3, 3, 3, 1]
+    ones = strategy.run(lambda x: jnp.sum(jnp.ones_like(x)), args=(short,))
+    assert [float(v) for v in strategy.experimental_local_results(ones)] == [3.0, 3.0, 3.0, 1.0]
     # A full batch of the same function runs: its shapes are the replicas' own.
     full = list(strategy.experimental_distribute_dataset([np.arange(8.0, dtype=np.float32)]))[0]
     assert float(strategy.experimental_local_results(strategy.run(reads["shape"], args=(full,)))[0]) == 8.0

@@ -115,7 +115,7 @@ def unexact_error(fn: Callable, paths: Sequence[str], counts: Sequence[int], why
     name = getattr(fn, "__name__", type(fn).__name__)
     padded = (f"{', '.join(paths)} is computed from the padding rows of a short batch" if paths else "")
     read = (f"{', '.join(row_count)} is computed from the row count of a short batch (x.shape[0], tf.shape, "
-            "tf.size: the padded shard's, not the replica's)" if row_count else "")
+            "tf.size, tf.ones_like(x): the padded shard's, not the replica's)" if row_count else "")
     return ValueError(
         f"strategy.run({name}): {'; '.join(t for t in (padded, read) if t)} "
         f"(the replicas hold {list(int(c) for c in counts)} real examples, padded to equal shards), and {why}; "

@@ -35,6 +35,22 @@ def _same_form(ea: Any, eb: Any) -> bool:
     return ea.primitive is eb.primitive and len(ea.invars) == len(eb.invars)
 
 
+def _makes_rows(ea: Any, eb: Any) -> bool:
+    """Whether an equation of literal operands only (`iota`, `broadcast_in_dim` of a literal: `tf.ones_like(x)`)
+    makes an array as long as the batch: its shape parameter is the row count."""
+    if not all(_is_literal(v) for v in ea.invars) or _subjaxprs(ea):
+        return False
+    for key, value in ea.params.items():
+        other = eb.params.get(key)
+        try:
+            if not bool(np.all(value == other)):
+                return True
+        except Exception:  # noqa: BLE001 (parameters that do not compare: by their text)
+            if repr(value) != repr(other):
+                return True
+    return False
+
+
 def _equation_differs(ea: Any, eb: Any) -> bool:
     """Whether two equations of the same form differ in a literal operand or in their bodies."""
     subs_a, subs_b = _subjaxprs(ea), _subjaxprs(eb)
@@ -57,12 +73,24 @@ def reads_row_count(padded: Any, grown: Any) -> tuple[bool, ...]:
     if len(padded.eqns) != len(grown.eqns) or len(padded.outvars) != len(grown.outvars):
         return (True,) * len(padded.outvars)
     marked: set = set()
+    # Rows made from constants (`tf.ones_like(x[:, 0])`) hold values in the padding rows too, and no input's data
+    # marks them: TF 2.21 counts `reduce_sum(ones_like(x[:, 0]))` over replicas holding 2, 2, 2 and 0 real rows as
+    # 2, 2, 2 and 0 (observed). Such a value reads the row count until it meets a batch input's rows, whose padding
+    # data dependence follows from there (`padded_run`), as the gradient of a sum broadcasts ones over the batch.
+    made: set = set()
+    rows = {a for a, b in zip(padded.invars, grown.invars)
+            if getattr(a.aval, "shape", ()) != getattr(b.aval, "shape", ())}  # the batch inputs
     for ea, eb in zip(padded.eqns, grown.eqns):
         if not _same_form(ea, eb):
             return (True,) * len(padded.outvars)
-        if _equation_differs(ea, eb) or any(not _is_literal(v) and v in marked for v in ea.invars):
+        operands = [v for v in ea.invars if not _is_literal(v)]
+        if any(v in rows for v in operands):
+            rows.update(ea.outvars)
+        elif _makes_rows(ea, eb) or any(v in made for v in operands):
+            made.update(ea.outvars)
+        if _equation_differs(ea, eb) or any(v in marked for v in operands):
             marked.update(ea.outvars)
-    return tuple((not _is_literal(a) and a in marked) or not _same_literal(a, b)
+    return tuple((not _is_literal(a) and (a in marked or a in made)) or not _same_literal(a, b)
                  for a, b in zip(padded.outvars, grown.outvars))
 
 
