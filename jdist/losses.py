@@ -34,7 +34,7 @@ def _replica_context(caller: str):
 def compute_average_loss(
     per_example_loss: ArrayLike,
     sample_weight: ArrayLike | float | None = None,
-    global_batch_size: int | None = None,
+    global_batch_size: int | jax.Array | None = None,
     mask: ArrayLike | None = None,
 ) -> jax.Array:
     """sum(per_example_loss * sample_weight) / global_batch_size, as `tf.nn.compute_average_loss`.
@@ -73,10 +73,18 @@ def compute_average_loss(
         else:
             denominator = ctx.all_reduce(ReduceOp.SUM, jnp.sum(jnp.asarray(mask, loss.dtype)))
     else:
-        if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int) or global_batch_size < 0:
-            raise ValueError(f"global_batch_size must be a non-negative integer, got {global_batch_size!r}.")
-        denominator = jnp.asarray(global_batch_size, loss.dtype)
+        denominator = jnp.asarray(_batch_size(global_batch_size), loss.dtype)
     return jnp.where(denominator > 0, total / jnp.where(denominator > 0, denominator, 1), 0.0)
+
+
+def _batch_size(global_batch_size: int | jax.Array) -> int | jax.Array:
+    """A non-negative Python int, or an integer scalar computed in the step (`tf.shape(labels)[0] * replicas`)."""
+    if (isinstance(global_batch_size, jax.Array) and global_batch_size.ndim == 0
+            and jnp.issubdtype(global_batch_size.dtype, jnp.integer)):
+        return global_batch_size
+    if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int) or global_batch_size < 0:
+        raise ValueError(f"global_batch_size must be a non-negative integer, got {global_batch_size!r}.")
+    return global_batch_size
 
 
 def _batch_mask_for(loss: Any) -> Any:

@@ -43,48 +43,27 @@ _maximum = _tie_to_x(jnp.maximum, jnp.greater_equal)
 _minimum = _tie_to_x(jnp.minimum, jnp.less_equal)
 
 
-@jax.custom_jvp
-def _abs(x: Any) -> Any:
-    return jnp.abs(x)
+def _with_tangent(op: Any, tangent: Any) -> Any:
+    """`op(x)` whose tangent is `tangent(x, dx)`: TF's registered gradient, at the kinks too."""
+    @jax.custom_jvp
+    def kinked(x: Any) -> Any:
+        return op(x)
+
+    @kinked.defjvp
+    def kinked_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        (x,), (dx,) = primals, tangents
+        return op(x), tangent(x, dx)
+
+    return kinked
 
 
-@_abs.defjvp
-def _abs_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x,), (dx,) = primals, tangents
-    return jnp.abs(x), jnp.sign(x) * dx
-
-
-@jax.custom_jvp
-def _relu(x: Any) -> Any:
-    return jnp.maximum(x, jnp.zeros((), x.dtype))
-
-
-@_relu.defjvp
-def _relu_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x,), (dx,) = primals, tangents
-    return _relu(x), jnp.where(x > 0, dx, jnp.zeros_like(dx))
-
-
-@jax.custom_jvp
-def _relu6(x: Any) -> Any:
-    return jnp.clip(x, jnp.zeros((), x.dtype), jnp.asarray(6, x.dtype))
-
-
-@_relu6.defjvp
-def _relu6_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x,), (dx,) = primals, tangents
-    return _relu6(x), jnp.where((x > 0) & (x < 6), dx, jnp.zeros_like(dx))
-
-
-@jax.custom_jvp
-def _sign(x: Any) -> Any:
-    return jnp.sign(x)
-
-
-@_sign.defjvp
-def _sign_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
-    (x,), (dx,) = primals, tangents
-    return jnp.sign(x), jnp.zeros_like(dx) * dx  # reads the tangent: connected, as TF's zero gradient
+_abs = _with_tangent(jnp.abs, lambda x, dx: jnp.sign(x) * dx)
+_relu = _with_tangent(lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+                      lambda x, dx: jnp.where(x > 0, dx, jnp.zeros_like(dx)))
+_relu6 = _with_tangent(lambda x: jnp.clip(x, jnp.zeros((), x.dtype), jnp.asarray(6, x.dtype)),
+                       lambda x, dx: jnp.where((x > 0) & (x < 6), dx, jnp.zeros_like(dx)))
+# sign's tangent reads dx: connected (a zero gradient, as TF's), not None
+_sign = _with_tangent(jnp.sign, lambda x, dx: jnp.zeros_like(dx) * dx)
 
 
 def _differentiable(*values: Any) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
@@ -49,12 +48,7 @@ def compute_average_loss(per_example_loss: TensorLike, sample_weight: ArrayLike 
     if global_batch_size is None:  # the replica's batch size times the replicas: only inside strategy.run
         _in_replica_context("compute_average_loss")
         return losses.compute_average_loss(loss, sample_weight)
-    size = _integer_batch_size(global_batch_size)
-    if isinstance(size, int):
-        return losses.compute_average_loss(loss, sample_weight, global_batch_size=size)
-    total = losses.compute_average_loss(loss, sample_weight, global_batch_size=1)
-    denominator = jnp.asarray(size, total.dtype)
-    return jnp.where(denominator > 0, total / jnp.where(denominator > 0, denominator, 1), 0.0)
+    return losses.compute_average_loss(loss, sample_weight, global_batch_size=_integer_batch_size(global_batch_size))
 
 
 def scale_regularization_loss(regularization_loss: ArrayLike | Sequence[ArrayLike]) -> Tensor:
