@@ -418,8 +418,8 @@ def _finish(workers: list[subprocess.Popen], timeout: float) -> list[int | None]
 
 
 # TF 2.21 with tf_keras (its Keras 3 stops at `optimizers.legacy`), guide/migrate/multi_worker_cpu_gpu_training,
-# unseeded: the fifth epoch's loss over 10 runs, and the evaluation's over 14 (the random start decides it).
-TF_CPU_GPU_GUIDE_LAST_EPOCH = (0.0008, 0.59)
+# unseeded: the fifth epoch's loss was 0.0008-0.59 over 10 runs, and the evaluation's 0.0011-45.5 over 14 (the
+# random start decides it).
 TF_CPU_GPU_GUIDE_EVALUATION = (0.0011, 45.5)
 
 
@@ -433,7 +433,9 @@ def test_multi_worker_cpu_gpu_migration_guide():
     assert done.returncode == 0, done.stderr[-3000:]
     losses = [float(v) for v in re.findall(r"10/10 - \S+ - \S+/step - loss: ([0-9.e+-]+)", done.stdout)]
     assert len(losses) == 5 and np.all(np.isfinite(losses)), done.stdout[-2000:]
-    assert losses[-1] < losses[0] and losses[-1] <= TF_CPU_GPU_GUIDE_LAST_EPOCH[1], losses
+    # The start is unseeded (in TF too): a run from a far start fell from 8.72 to 0.91 here, past TF's ten runs'
+    # 0.59, so the loss is asserted to fall well below its first epoch's, not into those ten runs' range.
+    assert losses[-1] < losses[0] / 5, losses
     evaluation = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
     assert 0 <= evaluation["loss"] <= TF_CPU_GPU_GUIDE_EVALUATION[1], evaluation
 
