@@ -121,6 +121,8 @@ def _lookup(type_value: object) -> DType:
             key = None if held is None else np.dtype(held)
     except TypeError:
         key = None
+    if key is not None and key.kind in "OSU":  # a string tensor's `.dtype` (numpy's object or bytes): tf.string
+        return string
     if key is None or key not in _BY_NUMPY:
         raise TypeError(f"Cannot convert {type_value!r} to a tf dtype: jdist.tf_compat has "
                         f"{sorted(_BY_NAME)} and tf.string (host only; quantized types are not provided)")

@@ -15,7 +15,7 @@ import numpy as np
 
 from jdist.tfdata import seeding, structure, tensor_text
 from jdist.tfdata._iterators import Generated
-from jdist.tfdata.options import INFINITE, UNKNOWN
+from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN
 
 if TYPE_CHECKING:
     from jdist.tfdata.dataset import Dataset
@@ -92,18 +92,44 @@ def flat_map(self: Dataset, map_func: Callable[..., Dataset], name: str | None =
                     static=False)
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (TF's `port::MaxParallelism`)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
+def _cycle_length(cycle_length: int | None, num_parallel_calls: int | None) -> int:
+    """TF 2.21's cycle length (observed on 2 cores: 2, and 1 with `num_parallel_calls=AUTOTUNE`): a given one, else
+    the cores; with parallel calls, as many as the calls (at most the cores), or for AUTOTUNE a third of the cores
+    (each open dataset gets two read-ahead threads)."""
+    if cycle_length is not None and cycle_length >= 1:
+        return int(cycle_length)
+    if num_parallel_calls is None:
+        return cores()
+    if num_parallel_calls == AUTOTUNE:
+        return -(-cores() // 3)
+    return min(int(num_parallel_calls), cores())
+
+
 def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: int | None = None,
                block_length: int | None = None, num_parallel_calls: int | None = None,
                deterministic: bool | None = None, name: str | None = None) -> Dataset:
     """TF's interleave: up to `cycle_length` of `map_func`'s datasets open at once, `block_length` elements
     taken from each in turn, an exhausted one replaced by the next input element's (TF 2.21: `range(1, 6)` of
     `from_tensors(x).repeat(6)` with cycle 2, block 4 gives 1 1 1 1 2 2 2 2 1 1 2 2 3 3 3 3 ...). The default
-    cycle length is the number of CPU cores, as TF's AUTOTUNE; elements come in this order also when
-    `num_parallel_calls` is set (TF's deterministic order)."""
-    cycle = (os.cpu_count() or 1) if cycle_length is None or cycle_length < 1 else int(cycle_length)
+    cycle length is TF's (`_cycle_length`); elements come in this order also when `num_parallel_calls` is set
+    (TF's deterministic order)."""
+    cycle = _cycle_length(cycle_length, num_parallel_calls)
     block = 1 if block_length is None or block_length < 1 else int(block_length)
 
     def elements(key: Key) -> Iterator:
+        if num_parallel_calls is not None and num_parallel_calls != AUTOTUNE and int(num_parallel_calls) > cycle:
+            from jdist.errors import InvalidArgumentError  # TF 2.21's error and text, when iterated (observed)
+
+            raise InvalidArgumentError(None, None, "If `cycle_length` is set to a fixed value, `num_parallel_calls` "
+                                                   "must be either `tf.data.AUTOTUNE` or a value less than or equal "
+                                                   f"to `cycle_length`. However, `num_parallel_calls` is "
+                                                   f"{int(num_parallel_calls)} and `cycle_length` is {cycle}")
         inputs = self._elements(key)
         slots: list[Iterator | None] = [None] * cycle
         index, taken, open_, ended = 0, 0, 0, False
@@ -216,6 +242,13 @@ def padded_batch(self: Dataset, batch_size: int, padded_shapes: Any = None, padd
                 return
             yield batched(rows)
 
+    if padded_shapes is not None:  # TF 2.21 checks them against the element spec when the dataset is made
+        for padded, have in zip(shape_entries(self.element_spec), structure.leaves(self.element_spec)):
+            if padded is not None and have.shape is not None and (len(padded) != len(have.shape) or any(
+                    p not in (None, -1) and h is not None and int(p) < h for p, h in zip(padded, have.shape))):
+                shown = tuple(None if p in (None, -1) else int(p) for p in padded)
+                raise ValueError(f"The padded shape {shown} is not compatible with the shape {have.shape} of the "
+                                 "corresponding input component.")
     card = self._cardinality
     if card >= 0:
         card = card // size if drop_remainder else -(-card // size)
@@ -288,9 +321,10 @@ def unique(self: Dataset, name: str | None = None) -> Dataset:
 
 def take_while(self: Dataset, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
     """The elements up to the first for which `predicate` is false."""
-    return streamed(self, lambda key: itertools.takewhile(
-        lambda e: bool(np.asarray(structure.call(predicate, e))), self._elements(key)), UNKNOWN,
-        lambda: self.element_spec, "TakeWhileDataset")
+    def verdict(element: Any) -> bool:
+        return structure.verdict(predicate, element, " but its return type is{spec}.")
+    return streamed(self, lambda key: itertools.takewhile(verdict, self._elements(key)), UNKNOWN,
+                    lambda: self.element_spec, "TakeWhileDataset")
 
 
 def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = None) -> Dataset:
@@ -314,6 +348,18 @@ def ignore_errors(self: Dataset, log_warning: bool = False, name: str | None = N
 
                     logging.getLogger("tensorflow").warning("Ignoring error: %s", error)
     return streamed(self, elements, UNKNOWN, lambda: self.element_spec, "IgnoreErrorsDataset")
+
+
+def _common_element_spec(datasets: Sequence[Dataset]) -> Any:
+    """The spec all `datasets` fit (TF 2.21's TypeError and text, observed, for another structure or dtype)."""
+    specs = [d.element_spec for d in datasets]
+    if not all(_specs_match(specs[0], other) for other in specs[1:]):
+        listed = "\n".join(f"Dataset {i} element_spec={spec}." for i, spec in enumerate(specs))
+        raise TypeError(f"Invalid `datasets`. `datasets` must have compatible element specs.\n {listed}")
+    common = specs[0]
+    for other in specs[1:]:
+        common = _common_spec(common, other)
+    return common
 
 
 def _directed_cardinality(datasets: Sequence[Dataset]) -> int:
@@ -343,6 +389,11 @@ def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, s
     """Element i from `datasets[choice_i]`; an exhausted dataset ends it (or is skipped with
     `stop_on_empty_dataset=False`), as TF's."""
     datasets = list(datasets)
+    choice = choice_dataset.element_spec
+    if getattr(choice, "shape", None) != () or np.dtype(choice.dtype) != np.int64:  # TF 2.21's (observed)
+        raise TypeError(f"Invalid `choice_dataset`. Elements of `choice_dataset` must be scalar `tf.int64` tensors "
+                        f"but are {choice}.")
+    spec = _common_element_spec(datasets)
 
     def elements(key: Key) -> Iterator:
         its = [d._elements(key) for d in datasets]
@@ -357,8 +408,7 @@ def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, s
             except StopIteration:
                 if stop_on_empty_dataset:
                     return
-    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
-                    "DirectedInterleaveDataset")
+    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: spec, "DirectedInterleaveDataset")
 
 
 def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] | None = None,
@@ -367,6 +417,7 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] |
     """Elements drawn from `datasets` at random with `weights` (uniform by default), until all (or, with
     `stop_on_empty_dataset=True`, one) are exhausted. numpy's draws: not TF's random sequence."""
     datasets = list(datasets)
+    spec = _common_element_spec(datasets)
     p = np.full(len(datasets), 1.0 / len(datasets)) if weights is None else np.asarray(weights, np.float64)
     p = p / p.sum()
     base = seeding.op_seed(seed)
@@ -383,8 +434,7 @@ def sample_from_datasets(datasets: Sequence[Dataset], weights: Sequence[float] |
                 if stop_on_empty_dataset:
                     return
                 live[i] = 0.0
-    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: datasets[0].element_spec,
-                    "DirectedInterleaveDataset")
+    return streamed(datasets[0], elements, _directed_cardinality(datasets), lambda: spec, "DirectedInterleaveDataset")
 
 
 def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | None = None) -> Dataset:
@@ -392,7 +442,7 @@ def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | No
     kind = np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
     return dataset_class().range(1)._derive(
         lambda key: Generated(lambda: (kind.type(v) for v in itertools.count(start, step))), INFINITE,
-        lambda: structure.TensorSpec((), kind), "CounterDataset")
+        lambda: structure.TensorSpec((), kind), "ScanDataset")  # TF's: a scan of a counter
 
 
 def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None, name: str | None = None

@@ -119,7 +119,7 @@ def CsvDataset(filenames: Any, record_defaults: Sequence[Any], compression_type:
                 yield _parse([fields[c] for c in picked], columns, na_value, "")
 
     spec = tuple(structure.TensorSpec((), dtype) for dtype, _ in columns)
-    return Dataset(lambda key: Generated(rows), UNKNOWN, lambda: spec, kind="CsvDataset")
+    return Dataset(lambda key: Generated(rows), UNKNOWN, lambda: spec, kind="CsvDatasetV2")
 
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",", use_quote_delim: bool = True,

@@ -28,7 +28,7 @@ import grain
 import numpy as np
 
 from jdist.strategy import function_trace
-from jdist.tfdata import combinators, files, grouping, seeding, spec as dataset_spec, structure
+from jdist.tfdata import combinators, files, grouping, seeding, shape_inference, spec as dataset_spec, structure
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
@@ -207,18 +207,8 @@ class Dataset(grain.IterDataset):
             threads = max(threads, 4 if num_parallel_calls == AUTOTUNE else _check_count("map", num_parallel_calls))
 
         def spec() -> Any:
-            first = next(self._elements((0,)), None)
-            if first is None:  # an empty dataset (a filter kept nothing): the function on zeros of the input's spec
-                try:
-                    first = structure.placeholder(self.element_spec)
-                except ValueError:
-                    raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be "
-                                     "inspected") from None
-            out = structure.spec_of(apply(first))
-            if structure.leading_unknown(self.element_spec):
-                out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
-                                           if s.shape else s, out)
-            return out
+            return shape_inference.mapped_spec(apply, map_func if callable(map_func) else None, self.element_spec,
+                                               self._elements((0,)))
 
         kind = "MapDataset" if num_parallel_calls is None else "ParallelMapDataset"  # TF's class names
         return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, kind, threads,
@@ -227,11 +217,7 @@ class Dataset(grain.IterDataset):
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """The elements for which `predicate` is true (a boolean scalar)."""
         def keep(element: Any) -> bool:
-            verdict = np.asarray(structure.call(predicate, element))
-            if verdict.shape != () or verdict.dtype != np.bool_:  # TF 2.21's ValueError and text (observed)
-                raise ValueError(f"Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor, but its "
-                                 f"return type is {structure.spec_of(verdict)}.")
-            return bool(verdict)
+            return structure.verdict(predicate, element, ", but its return type is {spec}.")
         return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
                             lambda: self.element_spec, "FilterDataset")
 
@@ -371,11 +357,10 @@ class Dataset(grain.IterDataset):
                             "ZipDataset")  # TF's name: its enumerate zips a range
 
     def cache(self, filename: str = "", name: str | None = None) -> Dataset:
-        """Keeps the elements of the first complete pass in memory; later passes read them back (so a
-        shuffle before `cache` is frozen, as in TF)."""
+        """Keeps the elements of the first complete pass in memory (in files with `filename`:
+        `files.file_cache`); later passes read them back (so a shuffle before `cache` is frozen, as in TF)."""
         if filename:
-            raise NotImplementedError("Dataset.cache(filename): jdist caches in memory only; call cache() "
-                                      "without a file name (docs/input.md#tf-data)")
+            return files.file_cache(self, str(filename))
         store: dict[str, list] = {}
 
         def make(key: Key) -> Any:
@@ -486,7 +471,8 @@ class Dataset(grain.IterDataset):
             spec = self.element_spec
         except Exception:  # an empty mapped dataset has no spec to show
             spec = "?"
-        name = self._kind if self._kind == "CacheDataset" else f"_{self._kind}"  # TF 2.21's (observed) names
+        public = ("CacheDataset", "TextLineDatasetV2", "CsvDatasetV2", "TFRecordDatasetV2")
+        name = self._kind if self._kind in public else f"_{self._kind}"  # TF 2.21's (observed) names
         return f"<{name} element_spec={spec}>"
 
 

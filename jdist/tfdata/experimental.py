@@ -171,10 +171,6 @@ def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset, s
                          ) -> Dataset:
     """Element i from `datasets[choice_i]` (`choice_dataset` of int64 scalars, TF's TypeError otherwise); an
     exhausted dataset is skipped unless `stop_on_empty_dataset`."""
-    spec = choice_dataset.element_spec
-    if getattr(spec, "shape", None) != () or np.dtype(spec.dtype) != np.int64:
-        raise TypeError(f"Invalid `choice_dataset`. Elements of `choice_dataset` must be scalar `tf.int64` tensors "
-                        f"but are {spec}.")
     return combinators.choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
 

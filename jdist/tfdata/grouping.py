@@ -25,7 +25,7 @@ def _listed(rows: list, spec: Any) -> Dataset:
     import grain
 
     source = grain.MapDataset.source(rows)
-    return dataset_class()(lambda key: source, len(rows), lambda: spec, kind="WindowDataset")
+    return dataset_class()(lambda key: source, len(rows), lambda: spec, kind="VariantDataset")
 
 
 def window(self: Dataset, size: int, shift: int | None = None, stride: int = 1, drop_remainder: bool = False,

@@ -8,6 +8,7 @@ once, at the edge, so every transformation works on numpy leaves.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any, Callable
 
@@ -107,6 +108,16 @@ def call(fn: Callable, element: Any) -> Any:
     if isinstance(element, tuple) and not hasattr(element, "_fields"):
         return fn(*element)
     return fn(element)
+
+
+def verdict(predicate: Callable, element: Any, after: str) -> bool:
+    """`predicate(element)` as a Python bool; not a boolean scalar: TF 2.21's ValueError, its text's ending
+    after "scalar tensor" given (`filter`'s and `take_while`'s differ, observed)."""
+    out = np.asarray(call(predicate, element))
+    if out.shape != () or out.dtype != np.bool_:
+        raise ValueError("Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor"
+                         + after.format(spec=spec_of(out)))
+    return bool(out)
 
 
 def stack(elements: list) -> Any:
@@ -219,31 +230,43 @@ def signature_from(output_signature: Any, output_types: Any, output_shapes: Any)
 
 def conform(element: Any, signature: Any) -> Any:
     """`element` with each tensor cast to its spec's dtype (as TF converts generator output), or TF 2.21's
-    InvalidArgumentError (observed texts) for a structure, dtype or shape the signature does not allow."""
-    specs, values = leaves(signature), leaves(element)
-    if len(specs) != len(values) or (isinstance(signature, (tuple, dict)) and not isinstance(element, type(signature))):
-        expected = _dtype_structure(signature)
-        raise _generator_error(f"`generator` yielded an element that did not match the expected structure. The "
-                               f"expected structure was {expected}, but the yielded element was {element}.")
-    it = iter(zip(specs, values))
+    InvalidArgumentError (observed texts) for a structure, dtype or shape the signature does not allow. The
+    signature's structure leads: where it has one spec, the element's part is one tensor (TF 2.21, observed: a
+    generator yielding `(i,)` for `TensorSpec((1,), tf.int64)` gives `[i]`)."""
+    def mismatch() -> Exception:
+        return _generator_error(f"`generator` yielded an element that did not match the expected structure. The "
+                                f"expected structure was {_dtype_structure(signature)}, but the yielded element was "
+                                f"{element}.")
 
-    def one(_: Any) -> Any:
-        spec, value = next(it)
-        dtype = np.dtype(spec.dtype)
-        try:
-            array = np.asarray(value) if dtype.kind == "O" else np.asarray(value, dtype=dtype)
-        except (TypeError, ValueError):
-            raise _generator_error(f"`generator` yielded an element that could not be converted to the expected "
-                                   f"type. The expected type was {tensor_text.dtype_name(dtype)}, but the yielded "
-                                   f"element was {tensor_text.token_text(value)}.") from None
-        if not spec.is_compatible_with(np.empty(array.shape, dtype)):
-            shape = tuple(None if d is None else int(d) for d in spec.shape) if spec.shape is not None else None
-            raise _generator_error(f"`generator` yielded an element of shape {array.shape} where an element of "
-                                   f"shape {shape} was expected.")
-        if dtype.kind == "O":
-            return to_leaf(value)
-        return array[()] if array.ndim == 0 else array  # scalars as numpy scalars, as slicing gives them
-    return map_leaves(one, element)
+    def walk(spec: Any, value: Any) -> Any:
+        if isinstance(spec, dict):
+            if not isinstance(value, dict) or set(value) != set(spec):
+                raise mismatch()
+            return {k: walk(spec[k], value[k]) for k in spec}
+        if isinstance(spec, tuple):
+            if not isinstance(value, tuple) or len(value) != len(spec):
+                raise mismatch()
+            items = [walk(s, v) for s, v in zip(spec, value)]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return _conformed(spec, value)
+    return walk(signature, element)
+
+
+def _conformed(spec: Any, value: Any) -> Any:
+    dtype = np.dtype(spec.dtype)
+    try:
+        array = np.asarray(value) if dtype.kind == "O" else np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError):
+        raise _generator_error(f"`generator` yielded an element that could not be converted to the expected "
+                               f"type. The expected type was {tensor_text.dtype_name(dtype)}, but the yielded "
+                               f"element was {tensor_text.token_text(value)}.") from None
+    if not spec.is_compatible_with(np.empty(array.shape, dtype)):
+        shape = tuple(None if d is None else int(d) for d in spec.shape) if spec.shape is not None else None
+        raise _generator_error(f"`generator` yielded an element of shape {array.shape} where an element of "
+                               f"shape {shape} was expected.")
+    if dtype.kind == "O":
+        return to_leaf(value)
+    return array[()] if array.ndim == 0 else array  # scalars as numpy scalars, as slicing gives them
 
 
 def _dtype_structure(signature: Any) -> str:
@@ -280,7 +303,10 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
             wide = operands.true_divide_dtype(np.result_type(x, y))
             if wide is not None:
                 x, y = np.asarray(x, dtype=wide), np.asarray(y, dtype=wide)
-        out = ufunc(np.asarray(x).view(np.ndarray), np.asarray(y).view(np.ndarray))
+        a, b = np.asarray(x).view(np.ndarray), np.asarray(y).view(np.ndarray)
+        quiet = np.result_type(a, b).kind in "fc"  # TF's float ops give inf and nan without a warning
+        with np.errstate(all="ignore") if quiet else contextlib.nullcontext():
+            out = ufunc(a, b)
         return np.asarray(out).view(HostTensor)
 
     def forward(self: Any, other: Any) -> Any:
@@ -329,6 +355,20 @@ class HostTensor(np.ndarray):
     @shape.setter
     def shape(self, value: Any) -> None:
         np.ndarray.shape.__set__(self, value)
+
+    def get_shape(self) -> TensorShape:
+        return self.shape
+
+    def set_shape(self, shape: Any) -> None:
+        """TF's: a host tensor's shape is known, so this only checks that `shape` (None: any size) fits it (TF
+        2.21's ValueError and text, observed, where it does not)."""
+        dims = None if shape is None else list(shape.as_list() if hasattr(shape, "as_list") else shape)
+        actual = tuple(np.ndarray.shape.__get__(self))
+        if dims is not None and (len(dims) != len(actual) or any(d is not None and int(d) != a
+                                                                 for d, a in zip(dims, actual))):
+            shown = "(" + ", ".join("None" if d is None else str(int(d)) for d in dims) + ("," if len(dims) == 1
+                                                                                          else "") + ")"
+            raise ValueError(f"Tensor's shape {actual} is not compatible with supplied shape {shown}.")
 
     @property
     def device(self) -> str:  # pyright: ignore[reportIncompatibleMethodOverride]

@@ -87,4 +87,4 @@ def TextLineDataset(filenames: Any, compression_type: str | None = None, buffer_
         return lines
 
     return Dataset(lambda key: Generated(read), UNKNOWN, lambda: structure.spec_of(structure.normalize(b"")),
-                   kind="TextLineDataset")
+                   kind="TextLineDatasetV2")

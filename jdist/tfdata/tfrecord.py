@@ -269,7 +269,7 @@ def TFRecordDataset(filenames: Any, compression_type: str | None = None, buffer_
     of the files, a string scalar, in order (or `num_parallel_reads` files interleaved a record at a time)."""
     compression = _compression("TFRecordDataset", compression_type)
     sources = [lambda p=p: records(p, compression) for p in _paths("TFRecordDataset", filenames)]
-    return _dataset("TFRecordDataset", sources, num_parallel_reads)
+    return _dataset("TFRecordDatasetV2", sources, num_parallel_reads)  # TF 2.21's class name (observed)
 
 
 def FixedLengthRecordDataset(filenames: Any, record_bytes: int, header_bytes: int | None = None,  # noqa: N802
