@@ -28,7 +28,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdist.interop import output_order, thread_stdout
+from jdist.interop import output_order, thread_stdout, traced_shapes
 from jdist.strategy import function_trace
 
 _MAX_RETRACES = 4
@@ -266,7 +266,8 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: "_TraceR
     tracer_type = partial_eval.DynamicJaxprTracer
     tracer_type.__str__ = text  # type: ignore[method-assign]
     try:
-        yield
+        with traced_shapes.shown_as(shapes):  # `print(x.shape)` too: `(None, 3)`
+            yield
     finally:
         del tracer_type.__str__
 

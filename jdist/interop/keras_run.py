@@ -56,11 +56,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 
-from jdist.interop import keras_replica_rules as replica_rules, signature_jit
+from jdist.interop import keras_replica_rules as replica_rules, output_order, signature_jit
 from jdist.interop.keras_objects import jax_keras as _keras, keras_objects
 from jdist.strategy import dispatch, extensions
 from jdist.strategy.aggregation import mark_per_replica
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
+from jdist.strategy.run import returned_as_is
 from jdist.strategy.values import PerReplica, split_mark
 
 if TYPE_CHECKING:
@@ -316,6 +317,9 @@ def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list, 
 
     def replica_fn(values, args, kwargs):
         frame = Frame(fn, args, kwargs, variables, values)
+        ctx = replica_rules.replica_context()
+        if ctx.axis_name is not None:  # a variable's value read in `run` is each replica's own (shared_results)
+            ctx.own_values.extend(jax.tree.leaves(values))
         with _threaded_scope(variables, values) as scope:
             _FRAMES.append(frame)
             try:
@@ -326,6 +330,10 @@ def _stateful_fn(fn: Callable, objects: list, variables: list, receivers: list, 
             news = [scope.get_current_value(v) for v in variables]
         receivers[:] = [receiver for receiver, _ in frame.deferred]  # fixed at trace time
         deferred = [traced for _, traced in frame.deferred]
+        # A returned variable comes back as itself (observed, TF 2.21: `strategy.run(lambda: v)` is `v`).
+        if any(isinstance(x, keras.Variable) for x in jax.tree.leaves(out)):
+            out = output_order.reordered(jax.tree.map(
+                lambda x: returned_as_is(x) if isinstance(x, keras.Variable) else x, out), output_order.key_orders(out))
         return out, [_aggregate(v, old, new, c) for v, old, new, c in zip(variables, values, news, copies)], deferred
 
     replica_fn._jdist_stateful = True

@@ -148,20 +148,38 @@ class Function:
         args, kwargs = self._bound(args, kwargs)
         concrete = _signature((args, kwargs))  # the shapes and dtypes of this call: its program's key
         new = self._note_signature(args, kwargs, concrete)
-        with traced_functions.active(self._site):
-            if self._compiles():
-                program = self._program(args, kwargs, concrete, counted=not new)
-                out = self.python_function(*args, **kwargs) if program is _EAGER else program(args, kwargs)
-            else:
-                self._tracing_count += new
-                if self._records_tape and not context.has_strategy() and not context.in_replica_context():
-                    out = _run_outside_strategies(self.python_function, args, kwargs)
-                else:
-                    out = self.python_function(*args, **kwargs)
+        count = self._tracing_count
+        try:
+            out = self._call(args, kwargs, concrete, new)
+        except BaseException:
+            if new:  # TF keeps no trace that failed: the next call traces (and prints) again, uncounted
+                self._signatures.popitem(last=True)
+                if self._programs.get(concrete) is _EAGER:
+                    del self._programs[concrete]
+                self._tracing_count = count
+            raise
         out = _OUTPUTS[0](out) if _OUTPUTS else out
         if concrete not in self._outputs:  # a signature's output type, from its first call
             self._outputs[concrete] = concrete_function.output_text(_specs(out))
         return out
+
+    def _call(self, args: tuple, kwargs: dict, concrete: Any, new: bool) -> Any:
+        """One call: its compiled program, or the Python body (module docstring). A body that runs as Python
+        for a signature TF traced before shows no `print` (TF prints while tracing only; `tf.print` and
+        `tf.py_function` still print on every call)."""
+        quiet = thread_stdout.captured() if not new and not _RUN_EAGERLY[0] else contextlib.nullcontext()
+        with traced_functions.active(self._site):
+            if self._compiles():
+                program = self._program(args, kwargs, concrete, counted=not new)
+                if program is not _EAGER:
+                    return program(args, kwargs)
+                with quiet:
+                    return self.python_function(*args, **kwargs)
+            self._tracing_count += new and not _RUN_EAGERLY[0]  # TF counts no trace of an eager call
+            with quiet:
+                if self._records_tape and not context.has_strategy() and not context.in_replica_context():
+                    return _run_outside_strategies(self.python_function, args, kwargs)
+                return self.python_function(*args, **kwargs)
 
     def _bound(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """The call's arguments as TF binds them: to the input_signature, or by position with defaults."""
@@ -304,6 +322,12 @@ class Function:
             traced.append((treedef, leaves))
         return traced
 
+    @property
+    def input_signature(self) -> tuple | None:
+        """TF's: the `input_signature` given, as a tuple; None where none was."""
+        specs = self.options.get("input_signature")
+        return None if specs is None else tuple(specs)
+
     def experimental_get_tracing_count(self) -> int:
         """How many input signatures this function has been called with (TF's count of traces)."""
         return self._tracing_count
@@ -336,9 +360,11 @@ def function(func: Callable | None = None, *, input_signature: PyTree = None, au
              jit_compile: bool | None = None, reduce_retracing: bool = False,
              experimental_compile: bool | None = None,
              **ignored: Any) -> Function | Callable[[Callable], Function]:  # ignored: TF's other options
-    """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring)."""
+    """`@jdist.function` or `@jdist.function(...)`: a `Function` over `func` (see the module docstring).
+    `experimental_relax_shapes`, TF's older name of `reduce_retracing`, still works as it (observed, TF 2.21)."""
+    relax = bool(ignored.pop("experimental_relax_shapes", False))
     options = dict(input_signature=input_signature, autograph=autograph, jit_compile=jit_compile,
-                   reduce_retracing=reduce_retracing)
+                   reduce_retracing=reduce_retracing or relax)
     if func is None:
         return functools.partial(function, **options)
     return Function(func, options)

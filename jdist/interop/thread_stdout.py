@@ -53,3 +53,20 @@ def captured() -> Iterator[io.StringIO]:
                 _BUFFERS[me] = outer
             if not _BUFFERS and isinstance(sys.stdout, _Proxy):
                 sys.stdout = sys.stdout.target
+
+
+@contextlib.contextmanager
+def shown() -> Iterator[None]:
+    """This thread's prints go out while the block runs, even inside `captured`: what TF runs on every call
+    (`tf.print`, a `tf.py_function`) is never held back with a body's trace-time `print`."""
+    me = threading.get_ident()
+    with _LOCK:
+        outer = _BUFFERS.pop(me, None)
+    try:
+        yield
+    finally:
+        if outer is not None:
+            with _LOCK:
+                _BUFFERS[me] = outer
+                if not isinstance(sys.stdout, _Proxy):  # another thread's capture ended meanwhile
+                    sys.stdout = _Proxy(sys.stdout)

@@ -52,13 +52,16 @@ class DistributedBatch(Batch):
         if len(leaves) == 1 and leaves[0] is self.value:
             with outside_mesh(self):
                 return local_examples(self)
+        if isinstance(self.value, dict):  # a dict element: `batch.values()` is the dict's
+            return self.value.values  # pyright: ignore[reportReturnType]
         raise AttributeError(f"'{type(self.value).__name__}' object has no attribute 'values': this distributed "
                              "element has several components; take one first (x, y = batch; x.values)")
 
     def __iter__(self):
         """`x, y = batch` (TF's `for x, y in dist_dataset`): the element's components, each still a
-        per-replica value that carries this batch's mask (its leaves are marked), so padding stays out."""
-        if isinstance(self.value, (tuple, list)):
+        per-replica value that carries this batch's mask (its leaves are marked), so padding stays out.
+        A dict element's keys, as TF's dict element gives them."""
+        if isinstance(self.value, (tuple, list, dict)):
             return iter(self.value)
         raise TypeError(
             f"This distributed element is a {type(self.value).__name__}, not a tuple, so it cannot be unpacked. "
@@ -75,9 +78,22 @@ class DistributedBatch(Batch):
                         "whole batch to strategy.run, or take batch.value.")
 
     def __len__(self) -> int:
-        if isinstance(self.value, (tuple, list)):
+        if isinstance(self.value, (tuple, list, dict)):
             return len(self.value)
         raise TypeError(f"len() of a distributed element that is a {type(self.value).__name__}, not a tuple")
+
+    def __getattr__(self, name: str) -> Any:
+        """A dict element's `keys`, `items` and `get` (TF's element is the dict itself, observed, TF 2.21), so
+        `strategy.run(fn, kwargs=batch)` and `fn(**batch)` take its components."""
+        value = self.__dict__.get("examples")
+        if name in ("keys", "items", "get") and isinstance(value, dict):
+            return getattr(value, name)
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __contains__(self, key: Any) -> bool:
+        if isinstance(self.value, (tuple, list, dict)):
+            return key in self.value
+        raise TypeError(f"'in' of a distributed element that is a {type(self.value).__name__}")
 
     def _show(self, show: Any) -> str:
         if self.on_host or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(self)):

@@ -32,6 +32,8 @@ class ReplicaContext:
         self._axis = axis_name
         self._example_masks = tuple(example_masks)
         self._replica_id = replica_id  # a replica run alone (a short batch's real rows): its id
+        self.merged: list = []  # the values merge_call handed back as they are (`jdist.strategy.shared_results`)
+        self.own_values: list = []  # broadcast values each replica holds as its own copy (variables' values)
 
     @property
     def example_mask(self) -> jax.Array | None:
@@ -121,7 +123,8 @@ class ReplicaContext:
         merged_args, merged_kwargs = jax.tree.map(collect, (args, kwargs))
         with context.push(self._strategy, None):
             result = merge_fn(self._strategy, *merged_args, **merged_kwargs)
-        # A PerReplica handed back gives each replica its own component, as in TF.
+        # A PerReplica handed back gives each replica its own component, as in TF; any other value is one object.
+        self.merged.extend(jax.tree.leaves(result))
         return jax.tree.map(
             lambda v: v.stacked[index] if isinstance(v, PerReplica) else v,
             result,

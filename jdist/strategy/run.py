@@ -24,6 +24,7 @@ from jdist.strategy import (
     function_trace,
     leaf_checks,
     padded_run,
+    python_control_flow,
     row_count_reads,
     traced_functions,
 )
@@ -32,7 +33,8 @@ from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.replica_taint import per_replica_outputs
 from jdist.strategy.row_alignment import aligned_outputs
 from jdist.strategy.run_options import RunOptions, check_run_options
-from jdist.strategy.values import PerReplica, is_mirrored, known_row_counts, mark_mirrored, split_mark
+from jdist.strategy.shared_results import shared_results
+from jdist.strategy.values import PerReplica, is_mirrored, known_row_counts, mark_mirrored, mark_single, split_mark
 from jdist.typing import PyTree
 
 if TYPE_CHECKING:
@@ -56,9 +58,16 @@ class _PythonResult:
 jax.tree_util.register_pytree_node(_PythonResult, lambda r: ((), r.value), lambda value, _: value)
 
 
+def returned_as_is(value: Any) -> Any:
+    """`value` as a result of the replica function that `run` hands back as this very object, not compiled into
+    an array (every replica returned the same object: a Python number, a variable)."""
+    return _PythonResult(value)
+
+
 def _keep_python(out: PyTree) -> PyTree:
     """`out` with its Python-number leaves as `_PythonResult` nodes (no array leaves of their own)."""
-    return jax.tree.map(lambda x: _PythonResult(x) if type(x) in _PYTHON_RESULTS else x, out)
+    kept = lambda x: isinstance(x, _PythonResult)  # noqa: E731
+    return jax.tree.map(lambda x: _PythonResult(x) if type(x) in _PYTHON_RESULTS else x, out, is_leaf=kept)
 
 
 class StrategyFields:
@@ -135,7 +144,7 @@ class ReplicaRun(StrategyFields):
         key = (fn, treedef, kinds, static, masked, is_mask, shapes)
         if key not in self._run_cache:
             self._run_cache[key] = self._compile_run(fn, treedef, kinds, leaves, masked, is_mask)
-        compiled, out_tree, varying, aligned, facts = self._run_cache[key]
+        compiled, out_tree, varying, aligned, facts, shared = self._run_cache[key]
         dynamic = [self._prepare(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
         masks = [m for m, kind in zip(all_masks, kinds) if kind != "static"]
         own = [leaf if m else None for leaf, m, kind in zip(leaves, is_mask, kinds) if kind != "static"]
@@ -154,10 +163,10 @@ class ReplicaRun(StrategyFields):
                 raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why, row_count)
         outs = dispatch.dispatched(compiled(*dynamic))
         results = []
-        for out, is_varying, rows_of in zip(outs, varying, aligned):
+        for out, is_varying, rows_of, is_shared in zip(outs, varying, aligned, shared):
             mask = _output_mask(rows_of, masks)
             if not is_varying:
-                results.append(mark_mirrored(out))
+                results.append(mark_single(mark_mirrored(out)) if is_shared else mark_mirrored(out))
             elif self.num_replicas_in_sync == 1:  # one replica: a plain array, cut to its real rows
                 results.append(out[0] if mask is None or counts is None else out[0][: int(self._counts(mask)[0])])
             else:
@@ -195,7 +204,7 @@ class ReplicaRun(StrategyFields):
     def _run_each_replica(self, fn: Callable, key: tuple, treedef: Any, kinds: tuple, leaves: list,
                           dynamic: list, counts: list) -> Any:
         """TF's short batch: `fn` on each replica's real rows, compiled once per row count."""
-        _, out_tree, varying, aligned, facts = self._run_cache[key]
+        _, out_tree, varying, aligned, facts, _ = self._run_cache[key]
         exact_key = ("each replica",) + key
         if exact_key not in self._run_cache:
             self._run_cache[exact_key] = jax.jit(self._replica_body(fn, treedef, kinds, leaves))
@@ -330,20 +339,24 @@ class ReplicaRun(StrategyFields):
 
         def call_fn(*dynamic):
             it = iter(dynamic)
-            full = []
+            full, broadcast = [], []
             for kind, static_leaf in zip(kinds, static_leaves):
                 if kind == "static":
                     full.append(static_leaf)
                 else:
                     value = next(it)
                     full.append(value[0] if kind == "stacked" else value)
+                    if kind == "replicated":
+                        broadcast.append(value)
             # A DistributedBatch reaches fn as its plain element; its mask goes to the context.
             (args, kwargs), masks = unwrap_batches(jax.tree.unflatten(treedef, full))
             strategy = self._as_strategy()
-            with context.push(strategy, ReplicaContext(strategy, axis, example_masks=masks)):
+            replica = ReplicaContext(strategy, axis, example_masks=masks)
+            with context.push(strategy, replica):
                 out = fn(*args, **kwargs)
             out_leaves, out_tree = jax.tree.flatten(_keep_python(out))
             record["tree"] = out_tree
+            record["shared"] = shared_results(out_leaves, fn, broadcast, replica.merged, replica.own_values)
             return [jnp.asarray(x) for x in out_leaves]
 
         def shard(body, out_specs):
@@ -357,6 +370,8 @@ class ReplicaRun(StrategyFields):
         try:
             probe = jax.make_jaxpr(shard(lambda *d: tuple(call_fn(*d)), P()))(*abstract)
         except Exception as error:
+            if python_control_flow.reads_traced_value(error):  # TF's AutoGraph would have converted it
+                raise python_control_flow.control_flow_error(error, "strategy.run's function") from error
             if leaf_checks.is_shape_mismatch(error):  # named as the Trainer names a batch the model cannot take
                 raise leaf_checks.model_mismatch_error(_batch_view(leaves, kinds, treedef), "the input",
                                                        error) from error
@@ -397,7 +412,7 @@ class ReplicaRun(StrategyFields):
             return tuple(x[None] if v else x for x, v in zip(outs, varying))
 
         compiled = jax.jit(shard(body, tuple(P(axis) if v else P() for v in varying)))
-        return compiled, record["tree"], varying, aligned, facts
+        return compiled, record["tree"], varying, aligned, facts, record["shared"]
 
 
 def _output_mask(rows_of: Any, masks: Sequence[Any]) -> Any:

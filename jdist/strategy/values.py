@@ -76,6 +76,7 @@ class _Marks:
 _SPLIT = _Marks()  # array -> _Split: split along dim 0 over the replicas
 _MIRRORED = _Marks()  # array -> True: a result of run that is the same on every replica
 _COUNTS = _Marks()  # mask -> np.ndarray: real rows of each replica, known on the host
+_SINGLE = _Marks()  # array -> True: a result of run that every replica returned as one object
 
 
 class _Split:
@@ -123,6 +124,24 @@ def mark_mirrored(x: Any) -> Any:
 def is_mirrored(x: object) -> bool:
     """Whether `x` is a result of `run` proven identical on every replica."""
     return _is_concrete(x) and bool(_MIRRORED.get(x))
+
+
+def mark_single(x: Any) -> Any:
+    """Marks a mirrored result of `run` that every replica returned as one object (`jdist.strategy.shared_results`)."""
+    if _is_concrete(x):
+        _SINGLE.set(x, True)
+    return x
+
+
+def is_single(x: object) -> bool:
+    return _is_concrete(x) and bool(_SINGLE.get(x))
+
+
+def as_plain(x: Any) -> Any:
+    """`x` no longer marked mirrored: one value, as TF's non-distributed tensor (`reduce(SUM)` refuses it)."""
+    if _is_concrete(x):
+        _MIRRORED.set(x, False)
+    return x
 
 
 class _MaskRef:

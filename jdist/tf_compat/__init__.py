@@ -28,7 +28,12 @@ if "keras" not in sys.modules:  # a ported script's later `import keras` gets th
 import jdist
 from jdist import data as _data, layers as _layers, saved_model as _saved_model, train as _train
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.interop import after_import as _after_import, keras_tf_steps as _keras_tf_steps, tf_function as _tf_function
+from jdist.interop import (
+    after_import as _after_import,
+    keras_tf_steps as _keras_tf_steps,
+    tf_function as _tf_function,
+    traced_shapes as _traced_shapes,
+)
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
@@ -267,6 +272,7 @@ newaxis = None  # tf.newaxis, as numpy.newaxis: `x[..., tf.newaxis]`
 _importer.install(__path__)
 give_arrays_numpy()  # TF scripts call `.numpy()` on what they get back (jdist.tf_compat.eager)
 give_arrays_tf_text()  # and print it: a JAX array prints as TF's eager tensor
+_traced_shapes.give_tracers_tensor_shape()  # `x.shape.as_list()` inside a trace, as TF's TensorShape
 give_split_arrays_values()  # a distributed batch's component has TF's PerReplica `.values`
 # A Keras model's TF-style train_step(self, data) runs under Keras's fit as TF's does, also after a plain
 # `import keras` (Keras's own guides): added when Keras's JAX trainer is imported (jdist.interop.keras_tf_steps).

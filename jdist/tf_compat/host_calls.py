@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from jdist.input.tensor_spec import TensorSpec
+from jdist.interop import thread_stdout
 from jdist.strategy import context, function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor
@@ -97,11 +98,12 @@ def numpy_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | 
         if _no_outputs(Tout):
             raise ValueError("tf.numpy_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("numpy_function", func, inp, Tout, lambda v: v)
-    result = func(*[np.asarray(v) for v in inp])
+    with thread_stdout.shown():  # it runs on every call, as TF's op
+        result = func(*[np.asarray(v) for v in inp])
     if result is None or _no_outputs(Tout):
         return None
     outputs, several = _outputs(result)
-    converted = [convert_to_tensor(o) for o in outputs]
+    converted = [HostTensor.of(convert_to_tensor(o)) for o in outputs]  # TF's tensors (`.numpy()`, `set_shape`)
     return converted if several else converted[0]
 
 
@@ -119,7 +121,8 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
         if _no_outputs(Tout):
             raise ValueError("tf.py_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("py_function", func, inp, Tout, HostTensor.of)
-    result = func(*[HostTensor.of(np.asarray(v)) for v in inp])
+    with thread_stdout.shown():  # it runs on every call, as TF's op
+        result = func(*[HostTensor.of(np.asarray(v)) for v in inp])
     if _no_outputs(Tout):
         return None
     outputs, _ = _outputs(result)
@@ -128,7 +131,7 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
         raise ValueError(f"tf.py_function: the function returned {len(outputs)} outputs for {len(touts)} dtypes in "
                          "Tout")
     dtypes = [numpy_dtype(t.dtype if isinstance(t, TensorSpec) else t) for t in touts]
-    converted = [convert_to_tensor(np.asarray(o), None if d.kind == "O" else d)  # text: TF's bytes (tf.string)
+    converted = [HostTensor.of(convert_to_tensor(np.asarray(o), None if d.kind == "O" else d))  # text: bytes
                  for o, d in zip(outputs, dtypes)]
     return converted if isinstance(Tout, (list, tuple)) else converted[0]
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
+from jdist.interop import thread_stdout
 from jdist.interop.gradient_tape import replaying
 from jdist.interop.trace_state import under_jit
 from jdist.strategy import context, function_trace
@@ -61,7 +62,8 @@ def print(*inputs: object, output_stream: SupportsWrite[str] | None = None, summ
     stream = sys.stderr if output_stream is None else output_stream
 
     def emit(*values: object) -> None:
-        stream.write(sep.join(_format(v, summarize) for v in values) + end)
+        with thread_stdout.shown():  # printed on every call, also where a body's `print` is held back
+            stream.write(sep.join(_format(v, summarize) for v in values) + end)
 
     if is_jax(*inputs) or function_trace.active() or under_jit():  # compiled: printed on every run, as TF's
         strings = {i: v for i, v in enumerate(inputs) if not is_jax(v)}

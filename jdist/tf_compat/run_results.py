@@ -28,8 +28,16 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jdist
 from jdist.strategy import dispatch
 from jdist.strategy.aggregation import MirroredState
+from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.strategy.run_options import RunOptions
-from jdist.strategy.values import PerReplica, as_per_replica_class, register_per_replica_class
+from jdist.strategy.values import (
+    PerReplica,
+    as_per_replica_class,
+    as_plain,
+    is_single,
+    register_per_replica_class,
+    split_mark,
+)
 from jdist.tfdata import tensor_text
 from jdist.typing import PyTree
 
@@ -51,6 +59,33 @@ class TFPerReplica(PerReplica):
 
 TFPerReplica.__name__ = TFPerReplica.__qualname__ = "PerReplica"  # TF's type name, in messages too
 register_per_replica_class(TFPerReplica)
+
+
+def _is_distributed(x: Any) -> bool:
+    """Whether `x` holds one value per replica of a strategy with 2+ replicas: a `PerReplica`, a distributed
+    batch (or one of its components) on the mesh, a variable made in such a strategy's scope."""
+    if isinstance(x, PerReplica):
+        return True
+    if isinstance(x, DistributedBatch):
+        x = x.mask
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and split_mark(x) is not None:
+        return not x.is_deleted() and len({s.index[0].start for s in x.addressable_shards}) > 1
+    distribution = getattr(x, "_jdist_replication", None)
+    return distribution is not None and distribution.strategy.num_replicas_in_sync > 1
+
+
+class _DistributedValuesType(type):
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return _is_distributed(instance)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, PerReplica) or type.__subclasscheck__(cls, subclass)
+
+
+class DistributedValues(metaclass=_DistributedValuesType):
+    """`tf.distribute.DistributedValues`, for `isinstance`: TF's distributed values are instances (observed,
+    TF 2.21, MirroredStrategy over 2 logical CPUs: a `run` result, a distributed dataset's element and each of
+    its components, a variable made in the scope; not a tensor, nor anything of a one-replica strategy)."""
 
 
 class TFRunResults:
@@ -86,7 +121,10 @@ def per_replica_results(strategy: jdist.Strategy, out: PyTree) -> PyTree:
         return out
     leaves, treedef = jax.tree.flatten(out, is_leaf=lambda x: isinstance(x, (PerReplica, MirroredState)))
     leaves = [as_per_replica_class(leaf, TFPerReplica) if type(leaf) is PerReplica else leaf for leaf in leaves]
-    picks = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    for i, leaf in enumerate(leaves):
+        if is_single(leaf):  # every replica returned this one object: TF hands it back as it is
+            leaves[i] = as_plain(leaf)
+    picks = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array) and not is_single(leaf)]
     if not picks:
         return jax.tree.unflatten(treedef, leaves)
     replicated = strategy.replicated_sharding()

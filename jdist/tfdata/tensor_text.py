@@ -49,7 +49,12 @@ def value_text(value: Any, is_repr: bool) -> str:
     array = as_tf_numpy(value)
     if array.ndim == 0:
         scalar = array[()]
-        text = repr(scalar) if isinstance(scalar, (bytes, str)) else str(scalar)
+        # TF's `numpy=` of a number is the Python number's repr (observed, TF 2.21: float32 0.1 shows
+        # `numpy=0.10000000149011612`); `print` shows numpy's text (`0.1`)
+        if isinstance(scalar, (bytes, str)):
+            text = repr(scalar)
+        else:
+            text = repr(scalar.item()) if is_repr and hasattr(scalar, "item") else str(scalar)
     else:
         text = repr(array) if is_repr else str(array)
     return "\n" + text if "\n" in text else text
