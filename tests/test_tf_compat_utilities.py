@@ -460,15 +460,14 @@ def test_custom_gradient_through_the_tape_and_jax_grad():
     assert float(jax.jit(jax.grad(lambda v: jnp.sum(log1pexp(v))))(jnp.asarray([0.0]))[0]) == 0.5
 
 
-def test_custom_gradient_with_variables_is_a_clear_error():
+def test_custom_gradient_whose_grad_fn_takes_variables_on_a_function_without_any():
     @tf.custom_gradient
     def with_variables(x):
         def grad(dy, variables=None):
             return dy, []
         return x * 2.0, grad
 
-    with pytest.raises(NotImplementedError, match="grad_fn with `variables`.*not provided"):
-        jax.grad(lambda v: with_variables(v))(1.0)
+    assert float(jax.grad(lambda v: with_variables(v))(1.0)) == 1.0  # observed, TF 2.21: its gradient is 1.0
 
 
 def test_grad_pass_through_recompute_grad_and_no_gradient():

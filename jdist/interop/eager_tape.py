@@ -27,7 +27,7 @@ import linecache
 import traceback
 import types
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -62,17 +62,25 @@ class _Replaying:
     with its target; `watch` marks nothing (the sources given to `gradient` are differentiated);
     `stop_recording` pauses the differentiation of the replay in `namespace` (`tape_pause`)."""
 
-    def __init__(self, namespace: dict[str, Any] | None = None):
-        self._namespace = namespace
+    def __init__(self, namespace: dict[str, Any] | None = None, inputs: frozenset[str] = frozenset()):
+        self._namespace, self._inputs = namespace, inputs
 
     def watch(self, tensor: Any) -> None:
         return None
+
+    def reset(self) -> None:
+        """What the block computed so far becomes constant; the differentiated inputs' names stay (a watch after
+        the reset records them again; the real tape forgot the watches before it)."""
+        if self._namespace is not None:
+            self._namespace.update(tape_pause.forgotten(self._namespace, self._inputs))
 
     def stop_recording(self) -> Any:
         return tape_pause.Idle() if self._namespace is None else tape_pause.Paused(self._namespace)
 
     def gradient(self, target: Any, *args: Any, **kwargs: Any) -> Any:
         raise _Reached(target)
+
+    jacobian = batch_jacobian = gradient
 
 
 @dataclass
@@ -135,7 +143,7 @@ def target_expression(block: Block, frame: types.FrameType) -> ast.expr:
             "whose `with` block recorded the tape; it replays the block and reads the target there.")
     filename = frame.f_code.co_filename
     calls = [c for c in _enclosing(_tree(filename), frame.f_lineno, (ast.Call,))
-             if isinstance(c.func, ast.Attribute) and c.func.attr == "gradient" and c.args]
+             if isinstance(c.func, ast.Attribute) and c.func.attr in _METHODS and _target_argument(c) is not None]
     if not calls:
         raise RuntimeError(f"GradientTape: no `tape.gradient(target, sources)` call found at "
                            f"{filename}:{frame.f_lineno}.")
@@ -143,7 +151,19 @@ def target_expression(block: Block, frame: types.FrameType) -> ast.expr:
     # source position is the call's own.
     position = list(frame.f_code.co_positions())[frame.f_lasti // 2]
     running = [c for c in calls if (c.lineno, c.end_lineno, c.col_offset, c.end_col_offset) == position]
-    return (running or [max(calls, key=lambda c: (c.lineno, c.col_offset))])[0].args[0]
+    found = _target_argument((running or [max(calls, key=lambda c: (c.lineno, c.col_offset))])[0])
+    assert found is not None
+    return found
+
+
+_METHODS = ("gradient", "jacobian", "batch_jacobian")  # the tape's methods whose first argument is the target
+
+
+def _target_argument(call: ast.Call) -> ast.expr | None:
+    """A tape method call's target: its first argument, or `target=`."""
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "target"), None)
 
 
 def _host_read(block: Block, err: BaseException) -> RuntimeError:
@@ -172,6 +192,13 @@ def _assigning_scope() -> type:
         def add_update(self, update: tuple) -> None:
             variable, value = update
             super().add_update((variable, jax.lax.stop_gradient(value)))
+
+        def get_current_value(self, variable: Any) -> Any:
+            """A variable this tape does not differentiate reads the enclosing replay's value: an outer tape
+            differentiates through an inner tape's gradient (a gradient penalty, TF's nested tapes)."""
+            value = super().get_current_value(variable)
+            outer = getattr(self, "original_scope", None)
+            return outer.get_current_value(variable) if value is None and outer is not None else value
 
     return Assigning
 
@@ -220,8 +247,9 @@ class Watch:
 
 def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any,
              unconnected_gradients: Any = None, watch: Watch | None = None,
-             caller_names: dict[str, Any] | None = None) -> list:
-    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block`.
+             caller_names: dict[str, Any] | None = None, jacobian: Callable[[Any], Any] | None = None) -> list:
+    """d sum(target [* output_gradients]) / d source, for each source, by replaying `block`; with `jacobian`,
+    the Jacobian of `jacobian(target)` (`unconnected.jacobians`).
 
     As TF's tape: a variable counts if trainable (or watched), another tensor if `tape.watch` was given it, or if
     the block computed it (a name a top-level statement bound: the replay holds it at its value from there on);
@@ -254,7 +282,8 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     def replayed(values: list) -> Any:
         namespace = dict(block.namespace)
         namespace["print"] = _silent  # the eager run printed already
-        namespace.update({name: _Replaying(namespace) for name, value in block.namespace.items()
+        kept = frozenset(name for array in inputs for name in names[id(array)])
+        namespace.update({name: _Replaying(namespace, kept) for name, value in block.namespace.items()
                           if isinstance(value, _Replaying)})
         by_id = {id(s): v for s, v in zip(sources, values)}
         for array in inputs:
@@ -275,7 +304,11 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
                 result = reached.target
             except jax.errors.ConcretizationTypeError as err:
                 raise _host_read(block, err) from err
+            if jacobian is not None:
+                return jacobian(result)
             return unconnected.total(result, output_gradients)  # in the scope: a variable target reads its value
 
     primal = [jnp.asarray(s.value) if isinstance(s, keras.Variable) else jnp.asarray(s) for s in sources]
+    if jacobian is not None:
+        return unconnected.jacobians(replayed, primal, unconnected_gradients)
     return unconnected.gradients(replayed, primal, unconnected_gradients)  # what is not recorded is not read: None

@@ -18,9 +18,11 @@ from __future__ import annotations
 import ctypes
 import sys
 import types
-from typing import Any
+from typing import Any, Collection
 
 import jax
+
+from jdist.interop import inner_scopes
 
 _MISSING = object()
 
@@ -32,31 +34,14 @@ def _stopped(value: Any) -> Any:
 def _unrecorded_scope() -> Any:
     """A Keras stateless scope over the current one whose variable reads are constants; assignments and losses
     go to the current one."""
-    import keras
-    from keras.src.backend import get_stateless_scope
+    def constant(variable: Any, outer: Any) -> Any:
+        value = None if outer is None else outer.get_current_value(variable)
+        return None if value is None else jax.lax.stop_gradient(value)  # None: its own value, a constant
 
-    outer = get_stateless_scope()
-
-    class Unrecorded(keras.StatelessScope):
-        def __init__(self) -> None:
-            super().__init__(collect_losses=getattr(outer, "collect_losses", False), initialize_variables=False)
-
-        def get_current_value(self, variable: Any) -> Any:
-            value = None if outer is None else outer.get_current_value(variable)
-            return None if value is None else jax.lax.stop_gradient(value)  # None: its own value, a constant
-
-        def add_update(self, update: tuple) -> None:
-            if outer is not None:
-                outer.add_update(update)
-
-        def add_loss(self, loss: Any) -> None:
-            if outer is not None:
-                outer.add_loss(loss)
-
-    return Unrecorded()
+    return inner_scopes.inner_scope(constant)
 
 
-def _write_locals(frame: types.FrameType, values: dict[str, Any]) -> None:
+def write_locals(frame: types.FrameType, values: dict[str, Any]) -> None:
     """Rebinds local variables of a running function (CPython: its fast locals follow `f_locals`)."""
     if sys.version_info >= (3, 13):  # f_locals is a write-through proxy (PEP 667)
         for name, value in values.items():
@@ -99,8 +84,16 @@ class Paused:
         if self._namespace is not None:
             self._namespace.update(changed)
         elif changed and self._frame is not None:
-            _write_locals(self._frame, changed)
+            write_locals(self._frame, changed)
         self._frame = None
+
+
+def forgotten(names: dict[str, Any], keep: Collection[str] = ()) -> dict[str, Any]:
+    """`tape.reset()` in a replay: each name (but `keep`) bound to JAX values, rebound to them as constants, so
+    what the tape recorded before the reset is not differentiated (observed, TF 2.21: `y_sq = y * y`, then
+    `reset()`, then `z = x * x + y_sq` gives dz/dy None)."""
+    return {name: _stopped(value) for name, value in names.items()
+            if name not in keep and any(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(value))}
 
 
 class Idle:

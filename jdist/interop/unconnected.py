@@ -24,7 +24,7 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-def _mode(unconnected_gradients: Any) -> UnconnectedGradients:
+def requested(unconnected_gradients: Any) -> UnconnectedGradients:
     if unconnected_gradients is None:
         return UnconnectedGradients.NONE
     if isinstance(unconnected_gradients, UnconnectedGradients):
@@ -60,20 +60,27 @@ def total(target: Any, output_gradients: Any = None) -> jax.Array:
     return functools.reduce(jnp.add, parts) if parts else jnp.zeros(())
 
 
-def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gradients: Any = None) -> list:
-    """d target / d primal[i] for each i, the scalar `target` taking the list `primal`; a source that is not
-    floating point, or that the target does not depend on, gets None (zeros with `UnconnectedGradients.ZERO`)."""
-    mode = _mode(unconnected_gradients)
+def _linearized(target: Callable[[list], jax.Array], primal: list) -> tuple[list[int], list, jax.Array, Callable]:
+    """The target linearized in the floating-point members of `primal` (the others held fixed): their indices,
+    their values, the target's value and the linear map."""
     floating = [i for i, value in enumerate(primal) if jnp.issubdtype(jnp.result_type(value), jnp.inexact)]
 
     def of_floating(values: list) -> jax.Array:
         full = list(primal)
         for i, value in zip(floating, values):
             full[i] = value
-        return target(full)
+        return jnp.asarray(target(full))
 
     subset = [primal[i] for i in floating]
     value, linear = jax.linearize(of_floating, subset)
+    return floating, subset, value, linear
+
+
+def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gradients: Any = None) -> list:
+    """d target / d primal[i] for each i, the scalar `target` taking the list `primal`; a source that is not
+    floating point, or that the target does not depend on, gets None (zeros with `UnconnectedGradients.ZERO`)."""
+    mode = requested(unconnected_gradients)
+    floating, subset, value, linear = _linearized(target, primal)
     result: list = [None] * len(primal)
     if jnp.issubdtype(value.dtype, jnp.inexact):  # an integer target: TF's tape records nothing, all None
         (grads,) = jax.linear_transpose(linear, subset)(jnp.ones_like(value))
@@ -82,4 +89,24 @@ def gradients(target: Callable[[list], jax.Array], primal: list, unconnected_gra
             result[i] = grad if used or mode is UnconnectedGradients.ZERO else None
     if mode is UnconnectedGradients.ZERO:  # TF: zeros for every unconnected source, integer ones included
         result = [jnp.zeros_like(primal[i]) if g is None else g for i, g in enumerate(result)]
+    return result
+
+
+def jacobians(target: Callable[[list], jax.Array], primal: list, unconnected_gradients: Any = None) -> list:
+    """`tape.jacobian`: d target[t] / d primal[i][s] for each i, shaped `target.shape + primal[i].shape` (one
+    transposed linearization per element of the target, vectorized); None as in `gradients`."""
+    mode = requested(unconnected_gradients)
+    floating, subset, value, linear = _linearized(target, primal)
+    result: list = [None] * len(primal)
+    if jnp.issubdtype(value.dtype, jnp.inexact):
+        transpose = jax.linear_transpose(linear, subset)
+        basis = jnp.eye(value.size, dtype=value.dtype).reshape((value.size, *value.shape))
+        (rows,) = jax.vmap(transpose)(basis)
+        connected = _reads(jax.make_jaxpr(linear)(subset))
+        for i, row, used in zip(floating, rows, connected):
+            shape = (*value.shape, *jnp.shape(primal[i]))
+            result[i] = row.reshape(shape) if used or mode is UnconnectedGradients.ZERO else None
+    if mode is UnconnectedGradients.ZERO:
+        result = [jnp.zeros((*value.shape, *jnp.shape(primal[i])), jnp.result_type(primal[i])) if g is None else g
+                  for i, g in enumerate(result)]
     return result

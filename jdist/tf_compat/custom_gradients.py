@@ -6,7 +6,9 @@ differentiates) and `strategy.run` all see `grad_fn`'s gradients. JAX keeps only
 the backward pass, not `grad_fn`'s closure, so the backward pass calls `f` again for its `grad_fn` (XLA computes
 the repeated forward once inside compiled code; Python side effects in `f` happen twice while tracing). Called
 on values outside any differentiation, `f` runs once and `y` is returned, as TF's eager call.
-TF's form whose `grad_fn` takes `variables=` (gradients for the variables `f` reads) is not provided.
+Trainable variables `f` reads (found by running it once under a scope that records reads) become inputs of the
+`custom_vjp` too, read inside `f` through a Keras stateless scope: `grad_fn(*upstream, variables=...)` gives
+their gradients, as TF's form with `variables`.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
+
+from jdist.interop import inner_scopes
 
 _NO_GRADIENT: set[str] = set()
 
@@ -41,28 +45,55 @@ def _takes_variables(grad_fn: Callable[..., Any]) -> bool:
         return False
 
 
+def _scope(values: dict[int, Any], read: list | None = None) -> Any:
+    """A Keras stateless scope over the current one: variables in `values` (by id) read those values, others
+    the current scope's; trainable variables read are appended to `read` (TF's variable watcher)."""
+    def value_of(variable: Any, outer: Any) -> Any:
+        if read is not None and variable.trainable and all(variable is not v for v in read):
+            read.append(variable)
+        if id(variable) in values:
+            return values[id(variable)]
+        return None if outer is None else outer.get_current_value(variable)
+
+    return inner_scopes.inner_scope(value_of)
+
+
+def _current(variable: Any) -> Any:
+    """The variable's value as the current scope reads it (a tape's replay: the value differentiated)."""
+    return jnp.asarray(variable.value)
+
+
 def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
-    """`@tf.custom_gradient`: `f` returns `(y, grad_fn)`; the gradient of `y` is what `grad_fn` says."""
+    """`@tf.custom_gradient`: `f` returns `(y, grad_fn)`; the gradient of `y` is what `grad_fn` says. Trainable
+    variables `f` reads are inputs too: `grad_fn(*upstream, variables=...)` returns `(input_grads, variable_grads)`,
+    as TF's."""
     if f is None:
         return custom_gradient
 
     @functools.wraps(f)
     def decorated(*args: Any, **kwargs: Any) -> Any:
-        if not any(isinstance(leaf, Tracer) for leaf in jax.tree.leaves((args, kwargs))):
+        from keras.src.backend import in_stateless_scope
+
+        if not in_stateless_scope() and not any(isinstance(leaf, Tracer) for leaf in jax.tree.leaves((args, kwargs))):
             return f(*args, **kwargs)[0]  # nothing differentiates these values: TF's eager forward
+        read: list = []
+        with _scope({}, read):
+            _, first_grad_fn = f(*args, **kwargs)
+        variables = [v for v in read if all(v is not a for a in args)]
+        if variables and not _takes_variables(first_grad_fn):  # TF 2.21's message
+            raise TypeError("@tf.custom_gradient grad_fn must accept keyword argument 'variables', since function "
+                            f"uses variables: {[v.path for v in variables]}")
+        values = [_current(v) for v in variables]
+        if not any(isinstance(leaf, Tracer) for leaf in jax.tree.leaves((args, kwargs, values))):
+            return f(*args, **kwargs)[0]
         positions = [i for i, a in enumerate(args) if _differentiable(a)]
 
         def call(inputs: tuple) -> tuple[Any, Callable[..., Any]]:
             full = list(args)
             for i, value in zip(positions, inputs):
                 full[i] = value
-            y, grad_fn = f(*full, **kwargs)
-            if _takes_variables(grad_fn):
-                raise NotImplementedError(
-                    "tf.custom_gradient: a grad_fn with `variables` (gradients for the variables the function "
-                    "reads) is not provided by jdist. Pass the variables' values as arguments of the decorated "
-                    "function instead, so grad_fn returns their gradients with the inputs'.")
-            return y, grad_fn
+            with _scope({id(v): x for v, x in zip(variables, inputs[len(positions):])}):
+                return f(*full, **kwargs)
 
         @jax.custom_vjp
         def forward(*inputs: Any) -> Any:
@@ -73,16 +104,23 @@ def custom_gradient(f: Callable[..., Any] | None = None) -> Any:
 
         def backward(inputs: tuple, upstream: Any) -> tuple:
             _, grad_fn = call(inputs)
-            grads = grad_fn(*jax.tree.leaves(upstream, is_leaf=lambda x: x is None))
-            grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
-            if len(grads) != len(inputs):
+            upstream = jax.tree.leaves(upstream, is_leaf=lambda x: x is None)
+            variable_grads: list = []
+            if variables:
+                grads, variable_grads = grad_fn(*upstream, variables=variables)
+                if len(variable_grads) != len(variables):  # TF 2.21's message
+                    raise ValueError("Must return gradient for each variable from @custom_gradient grad_fn.")
+            else:
+                grads = grad_fn(*upstream)
+            grads = jax.tree.leaves(grads, is_leaf=lambda g: g is None)  # TF flattens them (`(dy, [])` is one)
+            if len(grads) != len(positions):
                 raise ValueError(f"tf.custom_gradient: grad_fn returned {len(grads)} gradients for "
-                                 f"{len(inputs)} inputs.")
+                                 f"{len(positions)} inputs.")
             return tuple(_zero_cotangent(x) if g is None else jnp.asarray(g, jnp.asarray(x).dtype)
-                         for g, x in zip(grads, inputs))
+                         for g, x in zip([*grads, *variable_grads], inputs))
 
         forward.defvjp(forward_with_residuals, backward)
-        return forward(*[args[i] for i in positions])
+        return forward(*[args[i] for i in positions], *values)
 
     return decorated
 

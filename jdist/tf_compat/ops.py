@@ -42,10 +42,30 @@ def xp(*values: object) -> ModuleType:
     return jnp if is_jax(*values) else np
 
 
+def check_python_value(value: object, dtype: np.dtype | None) -> None:
+    """TF's TypeError for Python numbers a dtype cannot hold exactly (observed, TF 2.21: `tf.constant(2.0,
+    dtype=tf.int32)`, `tf.Variable(1).assign(0.5)` and `tf.constant(1, dtype=tf.bool)` are "Cannot convert 2.0
+    to EagerTensor of dtype int32"), where a cast would silently drop the fraction. Numpy values are cast."""
+    if dtype is None or dtype.kind not in "iub" or not isinstance(value, (bool, int, float, complex, list, tuple)):
+        return
+    try:
+        array = np.asarray(value)
+    except ValueError:  # non-rectangular: the conversion itself says so
+        return
+    kind = array.dtype.kind if array.size else "i"  # `tf.constant([], tf.int32)` is TF's empty int32 tensor
+    if kind in "fc" or (dtype.kind == "b" and kind in "iu"):
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}; give "
+                        f"{'booleans' if dtype.kind == 'b' else 'integer values'}, or tf.cast a tensor to the dtype.")
+
+
 def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
     """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
     if dtype is not None:
-        return np.asarray(value, dtype=dtype)
+        check_python_value(value, dtype)
+        if dtype.kind in "iu" and isinstance(value, (int, list, tuple)) and not isinstance(value, bool):
+            return np.asarray(value).astype(dtype)  # TF wraps a Python int out of range (-1 as uint8 is 255)
+        with np.errstate(over="ignore"):  # TF: 1e40 as float32 is inf, silently
+            return np.asarray(value, dtype=dtype)
     if isinstance(value, (np.ndarray, np.generic)):
         array = np.asarray(value)
         return as_tf_numpy(array)  # text as TF holds it: UTF-8 bytes in an object array (`tf.string`)

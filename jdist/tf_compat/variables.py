@@ -31,7 +31,7 @@ from jdist.strategy.devices import tf_device_name
 from jdist.tf_compat import distributed_variables, scatter_ops
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
-from jdist.tf_compat.ops import convert_to_tensor
+from jdist.tf_compat.ops import check_python_value, convert_to_tensor
 from jdist.tfdata import operands
 from jdist.tfdata.structure import library_code
 from jdist.train import checkpoint as checkpoint_lib
@@ -75,6 +75,7 @@ def variable_class() -> type:
             return iter(self.value)
 
         def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+            check_python_value(value, numpy_dtype(self.dtype))
             out = self._jdist_assign(value)
             return out if read_value else None
 
@@ -92,6 +93,7 @@ def variable_class() -> type:
                 return super().assign(value)
 
         def assign_add(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+            check_python_value(value, numpy_dtype(self.dtype))
             out = self._jdist_assign_add(value)
             return out if read_value else None
 
@@ -102,11 +104,12 @@ def variable_class() -> type:
                     distribution.cross_replica_add(value)
                     return self._jdist_write_read_value()
                 with _quiet_narrowing(self.dtype):
-                    return super().assign(self.value + distribution.combined(value))
+                    return super().assign(self.value + convert_to_tensor(distribution.combined(value)))  # a list too
             with _quiet_narrowing(self.dtype):
                 return super().assign_add(value)
 
         def assign_sub(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
+            check_python_value(value, numpy_dtype(self.dtype))
             if self._jdist_replication is not None:
                 out = self._jdist_assign_add(-convert_to_tensor(value))
             else:
@@ -319,7 +322,7 @@ class _VariableType(type):
         synchronization, aggregation = distributed_variables.parse(synchronization, aggregation)
         if callable(initial_value):
             initial_value = initial_value()
-        _check_python_floats(initial_value, numpy_dtype(dtype))
+        check_python_value(initial_value, numpy_dtype(dtype))
         value = convert_to_tensor(initial_value, dtype=numpy_dtype(dtype))
         _check_fits(value)
         strategy = distributed_variables.mirroring_strategy()
@@ -383,16 +386,6 @@ def _quiet_keras_narrowing() -> None:
                 and getattr(module, "pattern", None) == _KERAS_MODULES:
             return
     warnings.filterwarnings("ignore", message=_NARROWING_MESSAGE, category=UserWarning, module=_KERAS_MODULES)
-
-
-def _check_python_floats(initial_value: Any, dtype: np.dtype | None) -> None:
-    """TF's TypeError for Python floats given an integer or bool dtype (TF 2.21: `tf.Variable(1.5, dtype=tf.int32)`
-    is "Cannot convert 1.5 to EagerTensor of dtype int32"), where a cast would silently drop the fraction."""
-    if dtype is None or dtype.kind not in "iub" or not isinstance(initial_value, (float, list, tuple)):
-        return
-    if np.asarray(initial_value).dtype.kind == "f":
-        raise TypeError(f"Cannot convert {initial_value!r} to EagerTensor of dtype {dtype.name}; give integer "
-                        "values, or tf.cast a float tensor to the dtype.")
 
 
 def _check_fits(value: Any) -> None:
