@@ -36,6 +36,7 @@ from jdist.interop import (
     keras_dispatch,
     keras_epochs,
     keras_replica_batch_norm,
+    keras_replica_losses,
     keras_replica_means,
     keras_tf_steps,
     keras_variables,
@@ -95,6 +96,7 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_tf_steps.install()  # a model's TF-style train_step(self, data) runs as TF's fit runs it
         keras_replica_means.install(lambda d: isinstance(d, _distribution_class()))  # TF's gradient of such a batch
         keras_replica_batch_norm.install(lambda d: isinstance(d, _distribution_class()))  # each replica's statistics
+        keras_replica_losses.install(lambda d: isinstance(d, _distribution_class()))  # add_loss once per replica
     return cached
 
 

@@ -8,16 +8,21 @@ replicas, batch_size=8: its first epoch's loss 1.2295 where the whole batch's st
 Here, in `fit`'s train step under a strategy's distribution, on a batch the replicas divide, each replica's chunk
 of rows is normalized by its own moments, and the moving statistics move toward the first replica's moments: TF's moving
 statistics are mirrored variables without aggregation, which keep the first replica's update (observed, TF 2.21 with
-Keras 3, momentum=0 on 4 replicas: the moving mean and variance of 8 rows are those of rows 0 and 1). Masked
-inputs, batch renormalization, batches the replicas do not divide and `train_on_batch` (the whole batch in every
-replica on TF) keep Keras's own computation.
+Keras 3, momentum=0 on 4 replicas: the moving mean and variance of 8 rows are those of rows 0 and 1). A batch the
+replicas do not divide is normalized in TF's chunks of ceil(rows / replicas) consecutive rows (8 rows on 3 replicas:
+3, 3, 2), as tf_keras trains it (observed, TF 2.21 with tf_keras, 22 rows at batch_size=8 on 3 replicas); TF's Keras 3
+fails there ("Inputs to operation AddN ... must have the same size and shape"), and where a replica gets no rows
+(6 rows on 4) its Keras 3 trains to NaN, where tf_keras and jdist leave the empty replica out. Masked inputs, batch
+renormalization and `train_on_batch` (the whole batch in every replica on TF) keep Keras's own computation.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+from jdist.input.split import chunk_sizes
 from jdist.interop import keras_replica_means
 
 _STEP = threading.local()  # `active` while Keras's train step computes its loss (TF's per-replica call)
@@ -51,6 +56,17 @@ def _in_step(original: Callable) -> Callable:
     return compute_loss_and_updates
 
 
+@contextlib.contextmanager
+def whole_batches() -> Iterator[None]:
+    """Keras's own computation over the batch it gets, inside the step too (a model called on one replica's rows)."""
+    outer = getattr(_STEP, "active", False)
+    _STEP.active = False
+    try:
+        yield
+    finally:
+        _STEP.active = outer
+
+
 def _replicas(layer: Any, inputs: Any, training: Any, mask: Any, is_strategy_distribution: Callable) -> int:
     """How many replicas' chunks the batch is normalized in (1: Keras's own computation)."""
     import jax
@@ -67,7 +83,7 @@ def _replicas(layer: Any, inputs: Any, training: Any, mask: Any, is_strategy_dis
     replicas = strategy.num_replicas_in_sync
     rows = inputs.shape[0]
     axis = layer.axis % len(inputs.shape)
-    if replicas < 2 or rows is None or rows % replicas or axis == 0:
+    if replicas < 2 or rows is None or rows < 2 or axis == 0:
         return 1
     return replicas
 
@@ -85,27 +101,39 @@ def _per_replica(original: Callable, is_strategy_distribution: Callable[[Any], b
 
 
 def _normalize_per_replica(layer: Any, inputs: Any, replicas: int) -> Any:
-    """Keras's training-mode computation, with the moments of each replica's consecutive rows."""
+    """Keras's training-mode computation, with the moments of each replica's consecutive rows (TF's chunks)."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
     from keras import backend, ops
 
     dtype = backend.result_type(inputs.dtype, "float32")
     x = jnp.asarray(inputs, dtype)
     axis = layer.axis % x.ndim
-    grouped = x.reshape((replicas, x.shape[0] // replicas) + x.shape[1:])
-    axes = tuple(a + 1 for a in range(x.ndim) if a != axis)  # every axis of a replica's rows but the channels
-    mean = jnp.mean(grouped, axis=axes, keepdims=True)
-    variance = jnp.var(grouped, axis=axes, keepdims=True)
+    sizes = np.asarray(chunk_sizes(x.shape[0], replicas))
+    segment = jnp.asarray(np.repeat(np.arange(replicas), sizes))  # each row's replica
+    inner = tuple(a for a in range(1, x.ndim) if a != axis)  # a row's axes reduced besides the batch
+    count = jnp.asarray(np.maximum(sizes, 1) * int(np.prod([x.shape[a] for a in inner], dtype=np.int64)), dtype)
+    keep = [1] * x.ndim
+    keep[0] = x.shape[0]
+    keep[axis] = x.shape[axis]
+
+    def replica_mean(values: Any) -> Any:  # (replicas, channels): each replica's mean over its rows
+        rows = jnp.sum(values, axis=inner) if inner else values
+        return jax.ops.segment_sum(rows, segment, num_segments=replicas) / count[:, None]
+
+    def per_row(stat: Any) -> Any:  # each row's replica's statistic, shaped to broadcast against x
+        return stat[segment].reshape(keep)
+
+    mean = replica_mean(x)
+    variance = replica_mean(jnp.square(x - per_row(mean)))
     inv = jax.lax.rsqrt(variance + layer.epsilon)
-    channels = [1] * grouped.ndim
-    channels[axis + 1] = x.shape[axis]
     if layer.scale:
-        inv = inv * jnp.asarray(layer.gamma.value, dtype).reshape(channels)
+        inv = inv * jnp.asarray(layer.gamma.value, dtype)
     shift = -mean * inv
     if layer.center:
-        shift = shift + jnp.asarray(layer.beta.value, dtype).reshape(channels)
-    outputs = (grouped * inv + shift).reshape(x.shape)
+        shift = shift + jnp.asarray(layer.beta.value, dtype)
+    outputs = x * per_row(inv) + per_row(shift)
 
     momentum = layer.momentum
     first_mean = mean[0].reshape(layer.moving_mean.shape)  # TF keeps the first replica's update

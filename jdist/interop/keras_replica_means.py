@@ -25,47 +25,53 @@ import numpy as np
 
 from jdist.input.split import chunk_sizes
 
-_ON_BATCH = threading.local()  # `active` during `train_on_batch`, which TF runs on the whole batch in every replica
+_ON_BATCH = threading.local()  # `active` during `train_on_batch` and `test_on_batch`, which TF runs on the whole batch
+# in every replica
 
 
 def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
-    """Wraps Keras's JAX trainer's `compute_loss_and_updates` and `train_on_batch` once (a no-op outside a
-    strategy's distribution)."""
+    """Wraps Keras's JAX trainer's `compute_loss_and_updates`, `train_on_batch` and `test_on_batch` once (a no-op
+    outside a strategy's distribution)."""
     from keras.src.backend.jax.trainer import JAXTrainer
 
     original = JAXTrainer.compute_loss_and_updates
     if getattr(original, "_jdist_replica_means", False):
         return
     JAXTrainer.compute_loss_and_updates = _weighting(original, is_strategy_distribution)
-    JAXTrainer.train_on_batch = _whole_batch(JAXTrainer.train_on_batch, is_strategy_distribution)
+    JAXTrainer.train_on_batch = _whole_batch(JAXTrainer.train_on_batch, is_strategy_distribution, "train_function")
+    JAXTrainer.test_on_batch = _whole_batch(JAXTrainer.test_on_batch, is_strategy_distribution, "test_function")
 
 
 def split_over_replicas() -> bool:
-    """Whether the step being traced is one TF splits over the replicas: `fit`'s, not `train_on_batch`'s (TF
-    2.21 with Keras 3 hands each replica the whole batch there: `predict_on_batch` of 5 rows on 4 replicas
-    returns 20, observed)."""
+    """Whether the step being traced is one TF splits over the replicas: `fit`'s and `evaluate`'s, not
+    `train_on_batch`'s or `test_on_batch`'s (TF 2.21 with Keras 3 hands each replica the whole batch there:
+    `predict_on_batch` of 5 rows on 4 replicas returns 20, observed)."""
     return not getattr(_ON_BATCH, "active", False)
 
 
-def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
-    """`train_on_batch` traced apart from `fit`'s steps: under a strategy's distribution it keeps its own compiled
-    step, as a batch of the same shape is weighted in `fit` and not here."""
+def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], bool], slot: str) -> Callable:
+    """`train_on_batch` (`test_on_batch`) traced apart from `fit`'s (`evaluate`'s) steps: under a strategy's
+    distribution it keeps its own compiled step in place of the one in `slot`, as a batch of the same shape is
+    split over the replicas there and not here."""
     @functools.wraps(original)
-    def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
         from keras.src.distribution import distribution_lib
 
         if not is_strategy_distribution(distribution_lib.distribution()):
             return original(self, *args, **kwargs)
         outer = getattr(_ON_BATCH, "active", False)
-        fit_function, self.train_function = self.train_function, getattr(self, "_jdist_on_batch_function", None)
+        kept = f"_jdist_on_batch_{slot}"
+        fit_function = getattr(self, slot)
+        setattr(self, slot, getattr(self, kept, None))
         _ON_BATCH.active = True
         try:
             return original(self, *args, **kwargs)
         finally:
             _ON_BATCH.active = outer
-            self._jdist_on_batch_function, self.train_function = self.train_function, fit_function
+            setattr(self, kept, getattr(self, slot))
+            setattr(self, slot, fit_function)
 
-    return train_on_batch
+    return on_batch
 
 
 def replica_weights(rows: int, replicas: int) -> np.ndarray | None:

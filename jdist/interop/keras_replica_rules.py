@@ -1,9 +1,9 @@
 """TF's rules for Keras objects used inside `strategy.run`'s replica function (`jdist.interop.keras_run`).
 
-In a replica context TF sums gradients before applying them, a metric counts only the replica's real examples,
-and Keras 3 on TensorFlow scales a batch-reduced loss by 1 / replicas. Keras on JAX knows no replicas, so while
-the replica function is traced these rules are put on the Keras objects it uses (`patched`) and on Keras's loss
-reduction (`install_loss_scaling`).
+In a replica context TF clips each replica's gradients and sums them before applying them, a metric counts only
+the replica's real examples, and Keras 3 on TensorFlow scales a batch-reduced loss by 1 / replicas. Keras on JAX
+knows no replicas, so while the replica function is traced these rules are put on the Keras objects it uses
+(`patched`) and on Keras's loss reduction (`install_loss_scaling`).
 """
 from __future__ import annotations
 
@@ -19,23 +19,23 @@ from jdist.strategy import context
 
 @contextlib.contextmanager
 def patched(objects: Sequence[Any], keras: Any):
-    """Inside the replica function: apply_gradients sums over replicas; metrics honour the example mask."""
+    """Inside the replica function: optimizers sum the clipped gradients over replicas; metrics honour the example
+    mask."""
     patched = []
     try:
         for obj in objects:
             if isinstance(obj, keras.optimizers.Optimizer):
-                patched.append((obj, "apply_gradients", obj.__dict__.get("apply_gradients")))
-                patched.append((obj, "apply", obj.__dict__.get("apply")))
-                patched.append((obj, "stateless_apply", obj.__dict__.get("stateless_apply")))
-                obj.apply_gradients, obj.apply, obj.stateless_apply = _summing_apply(
-                    obj.apply_gradients, obj.apply, obj.stateless_apply)
+                inner = [o for o in _inner_optimizers(obj, keras) if "_backend_update_step" not in o.__dict__]
+                for (owner, name), method in _summing_apply(obj, inner).items():
+                    patched.append((owner, name, owner.__dict__.get(name)))
+                    setattr(owner, name, method)
             elif isinstance(obj, keras.metrics.Metric):
                 for metric in (obj, *_inner_metrics(obj, keras)):
                     patched.append((metric, "update_state", metric.__dict__.get("update_state")))
                     metric.update_state = _masked_update(metric.update_state)
         yield
     finally:
-        for obj, name, before in patched:
+        for obj, name, before in reversed(patched):
             if before is None:
                 delattr(obj, name)  # back to the class's method
             else:
@@ -53,51 +53,88 @@ def _inner_metrics(metric: Any, keras: Any) -> list:
     return inner
 
 
-def _summing_apply(apply_gradients: Callable, apply: Callable, stateless_apply: Callable
-                   ) -> tuple[Callable, Callable, Callable]:
-    """TF's `apply_gradients` and Keras 3's `apply` in a replica context: the gradients are summed over the
-    replicas first (TF 2.21 with Keras 3 sums in both: `optimizer.apply(grads, vars)` in a custom `train_step`
-    under MirroredStrategy on 4 logical CPUs gave the same weights as `apply_gradients`, observed).
+def _inner_optimizers(optimizer: Any, keras: Any) -> list:
+    """The optimizer and those it wraps (`LossScaleOptimizer.inner_optimizer`), whose update steps it runs."""
+    found = [optimizer]
+    while isinstance(inner := getattr(found[-1], "inner_optimizer", None), keras.optimizers.Optimizer):
+        found.append(inner)
+    return found
 
-    `stateless_apply` (functional code that all-reduces itself) does not sum, although Keras's calls `apply`.
-    `skip_gradients_aggregation=True` (Keras 2's opt-out, also `experimental_aggregate_gradients=False`) applies
-    each replica's own gradients. `apply_gradients` sums once: Keras's calls `apply`, which then does not sum
-    again.
+
+def _summing_apply(optimizer: Any, updaters: list) -> dict:
+    """TF's `apply_gradients` and Keras 3's `apply` in a replica context: each replica's gradients are clipped
+    (`clipnorm`, `clipvalue`, `global_clipnorm`) and then summed over the replicas, right before the update step,
+    as TF's Keras 3 sums in its backend's `_backend_update_step` (TF 2.21 observed: SGD(1.0, clipvalue=0.05)
+    moves a bias by 4 * 0.05 on 4 replicas; `optimizer.apply` in a custom `train_step` sums as well).
+
+    Returns the methods to set, keyed by (object, name): `updaters`' `_backend_update_step` sums,
+    `stateless_apply` (functional code that all-reduces itself) does not, and `skip_gradients_aggregation=True`
+    (Keras 2's opt-out, also `experimental_aggregate_gradients=False`) applies each replica's own gradients.
+    A `LossScaleOptimizer` (its `apply`: `tf_compat.loss_scale_apply`) skips a step where any replica's
+    gradients are not finite (TF 2.21 takes the first replica's check).
     """
     summing = [True]
 
     def summed(grads: list) -> list:
+        grads = list(grads)
         present = [i for i, g in enumerate(grads) if g is not None]
         total = replica_context().all_reduce("sum", [grads[i] for i in present])
         for i, g in zip(present, total):
             grads[i] = g
         return grads
 
+    def as_summing(flag: bool, method: Callable, *args: Any, **kwargs: Any) -> Any:
+        before, summing[0] = summing[0], flag
+        try:
+            return method(*args, **kwargs)
+        finally:
+            summing[0] = before
+
+    apply_gradients, stateless_apply = optimizer.apply_gradients, optimizer.stateless_apply
+    handed_on = "apply_gradients" in optimizer.__dict__  # `keras_deferred`'s: the sum goes to the servers
+
     def apply_gradients_summed(grads_and_vars, skip_gradients_aggregation=False,
                                experimental_aggregate_gradients=True, **kwargs):
-        grads_and_vars = list(grads_and_vars)
-        if not skip_gradients_aggregation and experimental_aggregate_gradients:
-            grads = summed([g for g, _ in grads_and_vars])
-            grads_and_vars = [(g, v) for g, (_, v) in zip(grads, grads_and_vars)]
-        summing[0] = False
-        try:
-            return apply_gradients(grads_and_vars, **kwargs)
-        finally:
-            summing[0] = True
-
-    def apply_summed(grads, trainable_variables=None, **kwargs):
-        if summing[0]:
-            grads = summed(list(grads))
-        return apply(grads, trainable_variables, **kwargs)
+        flag = summing[0] and not skip_gradients_aggregation and experimental_aggregate_gradients
+        if handed_on and flag:
+            pairs = list(grads_and_vars)
+            grads_and_vars, flag = list(zip(summed([g for g, _ in pairs]), [v for _, v in pairs])), False
+        return as_summing(flag, apply_gradients, grads_and_vars, **kwargs)
 
     def stateless_apply_as_given(*args, **kwargs):
-        summing[0] = False
-        try:
-            return stateless_apply(*args, **kwargs)
-        finally:
-            summing[0] = True
+        return as_summing(False, stateless_apply, *args, **kwargs)
 
-    return apply_gradients_summed, apply_summed, stateless_apply_as_given
+    def update_step_of(update_step: Callable) -> Callable:
+        def update_step_summed(grads, trainable_variables, learning_rate):
+            return update_step(summed(grads) if summing[0] else grads, trainable_variables, learning_rate)
+        return update_step_summed
+
+    methods = {(optimizer, "apply_gradients"): apply_gradients_summed,
+               (optimizer, "stateless_apply"): stateless_apply_as_given}
+    methods.update({(o, "_backend_update_step"): update_step_of(o._backend_update_step) for o in updaters})
+
+    def accumulating(backend_apply: Callable) -> Callable:
+        def apply_summed_first(grads, trainable_variables):
+            if not summing[0]:
+                return backend_apply(grads, trainable_variables)
+            return as_summing(False, backend_apply, summed(grads), trainable_variables)
+        return apply_summed_first
+
+    # TF 2.21 cannot run `gradient_accumulation_steps` in a replica (a `cond` around `merge_call`: RuntimeError);
+    # here the replicas' sum is accumulated, and the update is one device's on the whole batches.
+    methods.update({(o, "_backend_apply_gradients"): accumulating(o._backend_apply_gradients)
+                    for o in updaters if getattr(o, "gradient_accumulation_steps", None)})
+    if hasattr(optimizer, "check_finite"):
+        check_finite = optimizer.check_finite
+
+        def check_finite_everywhere(grads):
+            finite = check_finite(grads)
+            if not summing[0]:
+                return finite
+            not_finite = jax.numpy.logical_not(finite).astype("int32")
+            return replica_context().all_reduce("sum", [not_finite])[0] == 0
+        methods[(optimizer, "check_finite")] = check_finite_everywhere
+    return methods
 
 
 def _masked_update(update_state: Callable) -> Callable:
@@ -165,7 +202,23 @@ def install_loss_scaling(keras: Any) -> None:
     scaled._jdist = unscaled._jdist = True  # pyright: ignore[reportFunctionMemberAccess]
     loss_module.scale_loss_for_distribution = scaled
     loss_module.unscale_loss_for_distribution = unscaled
+    _scale_additional_losses(scaled)
     loss_module.reduce_values = _masked_reduce(keras, loss_module.reduce_values, active_context, scaled)
+
+
+def _scale_additional_losses(scaled: Callable[[Any], Any]) -> None:
+    """`compute_loss` adds the model's own losses (`add_loss`, regularizers) scaled as its compiled loss, as TF's
+    Keras 3 trainer does (`_aggregate_additional_loss`; TF 2.21 observed: a custom `train_step` with
+    `compute_loss` on 4 replicas, a layer adding 0.587 on replica 0, whose compiled loss is 2.001, returns
+    0.647)."""
+    from keras.src.trainers.trainer import Trainer
+
+    aggregate = Trainer._aggregate_additional_loss
+
+    def aggregate_scaled(self: Any, loss: Any) -> Any:
+        return scaled(aggregate(self, loss))
+
+    Trainer._aggregate_additional_loss = aggregate_scaled  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _masked_reduce(keras: Any, reduce_values: Callable, active_context: Callable[[], Any],

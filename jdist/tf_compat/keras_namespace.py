@@ -43,11 +43,13 @@ def tf_keras() -> types.ModuleType:
         keras_hashing,
         keras_saving,
         keras_strings,
+        loss_scale_apply,
         sigmoid_logits,
         text_vectorization,
     )
 
     keras_extras.add_reset_states()
+    loss_scale_apply.install()  # LossScaleOptimizer.apply without assignments in traced branches
     sigmoid_logits.install()  # binary crossentropy of a sigmoid's output from its logits, as TF's Keras
     keras_labels.expand_compiled_labels()
     keras_strings.install_model_dispatch()
