@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor
+from jdist.tfdata import shape_inference
 from jdist.typing import Tensor, TensorLike
 
 
@@ -57,6 +60,8 @@ def ensure_shape(x: TensorLike, shape: Any, name: str | None = None) -> Tensor:
         shown = ",".join("?" if e is None else str(e) for e in expected)
         raise InvalidArgumentError(None, None, f"Shape of tensor input [{','.join(map(str, actual))}] is not "
                                                f"compatible with expected shape [{shown}].")
+    if isinstance(x, Tracer):  # a new value in the trace, of the shape asked for, even where `x` came from
+        return shape_inference.ensured(jnp.array(x, copy=True), expected)  # tf.py_function; XLA drops the copy
     return x
 
 

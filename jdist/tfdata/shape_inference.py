@@ -21,6 +21,17 @@ import numpy as np
 from jdist.tfdata import structure
 
 _HOST_CALLS = "jdist.tf_compat.host_calls"  # where tf.py_function and tf.numpy_function are
+_ENSURED: list[dict[int, tuple]] = []  # while a map function is traced: id of a `tf.ensure_shape` output -> (it,
+# the shape asked for)
+
+
+def ensured(value: Any, shape: Any) -> Any:
+    """`value`, noted as `tf.ensure_shape`'s output of `shape` (None dimensions unknown) while a map's spec is
+    traced: TF's spec then has that shape, even for a `tf.py_function`'s output (observed, TF 2.21:
+    `ensure_shape(py_function(...), [None])` is `(None,)`)."""
+    if _ENSURED:
+        _ENSURED[-1][id(value)] = (value, tuple(shape))
+    return value
 
 
 def mapped_spec(apply: Callable[[Any], Any], map_func: Callable[..., Any] | None, input_spec: Any,
@@ -60,27 +71,35 @@ def traced_spec(map_func: Callable[..., Any], input_spec: Any, concrete: Any) ->
     flat = [jax.ShapeDtypeStruct(tuple(next(symbols) if d is None else int(d) for d in s.shape),
                                  jax.dtypes.canonicalize_dtype(np.dtype(s.dtype))) for s in specs]
 
+    asked: list = []  # per output: the shape `tf.ensure_shape` gave it, or None
+
     def traced(*values: Any) -> list:
         it = iter(values)
         element = structure.map_leaves(lambda _: next(it), input_spec)
         spread = isinstance(element, tuple) and not hasattr(element, "_fields")
         out = map_func(*element) if spread else map_func(element)
-        return [jax.numpy.asarray(leaf) for leaf in structure.leaves(tuple(out) if type(out) is list else out)]
+        leaves = [jax.numpy.asarray(leaf) for leaf in structure.leaves(tuple(out) if type(out) is list else out)]
+        asked[:] = [_ENSURED[-1].get(id(leaf), (None, None))[1] for leaf in leaves]
+        return leaves
 
+    _ENSURED.append({})
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*flat)
     except Exception:  # noqa: BLE001 (text, host-only ops, shapes that need the values: read off elements)
         return None
+    finally:
+        _ENSURED.pop()
     wanted = structure.leaves(concrete)
     if len(shapes) != len(wanted) or any(w.shape is None or len(o.shape) != len(w.shape)
                                          for o, w in zip(shapes, wanted)):
         return None
     called = {id(v) for eqn in closed.jaxpr.eqns if _python_call(eqn) for v in eqn.outvars}
-    out = [structure.TensorSpec(None, w.dtype) if id(var) in called else
+    out = [structure.TensorSpec(a, w.dtype) if a is not None else
+           structure.TensorSpec(None, w.dtype) if id(var) in called else
            structure.TensorSpec(tuple(d if isinstance(d, int) else None for d in o.shape), w.dtype)
-           for o, w, var in zip(shapes, wanted, closed.jaxpr.outvars)]
+           for o, w, var, a in zip(shapes, wanted, closed.jaxpr.outvars, asked)]
     it = iter(out)
     return structure.map_leaves(lambda _: next(it), concrete)
 
