@@ -69,18 +69,13 @@ def whole_batches() -> Iterator[None]:
 
 def _replicas(layer: Any, inputs: Any, training: Any, mask: Any, is_strategy_distribution: Callable) -> int:
     """How many replicas' chunks the batch is normalized in (1: Keras's own computation)."""
-    import jax
-    from keras.src.distribution import distribution_lib
-
-    current = distribution_lib.distribution()
     if not getattr(_STEP, "active", False) or not training or not layer.trainable or mask is not None or layer.renorm:
         return 1
     if getattr(layer, "synchronized", False):  # synchronized=True (jdist.layers): the global batch's statistics
         return 1
-    if not is_strategy_distribution(current) or jax.process_count() != 1 or len(inputs.shape) < 2:
+    if len(inputs.shape) < 2:
         return 1
-    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
-    replicas = strategy.num_replicas_in_sync
+    replicas = keras_replica_means.step_replicas(is_strategy_distribution)
     rows = inputs.shape[0]
     axis = layer.axis % len(inputs.shape)
     if replicas < 2 or rows is None or rows < 2 or axis == 0:

@@ -34,7 +34,7 @@ def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
 
     @functools.wraps(original)
     def compute_loss_and_updates(self: Any, *args: Any, **kwargs: Any) -> Any:
-        replicas = _replicas(is_strategy_distribution)
+        replicas = keras_replica_means.step_replicas(is_strategy_distribution)
         if replicas < 2:
             return original(self, *args, **kwargs)
         with _losses_per_replica(self, replicas) as log_offsets:
@@ -45,20 +45,6 @@ def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
 
     compute_loss_and_updates._jdist_replica_losses = True  # pyright: ignore[reportAttributeAccessIssue]
     JAXTrainer.compute_loss_and_updates = compute_loss_and_updates
-
-
-def _replicas(is_strategy_distribution: Callable[[Any], bool]) -> int:
-    """The replicas TF calls the model on in this step (1: the whole batch, as Keras computes it)."""
-    import jax
-    from keras.src.distribution import distribution_lib
-
-    current = distribution_lib.distribution()
-    if not keras_replica_means.split_over_replicas() or not is_strategy_distribution(current):
-        return 1
-    if jax.process_count() != 1:
-        return 1
-    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
-    return strategy.num_replicas_in_sync
 
 
 @contextlib.contextmanager

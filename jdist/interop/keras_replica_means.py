@@ -98,22 +98,32 @@ def _weighting(original: Callable, is_strategy_distribution: Callable[[Any], boo
     return compute_loss_and_updates
 
 
-def _weights(model: Any, x: Any, training: bool, is_strategy_distribution: Callable[[Any], bool]) -> Any:
+def step_replicas(is_strategy_distribution: Callable[[Any], bool]) -> int:
+    """How many replicas TF's step being traced calls the model on, each with its chunk of the batch: the
+    strategy's replicas in `fit`'s and `evaluate`'s steps under its distribution; 1 where TF computes the whole
+    batch at once (no strategy, `train_on_batch` / `test_on_batch`) and where jdist does (several processes)."""
     import jax
-    from keras.src import tree
     from keras.src.distribution import distribution_lib
-    from keras.src.trainers.trainer import Trainer
 
     current = distribution_lib.distribution()
-    if not training or not split_over_replicas() or not is_strategy_distribution(current) or jax.process_count() != 1:
+    if not split_over_replicas() or not is_strategy_distribution(current) or jax.process_count() != 1:
+        return 1
+    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
+    return strategy.num_replicas_in_sync
+
+
+def _weights(model: Any, x: Any, training: bool, is_strategy_distribution: Callable[[Any], bool]) -> Any:
+    from keras.src import tree
+    from keras.src.trainers.trainer import Trainer
+
+    replicas = step_replicas(is_strategy_distribution) if training else 1
+    if replicas < 2:  # one replica's weights are all 1
         return None
     if type(model).compute_loss is not Trainer.compute_loss or not _means_over_batch(model):
         return None
     first = next((leaf for leaf in tree.flatten(x) if leaf is not None), None)
     if first is None or not np.ndim(first):
         return None
-    strategy: Any = current.strategy  # pyright: ignore[reportOptionalMemberAccess]
-    replicas = strategy.num_replicas_in_sync
     return replica_weights(int(np.shape(first)[0]), replicas)
 
 
