@@ -28,7 +28,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from jdist.interop import output_order, thread_stdout, traced_shapes
+from jdist import thread_stdout
+from jdist.interop import output_order, traced_shapes
 from jdist.strategy import function_trace
 
 _MAX_RETRACES = 4

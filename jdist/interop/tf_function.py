@@ -22,6 +22,7 @@ from typing import Any, Callable, overload
 import jax
 import numpy as np
 
+from jdist import thread_stdout
 from jdist.input.tensor_spec import TensorSpec
 from jdist.interop import (
     concrete_function,
@@ -29,7 +30,6 @@ from jdist.interop import (
     graph_trace,
     keras_objects,
     keras_run,
-    thread_stdout,
 )
 from jdist.interop.trace_state import under_any_trace
 from jdist.strategy import context, function_trace, traced_functions

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from jdist.input.tensor_spec import TensorSpec
-from jdist.interop import thread_stdout
+from jdist import thread_stdout
 from jdist.strategy import context, function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import thread_stdout
+from jdist import thread_stdout
 from jdist.interop.gradient_tape import replaying
 from jdist.interop.trace_state import under_jit
 from jdist.strategy import context, function_trace
