@@ -21,12 +21,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from jdist.input.tensor_spec import TensorSpec
 from jdist import thread_stdout
+from jdist.input.tensor_spec import TensorSpec
 from jdist.strategy import context, function_trace
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tf_compat.predicates import tracing
+from jdist.tfdata import user_functions
 from jdist.tfdata.structure import HostTensor
 
 
@@ -47,6 +48,9 @@ def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
     (its prints hidden: TF calls the function only when the program runs)."""
     touts = list(Tout) if isinstance(Tout, (list, tuple)) else [Tout]
     several = isinstance(Tout, (list, tuple))
+    if user_functions.tracing():  # a tf.data function's trace: TF does not call the function (see there)
+        return [jax.ShapeDtypeStruct(_placeholder(t).shape, jax.dtypes.canonicalize_dtype(_placeholder(t).dtype))
+                for t in touts], several
     if all(isinstance(t, TensorSpec) and t.shape is not None and None not in tuple(t.shape) for t in touts):
         return [jax.ShapeDtypeStruct(tuple(t.shape), jax.dtypes.canonicalize_dtype(numpy_dtype(t.dtype)))
                 for t in touts], several
@@ -66,6 +70,22 @@ def _specs(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any,
         dtype = numpy_dtype(tout.dtype if isinstance(tout, TensorSpec) else tout)
         specs.append(jax.ShapeDtypeStruct(np.shape(value), jax.dtypes.canonicalize_dtype(dtype)))
     return specs, several
+
+
+def _placeholder(tout: Any) -> np.ndarray:
+    """A `Tout` entry's stand-in while a tf.data function is traced: zeros (b"" for text) of its TensorSpec's
+    shape, unknown dimensions 1, or a scalar."""
+    shape = tuple(tout.shape) if isinstance(tout, TensorSpec) and tout.shape is not None else ()
+    dtype = numpy_dtype(tout.dtype if isinstance(tout, TensorSpec) else tout)
+    shape = tuple(1 if d is None else int(d) for d in shape)
+    return np.full(shape, b"", dtype=object) if dtype.kind in "OSU" else np.zeros(shape, dtype)
+
+
+def _traced_result(Tout: Any, several: bool) -> Any:
+    touts = list(Tout) if isinstance(Tout, (list, tuple)) else [Tout]
+    out = [HostTensor.of(_placeholder(t)) for t in touts]
+    user_functions.note_host_output(out)  # their shapes are unknown to TF's trace
+    return out if several else out[0]
 
 
 def _callback(op: str, func: Callable[..., Any], inp: Sequence[Any], Tout: Any, wrap: Callable[[Any], Any]) -> Any:
@@ -98,6 +118,8 @@ def numpy_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | 
         if _no_outputs(Tout):
             raise ValueError("tf.numpy_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("numpy_function", func, inp, Tout, lambda v: v)
+    if user_functions.tracing():  # a tf.data function's trace: TF does not call the function
+        return None if _no_outputs(Tout) else _traced_result(Tout, isinstance(Tout, (list, tuple)))
     with thread_stdout.shown():  # it runs on every call, as TF's op
         result = func(*[np.asarray(v) for v in inp])
     if result is None or _no_outputs(Tout):
@@ -121,6 +143,8 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
         if _no_outputs(Tout):
             raise ValueError("tf.py_function inside compiled code needs `Tout` (XLA only calls back for outputs)")
         return _callback("py_function", func, inp, Tout, HostTensor.of)
+    if user_functions.tracing():  # a tf.data function's trace: TF does not call the function
+        return None if _no_outputs(Tout) else _traced_result(Tout, isinstance(Tout, (list, tuple)))
     with thread_stdout.shown():  # it runs on every call, as TF's op
         result = func(*[HostTensor.of(np.asarray(v)) for v in inp])
     if _no_outputs(Tout):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import seeding, structure, tensor_text
+from jdist.tfdata import seeding, structure, tensor_text, user_functions
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN
 
@@ -70,21 +70,23 @@ def concatenate(self: Dataset, dataset: Dataset, name: str | None = None) -> Dat
 def _inner(map_func: Callable, element: Any, what: str) -> Dataset:
     inner = structure.call(map_func, element)
     if not isinstance(inner, dataset_class()):
-        raise TypeError(f"Dataset.{what}: `map_func` must return a Dataset, got {type(inner).__name__}")
+        raise user_functions.not_a_dataset(what, inner)
     return inner
 
 
 def _first_inner_spec(self: Dataset, map_func: Callable, what: str) -> Callable[[], Any]:
     def spec() -> Any:
-        for element in self._elements((0,)):
-            inner = _inner(map_func, element, what)
-            return inner.element_spec
+        with user_functions.silenced():  # TF's spec runs nothing: no print shows
+            for element in self._elements((0,)):
+                return _inner(map_func, element, what).element_spec
         raise ValueError(f"element_spec: the dataset is empty, so the datasets of its {what} cannot be inspected")
     return spec
 
 
 def flat_map(self: Dataset, map_func: Callable[..., Dataset], name: str | None = None) -> Dataset:
     """The elements of the dataset `map_func` makes of each element, one dataset after the other."""
+    map_func = user_functions.trace_dataset_function(self, map_func, "flat_map")
+
     def elements(key: Key) -> Iterator:
         for element in self._elements(key):
             yield from iter(_inner(map_func, element, "flat_map"))
@@ -119,6 +121,7 @@ def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: in
     `from_tensors(x).repeat(6)` with cycle 2, block 4 gives 1 1 1 1 2 2 2 2 1 1 2 2 3 3 3 3 ...). The default
     cycle length is TF's (`_cycle_length`); elements come in this order also when `num_parallel_calls` is set
     (TF's deterministic order)."""
+    map_func = user_functions.trace_dataset_function(self, map_func, "interleave")
     cycle = _cycle_length(cycle_length, num_parallel_calls)
     block = 1 if block_length is None or block_length < 1 else int(block_length)
 
@@ -242,6 +245,11 @@ def padded_batch(self: Dataset, batch_size: int, padded_shapes: Any = None, padd
                 return
             yield batched(rows)
 
+    if padding_values is not None:  # TF 2.21 checks their dtypes when the dataset is made (observed)
+        element_spec = user_functions.input_spec_of(self)
+        if element_spec is not None:
+            for value, have in zip(_component_values(padding_values, element_spec), structure.leaves(element_spec)):
+                _pad_value(value, np.dtype(have.dtype))
     if padded_shapes is not None:  # TF 2.21 checks them against the element spec when the dataset is made
         for padded, have in zip(shape_entries(self.element_spec), structure.leaves(self.element_spec)):
             if padded is not None and have.shape is not None and (len(padded) != len(have.shape) or any(
@@ -283,6 +291,10 @@ def _shape_leaves(padded_shapes: Any) -> list:
 def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any], name: str | None = None
          ) -> Dataset:
     """`new_state, output = scan_func(state, element)`: the outputs, the state carried along (TF's)."""
+    state0 = structure.map_leaves(structure.HostTensor.of, structure.normalize(initial_state))
+    user_functions.trace_fold(scan_func, state0, user_functions.input_spec_of(self))  # TF traces it now
+    scan_func = user_functions.quiet(scan_func)
+
     def elements(key: Key) -> Iterator:
         state = structure.normalize(initial_state)
         for element in self._elements(key):
@@ -291,7 +303,9 @@ def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any]
             state = structure.normalize(state)
             yield structure.normalize(output)
     def spec() -> Any:
-        for output in elements((0,)):
+        with user_functions.silenced():  # TF's spec runs nothing: no print shows
+            output = next(iter(elements((0,))), None)
+        if output is not None:
             out = structure.spec_of(output)
             return (structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)
                                          if s.shape else s, out)
@@ -321,8 +335,11 @@ def unique(self: Dataset, name: str | None = None) -> Dataset:
 
 def take_while(self: Dataset, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
     """The elements up to the first for which `predicate` is false."""
+    after = " but its return type is{spec}."  # TF 2.21's text (observed)
+    called = user_functions.check_predicate(predicate, user_functions.input_spec_of(self), after)  # TF's trace
+
     def verdict(element: Any) -> bool:
-        return structure.verdict(predicate, element, " but its return type is{spec}.")
+        return structure.verdict(called, element, after)
     return streamed(self, lambda key: itertools.takewhile(verdict, self._elements(key)), UNKNOWN,
                     lambda: self.element_spec, "TakeWhileDataset")
 

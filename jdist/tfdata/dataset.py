@@ -27,8 +27,9 @@ from typing import Any, Callable, Iterator
 import grain
 import numpy as np
 
+import jdist.tfdata.spec as dataset_spec
 from jdist.strategy import function_trace
-from jdist.tfdata import combinators, files, grouping, seeding, shape_inference, spec as dataset_spec, structure
+from jdist.tfdata import combinators, files, grouping, saving, seeding, shape_inference, structure, user_functions
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
@@ -195,8 +196,10 @@ class Dataset(grain.IterDataset):
             def apply(element: Any) -> Any:
                 return transform.map(element)
         elif callable(map_func):
+            called = user_functions.quiet(map_func)  # its Python prints: once, at the trace below (TF's)
+
             def apply(element: Any) -> Any:
-                out = structure.call(map_func, element)
+                out = structure.call(called, element)
                 # TF 2.21 (observed): a list returned by the function is a tuple of components (one inside a
                 # tuple stays one tensor)
                 return structure.normalize(tuple(out) if type(out) is list else out)
@@ -206,9 +209,15 @@ class Dataset(grain.IterDataset):
         if num_parallel_calls is not None and num_parallel_calls != 1:
             threads = max(threads, 4 if num_parallel_calls == AUTOTUNE else _check_count("map", num_parallel_calls))
 
+        # TF traces the function now, once (observed): jdist.tfdata.user_functions
+        trace, traced_output, host = (None, None, []) if isinstance(map_func, grain.transforms.Map) else \
+            user_functions.trace_mapped(self, map_func)
+
         def spec() -> Any:
-            return shape_inference.mapped_spec(apply, map_func if callable(map_func) else None, self.element_spec,
-                                               self._elements((0,)))
+            with user_functions.silenced():  # TF's spec runs nothing: no print shows
+                out = shape_inference.mapped_spec(apply, trace, self.element_spec, self._elements((0,)),
+                                                  lambda: traced_output)
+            return out if trace is not None else user_functions.unknown_host_shapes(out, host)
 
         kind = "MapDataset" if num_parallel_calls is None else "ParallelMapDataset"  # TF's class names
         return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, kind, threads,
@@ -216,8 +225,11 @@ class Dataset(grain.IterDataset):
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """The elements for which `predicate` is true (a boolean scalar)."""
+        after = ", but its return type is {spec}."  # TF 2.21's text (observed); TF's trace, now:
+        called = user_functions.check_predicate(predicate, user_functions.input_spec_of(self), after)
+
         def keep(element: Any) -> bool:
-            return structure.verdict(predicate, element, ", but its return type is {spec}.")
+            return structure.verdict(called, element, after)
         return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
                             lambda: self.element_spec, "FilterDataset")
 
@@ -305,8 +317,9 @@ class Dataset(grain.IterDataset):
     def take(self, count: int, name: str | None = None) -> Dataset:
         """The first `count` elements (all for -1)."""
         n = _check_count("take", count)
-        if n < 0:
-            return self
+        if n < 0:  # all the elements; TF 2.21 (observed) keeps the count for -1, and has it unknown below -1
+            card = self._cardinality if n == -1 else UNKNOWN
+            return self._derive(self._build, card, lambda: self.element_spec, "TakeDataset")
         card = n if self._cardinality == INFINITE else (min(n, self._cardinality) if self._cardinality >= 0
                                                          else UNKNOWN)
         return self._sliced(0, n, 1, card, "TakeDataset")
@@ -451,8 +464,10 @@ class Dataset(grain.IterDataset):
         """Folds `reduce_func(state, element)` over one pass; the state a structure of tensors, as TF's (TF 2.21:
         `range(5).reduce(np.int64(0), add)` prints `tf.Tensor(10, shape=(), dtype=int64)`)."""
         state = structure.map_leaves(HostTensor.of, structure.normalize(initial_state))
+        user_functions.trace_fold(reduce_func, state, user_functions.input_spec_of(self))  # TF traces it once
+        called = user_functions.quiet(reduce_func)
         for element in self.begin_pass()[1]:
-            state = reduce_func(state, structure.map_leaves(HostTensor.of, element))
+            state = called(state, structure.map_leaves(HostTensor.of, element))
             state = structure.map_leaves(HostTensor.of, structure.normalize(state))
         return state
 
@@ -479,4 +494,6 @@ class Dataset(grain.IterDataset):
 dataset_spec.VALUE_TYPE[:] = [Dataset]
 combinators.install(Dataset)  # concatenate, flat_map, interleave, padded_batch, scan, ... (jdist.tfdata.combinators)
 Dataset.list_files = staticmethod(files.list_files)  # pyright: ignore[reportAttributeAccessIssue]
+Dataset.save = saving.save  # pyright: ignore[reportAttributeAccessIssue]  (jdist.tfdata.saving)
+Dataset.load = staticmethod(saving.load)  # pyright: ignore[reportAttributeAccessIssue]
 grouping.install(Dataset)  # window, rebatch, group_by_window, bucket_by_sequence_length (jdist.tfdata.grouping)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import combinators, grouping, structure
+from jdist.tfdata import combinators, grouping, saving, structure
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.dataset import Dataset
 from jdist.tfdata.iterator import Optional, specs_compatible
@@ -310,3 +310,23 @@ NAMES: dict[str, Any] = {f.__name__: f for f in (
     sample_from_datasets, Counter, RandomDataset, from_list, get_next_as_optional, pad_to_cardinality,
     group_by_reducer, cardinality)}
 NAMES.update(Reducer=Reducer, Optional=Optional, SHARD_HINT=SHARD_HINT)
+
+
+def save(dataset: Dataset, path: str, compression: str | None = None, shard_func: Callable[..., Any] | None = None,
+         checkpoint_args: Any = None) -> None:
+    """`tf.data.experimental.save`: `dataset.save(path, ...)` (jdist.tfdata.saving)."""
+    saving.save(dataset, path, compression, shard_func, checkpoint_args)
+
+
+load = saving.load  # `tf.data.experimental.load`: `tf.data.Dataset.load`
+NAMES.update(save=save, load=load)
+
+
+def ragged_batch(self: Dataset, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = np.int64,
+                 name: str | None = None) -> Dataset:
+    """`batch` for elements of one known shape (TF 2.21 batches those densely too, observed: `_BatchDataset`,
+    spec `(None, 2)`); elements whose shapes vary: NotImplementedError (`dense_to_ragged_batch`)."""
+    return dense_to_ragged_batch(batch_size, drop_remainder, row_splits_dtype)(self)
+
+
+Dataset.ragged_batch = ragged_batch  # pyright: ignore[reportAttributeAccessIssue]  (a method of TF's Dataset)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import structure
+from jdist.tfdata import structure, user_functions
 from jdist.tfdata.combinators import dataset_class, padded_batch, streamed
 from jdist.tfdata.options import UNKNOWN
 from jdist.tfdata.spec import DatasetSpec
@@ -94,6 +94,16 @@ def group_by_window(self: Dataset, key_func: Callable[..., Any], reduce_func: Ca
     at once, the groups left at the end in ascending key order (TF 2.21's order, observed)."""
     if (window_size is None) == (window_size_func is None):
         raise ValueError("Dataset.group_by_window: give exactly one of window_size and window_size_func")
+    input_spec = user_functions.input_spec_of(self)
+    if input_spec is not None:  # TF traces key_func and reduce_func once, when the dataset is made (observed)
+        user_functions.on_placeholder(key_func, input_spec)
+        try:
+            window = _listed([structure.placeholder(input_spec)], input_spec)
+        except ValueError:
+            pass
+        else:
+            user_functions.trace_call(lambda: reduce_func(structure.HostTensor.of(np.int64(0)), window))
+    key_func, reduce_func = user_functions.quiet(key_func), user_functions.quiet(reduce_func)
 
     def emit(group_key: int, rows: list) -> Iterator:
         yield from iter(reduce_func(structure.HostTensor.of(np.int64(group_key)), _listed(rows, self.element_spec)))
@@ -112,9 +122,10 @@ def group_by_window(self: Dataset, key_func: Callable[..., Any], reduce_func: Ca
             yield from emit(group_key, groups[group_key])
 
     def spec() -> Any:  # the spec of the datasets reduce_func makes (of a window of the first element)
-        for element in self._elements((0,)):
-            group_key = structure.HostTensor.of(np.int64(np.asarray(structure.call(key_func, element))))
-            return reduce_func(group_key, _listed([element], self.element_spec)).element_spec
+        with user_functions.silenced():  # TF's spec runs nothing: no print shows
+            for element in self._elements((0,)):
+                group_key = structure.HostTensor.of(np.int64(np.asarray(structure.call(key_func, element))))
+                return reduce_func(group_key, _listed([element], self.element_spec)).element_spec
         raise ValueError("element_spec: the dataset is empty, so its windows cannot be inspected")
     return streamed(self, elements, UNKNOWN, spec, "GroupByWindowDataset", static=False)
 

@@ -10,7 +10,6 @@ that differs between the first two is None.
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import warnings
 from typing import Any, Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from jdist.tfdata import structure
+from jdist.tfdata import structure, tensor_text
 
 _HOST_CALLS = "jdist.tf_compat.host_calls"  # where tf.py_function and tf.numpy_function are
 _ENSURED: list[dict[int, tuple]] = []  # while a map function is traced: id of a `tf.ensure_shape` output -> (it,
@@ -34,24 +33,29 @@ def ensured(value: Any, shape: Any) -> Any:
     return value
 
 
-def mapped_spec(apply: Callable[[Any], Any], map_func: Callable[..., Any] | None, input_spec: Any,
-                elements: Iterator) -> Any:
-    """The spec of `map(map_func)` (`apply`: its function on one element) over `elements` of `input_spec`: traced
-    where it can be, else read off the first two outputs (their prints hidden: TF runs the function once, when
-    it traces it)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        rows = list(itertools.islice(elements, 2))
-        if not rows:  # an empty dataset (a filter kept nothing): the function on zeros of the input's spec
-            try:
-                rows = [structure.placeholder(input_spec)]
-            except ValueError:
-                raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be inspected"
-                                 ) from None
-        outs = [structure.spec_of(apply(rows[0]))]
-        traced = None if map_func is None else traced_spec(map_func, input_spec, outs[0])
+def mapped_spec(apply: Callable[[Any], Any], trace: Trace | None, input_spec: Any, elements: Iterator,
+                placeholder_output: Callable[[], Any] | None = None) -> Any:
+    """The spec of `map(map_func)` (`apply`: its function on one element; `trace`: the function's `trace`, made
+    when the dataset was, or None where it could not be traced) over `elements` of `input_spec`: the traced spec
+    where there is one (its dtypes those of `placeholder_output()`, the output on placeholder values, where it
+    gives one: no element is then read), else read off the first two outputs."""
+    if trace is not None and placeholder_output is not None:
+        output = placeholder_output()
+        traced = None if output is None else spec_from_trace(trace, structure.spec_of(output))
         if traced is not None:
             return traced
-        outs += [structure.spec_of(apply(row)) for row in rows[1:]]
+    rows = list(itertools.islice(elements, 2))
+    if not rows:  # an empty dataset (a filter kept nothing): the function on zeros of the input's spec
+        try:
+            rows = [structure.placeholder(input_spec)]
+        except ValueError:
+            raise ValueError("element_spec: the dataset is empty, so its mapped elements cannot be inspected"
+                             ) from None
+    outs = [structure.spec_of(apply(rows[0]))]
+    traced = None if trace is None else spec_from_trace(trace, outs[0])
+    if traced is not None:
+        return traced
+    outs += [structure.spec_of(apply(row)) for row in rows[1:]]
     out = merged_spec(outs)
     if structure.leading_unknown(input_spec):  # a batch's size: unknown in the output too
         out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype) if s.shape else s,
@@ -59,13 +63,21 @@ def mapped_spec(apply: Callable[[Any], Any], map_func: Callable[..., Any] | None
     return out
 
 
-def traced_spec(map_func: Callable[..., Any], input_spec: Any, concrete: Any) -> Any:
-    """The spec of `map_func`'s output on elements of `input_spec` (`concrete`: the spec of its output on the
-    first element, for the dtypes and as a check), or None where the function cannot be traced."""
+class Trace:
+    """A map function traced by JAX on abstract inputs: its jaxpr, output shapes, and the shapes
+    `tf.ensure_shape` asked for (None where it was not called on an output)."""
+
+    def __init__(self, closed: Any, shapes: list, asked: list):
+        self.closed, self.shapes, self.asked = closed, shapes, asked
+
+
+def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
+    """`map_func` traced on elements of `input_spec` (unknown dimensions symbolic); raises where it cannot be
+    (text, host-only ops, shapes that need the values). Its prints go out: the caller decides (`user_functions`)."""
     specs = structure.leaves(input_spec)
     if any(not isinstance(s, structure.TensorSpec) or s.shape is None or np.dtype(s.dtype).kind in "OSU"
            for s in specs):
-        return None
+        raise TypeError("trace: text, or a component of unknown rank, cannot be traced")
     unknown = sum(d is None for s in specs for d in s.shape)
     symbols = iter(jax.export.symbolic_shape(",".join(f"d{i}" for i in range(unknown))) if unknown else ())
     flat = [jax.ShapeDtypeStruct(tuple(next(symbols) if d is None else int(d) for d in s.shape),
@@ -74,6 +86,8 @@ def traced_spec(map_func: Callable[..., Any], input_spec: Any, concrete: Any) ->
     asked: list = []  # per output: the shape `tf.ensure_shape` gave it, or None
 
     def traced(*values: Any) -> list:
+        for i, (value, s) in enumerate(zip(values, specs)):  # what `print` shows of the inputs (`_symbolic`)
+            names[id(value)] = (f"args_{i}", s)
         it = iter(values)
         element = structure.map_leaves(lambda _: next(it), input_spec)
         spread = isinstance(element, tuple) and not hasattr(element, "_fields")
@@ -82,15 +96,60 @@ def traced_spec(map_func: Callable[..., Any], input_spec: Any, concrete: Any) ->
         asked[:] = [_ENSURED[-1].get(id(leaf), (None, None))[1] for leaf in leaves]
         return leaves
 
+    names: dict[int, tuple] = {}
     _ENSURED.append({})
     try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        with warnings.catch_warnings(), _symbolic(names):
             warnings.simplefilter("ignore")
             closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*flat)
-    except Exception:  # noqa: BLE001 (text, host-only ops, shapes that need the values: read off elements)
-        return None
     finally:
         _ENSURED.pop()
+    return Trace(closed, list(shapes), list(asked))
+
+
+@contextlib.contextmanager
+def _symbolic(names: dict[int, tuple]) -> Iterator[None]:
+    """While a function traces: its inputs print as TF's symbolic tensors (TF 2.21, observed, in a map function:
+    `Tensor("args_0:0", shape=(None,), dtype=int64)`, a dict's `<tf.Tensor 'args_1:0' shape=(1,) dtype=float32>`),
+    with the input's dtype (JAX traces int64 as int32). Other values (and an unknown `x.shape`) print as JAX's."""
+    try:
+        from jax._src.interpreters import partial_eval
+    except ImportError:  # a JAX that moved its tracer: inputs print as JAX's
+        yield
+        return
+    tracer_type = partial_eval.DynamicJaxprTracer
+    plain_str, plain_repr = tracer_type.__str__, tracer_type.__repr__
+    own = {name: tracer_type.__dict__[name] for name in ("__str__", "__repr__") if name in tracer_type.__dict__}
+
+    def shown(tracer: Any, text: Callable[[str, str, str], str], plain: Callable[[Any], str]) -> str:
+        if id(tracer) not in names:
+            return plain(tracer)
+        name, spec = names[id(tracer)]
+        dims = tuple(spec.shape)
+        shape = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+        return text(name, shape, tensor_text.dtype_name(np.dtype(spec.dtype)))
+
+    def as_str(self: Any) -> str:
+        return shown(self, lambda n, s, d: f'Tensor("{n}:0", shape={s}, dtype={d})', plain_str)
+
+    def as_repr(self: Any) -> str:
+        return shown(self, lambda n, s, d: f"<tf.Tensor '{n}:0' shape={s} dtype={d}>", plain_repr)
+
+    tracer_type.__str__, tracer_type.__repr__ = as_str, as_repr  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name in ("__str__", "__repr__"):  # the class's own methods back, or its inherited ones again
+            if name in own:
+                setattr(tracer_type, name, own[name])
+            else:
+                delattr(tracer_type, name)
+
+
+def spec_from_trace(trace: Trace, concrete: Any) -> Any:
+    """The spec of the traced function's output (`concrete`: the spec of its output on the first element, for the
+    dtypes and as a check), or None where the trace does not fit it."""
+    shapes, closed = trace.shapes, trace.closed
     wanted = structure.leaves(concrete)
     if len(shapes) != len(wanted) or any(w.shape is None or len(o.shape) != len(w.shape)
                                          for o, w in zip(shapes, wanted)):
@@ -99,7 +158,7 @@ def traced_spec(map_func: Callable[..., Any], input_spec: Any, concrete: Any) ->
     out = [structure.TensorSpec(a, w.dtype) if a is not None else
            structure.TensorSpec(None, w.dtype) if id(var) in called else
            structure.TensorSpec(tuple(d if isinstance(d, int) else None for d in o.shape), w.dtype)
-           for o, w, var, a in zip(shapes, wanted, closed.jaxpr.outvars, asked)]
+           for o, w, var, a in zip(shapes, wanted, closed.jaxpr.outvars, trace.asked)]
     it = iter(out)
     return structure.map_leaves(lambda _: next(it), concrete)
 
