@@ -36,6 +36,7 @@ from jdist.interop import (
     keras_dispatch,
     keras_epochs,
     keras_replica_batch_norm,
+    keras_replica_gradients,
     keras_replica_losses,
     keras_replica_means,
     keras_tf_steps,
@@ -97,6 +98,7 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_replica_means.install(lambda d: isinstance(d, _distribution_class()))  # TF's gradient of such a batch
         keras_replica_batch_norm.install(lambda d: isinstance(d, _distribution_class()))  # each replica's statistics
         keras_replica_losses.install(lambda d: isinstance(d, _distribution_class()))  # add_loss once per replica
+        keras_replica_gradients.install(lambda d: isinstance(d, _distribution_class()))  # each replica's gradients
     return cached
 
 

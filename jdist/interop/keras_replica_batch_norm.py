@@ -23,22 +23,21 @@ import threading
 from typing import Any, Callable, Iterator
 
 from jdist.input.split import chunk_sizes
-from jdist.interop import keras_replica_means
+from jdist.interop import keras_loss_chain, keras_replica_means
 
 _STEP = threading.local()  # `active` while Keras's train step computes its loss (TF's per-replica call)
 
 
 def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
-    """Wraps Keras's `BatchNormalization.call` and its JAX trainer's `compute_loss_and_updates` once (a no-op
-    outside a strategy's distribution)."""
-    from keras.src.backend.jax.trainer import JAXTrainer
+    """Wraps Keras's `BatchNormalization.call` and marks the train step in `compute_loss_and_updates`
+    (`keras_loss_chain`), once (a no-op outside a strategy's distribution)."""
     from keras.src.layers.normalization.batch_normalization import BatchNormalization
 
     original = BatchNormalization.call
     if getattr(original, "_jdist_replica_batch_norm", False):
         return
     BatchNormalization.call = _per_replica(original, is_strategy_distribution)
-    JAXTrainer.compute_loss_and_updates = _in_step(JAXTrainer.compute_loss_and_updates)
+    keras_loss_chain.register("replica_batch_norm", 1, _in_step)
 
 
 def _in_step(original: Callable) -> Callable:

@@ -21,17 +21,16 @@ import functools
 from typing import Any, Callable, Iterator
 
 from jdist.input.split import chunk_sizes, chunk_starts
-from jdist.interop import keras_replica_batch_norm, keras_replica_means
+from jdist.interop import keras_loss_chain, keras_replica_batch_norm, keras_replica_means
 
 
 def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
-    """Wraps Keras's JAX trainer's `compute_loss_and_updates` once (a no-op outside a strategy's distribution)."""
-    from keras.src.backend.jax.trainer import JAXTrainer
+    """Registers the per-replica forward-pass losses into Keras's JAX trainer's `compute_loss_and_updates`
+    (`keras_loss_chain`, outermost), once (a no-op outside a strategy's distribution)."""
+    keras_loss_chain.register("replica_losses", 2, lambda method: _per_replica_losses(method, is_strategy_distribution))
 
-    original = JAXTrainer.compute_loss_and_updates
-    if getattr(original, "_jdist_replica_losses", False):
-        return
 
+def _per_replica_losses(original: Callable, is_strategy_distribution: Callable[[Any], bool]) -> Callable:
     @functools.wraps(original)
     def compute_loss_and_updates(self: Any, *args: Any, **kwargs: Any) -> Any:
         replicas = keras_replica_means.step_replicas(is_strategy_distribution)
@@ -43,8 +42,7 @@ def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
             aux = (aux[0] + log_offsets[0],) + tuple(aux[1:])
         return loss, aux
 
-    compute_loss_and_updates._jdist_replica_losses = True  # pyright: ignore[reportAttributeAccessIssue]
-    JAXTrainer.compute_loss_and_updates = compute_loss_and_updates
+    return compute_loss_and_updates
 
 
 @contextlib.contextmanager

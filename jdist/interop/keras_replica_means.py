@@ -17,27 +17,28 @@ the batch and models with their own `compute_loss` are left as they are.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from jdist.input.split import chunk_sizes
+from jdist.interop import keras_loss_chain, keras_variables
 
 _ON_BATCH = threading.local()  # `active` during `train_on_batch` and `test_on_batch`, which TF runs on the whole batch
 # in every replica
 
 
 def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
-    """Wraps Keras's JAX trainer's `compute_loss_and_updates`, `train_on_batch` and `test_on_batch` once (a no-op
-    outside a strategy's distribution)."""
+    """Registers the gradient's weighting into `compute_loss_and_updates` (`keras_loss_chain`, innermost) and wraps
+    Keras's JAX trainer's `train_on_batch` and `test_on_batch`, once (a no-op outside a strategy's distribution)."""
     from keras.src.backend.jax.trainer import JAXTrainer
 
-    original = JAXTrainer.compute_loss_and_updates
-    if getattr(original, "_jdist_replica_means", False):
+    if getattr(JAXTrainer.train_on_batch, "_jdist_replica_means", False):
         return
-    JAXTrainer.compute_loss_and_updates = _weighting(original, is_strategy_distribution)
+    keras_loss_chain.register("replica_means", 0, lambda method: _weighting(method, is_strategy_distribution))
     JAXTrainer.train_on_batch = _whole_batch(JAXTrainer.train_on_batch, is_strategy_distribution, "train_function")
     JAXTrainer.test_on_batch = _whole_batch(JAXTrainer.test_on_batch, is_strategy_distribution, "test_function")
 
@@ -49,12 +50,29 @@ def split_over_replicas() -> bool:
     return not getattr(_ON_BATCH, "active", False)
 
 
+@contextlib.contextmanager
+def one_replica() -> Iterator[None]:
+    """While one replica's part of a step is traced: the rows it gets are its whole batch (no further split)."""
+    outer = getattr(_ON_BATCH, "active", False)
+    _ON_BATCH.active = True
+    try:
+        yield
+    finally:
+        _ON_BATCH.active = outer
+
+
 def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], bool], slot: str) -> Callable:
     """`train_on_batch` (`test_on_batch`) traced apart from `fit`'s (`evaluate`'s) steps: under a strategy's
     distribution it keeps its own compiled step in place of the one in `slot`, as a batch of the same shape is
     split over the replicas there and not here."""
+    step = {"train_function": "train_step", "test_function": "test_step"}[slot]
+
     @functools.wraps(original)
     def on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with keras_variables.remembered_scope(self):  # a model made in a scope keeps its strategy (TF's do)
+            return in_distribution(self, *args, **kwargs)
+
+    def in_distribution(self: Any, *args: Any, **kwargs: Any) -> Any:
         from keras.src.distribution import distribution_lib
 
         if not is_strategy_distribution(distribution_lib.distribution()):
@@ -63,15 +81,30 @@ def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], b
         kept = f"_jdist_on_batch_{slot}"
         fit_function = getattr(self, slot)
         setattr(self, slot, getattr(self, kept, None))
+        own_step = getattr(self, kept, None) is None and step not in self.__dict__
+        if own_step:  # a function of its own for `jax.jit` to trace: its cache would hand back `fit`'s trace
+            object.__setattr__(self, step, _delegating(getattr(self, step)))
         _ON_BATCH.active = True
         try:
             return original(self, *args, **kwargs)
         finally:
             _ON_BATCH.active = outer
+            if own_step:
+                object.__delattr__(self, step)
             setattr(self, kept, getattr(self, slot))
             setattr(self, slot, fit_function)
 
+    on_batch._jdist_replica_means = True  # pyright: ignore[reportAttributeAccessIssue]
     return on_batch
+
+
+def _delegating(method: Callable) -> Callable:
+    """A new function object that calls `method` (JAX caches traces per function, and a bound method of the same
+    model and function compares equal to `fit`'s, so a batch of `fit`'s shape would reuse `fit`'s trace)."""
+    def step(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return step
 
 
 def replica_weights(rows: int, replicas: int) -> np.ndarray | None:
@@ -94,7 +127,6 @@ def _weighting(original: Callable, is_strategy_distribution: Callable[[Any], boo
             loss, _ = original(*args, _weighted(sample_weight, weights), training, optimizer_variables)
         return loss, aux
 
-    compute_loss_and_updates._jdist_replica_means = True  # pyright: ignore[reportAttributeAccessIssue]
     return compute_loss_and_updates
 
 

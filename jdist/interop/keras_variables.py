@@ -30,6 +30,7 @@ of such a model into one that schedules its steps on the workers (`keras_ps_fit`
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable
 
@@ -107,6 +108,13 @@ def _under_remembered_distribution(original: Callable) -> Callable:
             return original(model, *args, **kwargs)
 
     return run
+
+
+def remembered_scope(model: Any) -> Any:
+    """The scope of the distribution `model` was made under, where none is current (else a null context): its
+    `train_on_batch` and `test_on_batch` run under its strategy outside the scope too, as TF's do."""
+    remembered = _remembered(model)
+    return contextlib.nullcontext() if remembered is None else remembered.scope()
 
 
 def _remembered(model: Any) -> Any:
