@@ -237,7 +237,7 @@ class DistributedDataset:
                 leaves, treedef = as_numpy_leaves(open_cursor(source, 0).next())
                 self._layout.spec = ElementSpec.of(leaves, treedef)
             spec = spec_of_batch(self._layout.spec.zeros(0), self._layout.spec.treedef)
-        return per_replica_spec(spec, self._plan.num_replicas)
+        return per_replica_spec(spec, self._plan.num_replicas, split=self._mode == _GLOBAL)
 
     @property
     def per_replica_batch_size(self) -> int | None:
@@ -251,16 +251,16 @@ class DistributedDataset:
         return length
 
     @property
-    def cardinality(self) -> int:
+    def cardinality(self) -> np.int64:
         """TF's: the batches of one pass (of each worker's own dataset for `distribute_datasets_from_function`),
-        -1 for an endless dataset, -2 where it is not known (TF 2.21, observed: a `range(10).batch(4)` gives
-        3; a per-worker `range(10).batch(2)` gives 5)."""
+        -1 for an endless dataset, -2 where it is not known, as a `numpy.int64` (TF 2.21, observed: a
+        `range(10).batch(4)` gives `np.int64(3)`; a per-worker `range(10).batch(2)` gives 5)."""
         source = self._datasets[0]
         count = getattr(source, "cardinality", None)
         if callable(count):
-            return int(np.asarray(count()))
+            return np.int64(np.asarray(count()))
         length = dataset_length(source)
-        return -2 if length is None else int(length)
+        return np.int64(-2 if length is None else length)
 
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
         """TF's: `state = reduce_func(state, batch)` over one pass, from `initial_state`; Python numbers in the

@@ -88,10 +88,18 @@ class PerReplicaSpec:
         return f"PerReplicaSpec({', '.join(map(repr, self.specs))})"
 
 
-def per_replica_spec(spec: Any, num_replicas: int) -> Any:
-    """`spec` (a tree of TensorSpecs of global batches) as each replica sees it."""
+def per_replica_spec(spec: Any, num_replicas: int, split: bool = True) -> Any:
+    """`spec` (a tree of TensorSpecs of global batches when `split`, else of each replica's own batches) as each
+    replica sees it. TF 2.21 (observed, 2 replicas): a static global batch of 4 (`drop_remainder=True`) gives each
+    replica `(2,)`; one of 5 or 3, or an unknown one, `(None,)`; a per-replica dataset's static `(2,)` stays."""
+    def rows(dim: Any) -> Any:
+        if dim is None or not split:
+            return dim
+        return dim // num_replicas if dim % num_replicas == 0 else None
+
     def one(s: TensorSpec) -> Any:
-        local = TensorSpec(None if s.shape is None else (None, *s.shape[1:]), s.dtype)
+        local = TensorSpec(None if s.shape is None else (rows(s.shape[0]) if len(s.shape) else None, *s.shape[1:]),
+                           s.dtype)
         return local if num_replicas == 1 else PerReplicaSpec((local,) * num_replicas)
     return jax.tree.map(one, spec, is_leaf=lambda x: isinstance(x, TensorSpec))
 

@@ -120,6 +120,8 @@ class CrossReplicaOps(StrategyFields):
         view = self._split_view(value)
         if view is None and axis is None and not self._copies_per_replica(value):
             return self._plain_leaf(value, "reduce", op)
+        if view is None and axis is None and n == 1:
+            return jnp.asarray(value)  # one replica: its value itself, dtype kept (TF 2.21's int32 [3, 4], observed)
         if view is None:
             # A plain value counts once per replica (TF 2.21 returns run's replica-invariant
             # results as a PerReplica of N equal values), so SUM counts each copy.

@@ -17,6 +17,7 @@ import jax.core
 import numpy as np
 
 from jdist.strategy.batch import Batch, place_rows
+from jdist.strategy.batch_components import as_components
 from jdist.strategy.values import PerReplica, mark_split, note_row_counts, outside_mesh, replica_shards
 from jdist.typing import PyTree
 
@@ -61,7 +62,9 @@ class DistributedBatch(Batch):
         """`x, y = batch` (TF's `for x, y in dist_dataset`): the element's components, each still a
         per-replica value that carries this batch's mask (its leaves are marked), so padding stays out.
         A dict element's keys, as TF's dict element gives them."""
-        if isinstance(self.value, (tuple, list, dict)):
+        if isinstance(self.value, (tuple, list)):
+            return iter([self._component(part) for part in self.value])
+        if isinstance(self.value, dict):
             return iter(self.value)
         raise TypeError(
             f"This distributed element is a {type(self.value).__name__}, not a tuple, so it cannot be unpacked. "
@@ -73,9 +76,20 @@ class DistributedBatch(Batch):
         """`batch[0]`, `batch["x"]` (TF's distributed tuple or dict element): that component, its leaves still
         per-replica values that carry this batch's mask."""
         if isinstance(self.value, (tuple, list, dict)):
-            return self.value[key]
+            return self._component(self.value[key])
         raise TypeError(f"This distributed element is a {type(self.value).__name__}, not a tuple or dict; pass the "
                         "whole batch to strategy.run, or take batch.value.")
+
+    def element(self) -> Any:
+        """The element as TF's nest sees it: its structure of components (each as `__iter__` gives it), no mask."""
+        return self._component(self.value)
+
+    def _component(self, part: Any) -> Any:
+        """A component taken out of this batch: for TF's strategies (`shown_as` set) TF's per-replica value, which
+        refuses computation outside `run` (`jdist.strategy.batch_components`); else its marked arrays."""
+        if self._shown_as is PerReplica or isinstance(part, slice):
+            return part
+        return as_components(part, self._shown_as)
 
     def __len__(self) -> int:
         if isinstance(self.value, (tuple, list, dict)):

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------- marks
-class _Marks:
+class IdentityMarks:
     """Notes attached to arrays by identity (jax.Arrays are unhashable), dropped with the array."""
 
     def __init__(self):
@@ -73,10 +73,10 @@ class _Marks:
         return entry[1] if entry is not None and entry[0]() is x else None
 
 
-_SPLIT = _Marks()  # array -> _Split: split along dim 0 over the replicas
-_MIRRORED = _Marks()  # array -> True: a result of run that is the same on every replica
-_COUNTS = _Marks()  # mask -> np.ndarray: real rows of each replica, known on the host
-_SINGLE = _Marks()  # array -> True: a result of run that every replica returned as one object
+_SPLIT = IdentityMarks()  # array -> _Split: split along dim 0 over the replicas
+_MIRRORED = IdentityMarks()  # array -> True: a result of run that is the same on every replica
+_COUNTS = IdentityMarks()  # mask -> np.ndarray: real rows of each replica, known on the host
+_SINGLE = IdentityMarks()  # array -> True: a result of run that every replica returned as one object
 
 
 class _Split:
@@ -169,9 +169,10 @@ class PerReplica:
     components are then cut to their real rows.
     """
 
-    __slots__ = ("_stacked", "_ragged", "_mask")
+    __slots__ = ("_stacked", "_ragged", "_mask", "_host")
 
-    def __init__(self, stacked: Any = None, ragged: Sequence[Any] | None = None, mask: Any = None):
+    def __init__(self, stacked: Any = None, ragged: Sequence[Any] | None = None, mask: Any = None,
+                 host: Sequence[Any] | None = None):
         if (stacked is None) == (ragged is None):
             raise ValueError("PerReplica needs exactly one of `stacked` or `ragged`.")
         if mask is not None and stacked is None:
@@ -179,6 +180,9 @@ class PerReplica:
         self._stacked = stacked
         self._ragged = tuple(ragged) if ragged is not None else None
         self._mask = mask
+        # The host values (numpy arrays, Python numbers) the components were made from, shown by `.values` as
+        # TF keeps them (`experimental_distribute_values_from_function`); maps over the pytree drop them.
+        self._host = tuple(host) if host is not None else None
 
     @property
     def is_stacked(self) -> bool:
@@ -210,6 +214,8 @@ class PerReplica:
     @property
     def values(self) -> tuple:
         """The components held by this process, in replica order (TF's `.values`)."""
+        if self._host is not None:
+            return self._host
         if self._ragged is not None:
             return self._ragged
         with outside_mesh(self._stacked):
@@ -218,8 +224,16 @@ class PerReplica:
                 return parts
             return tuple(p[:count] for p, count in zip(parts, local_row_counts(self._mask)))
 
+    def __jax_array__(self) -> Any:
+        """TF 2.21's ValueError for a per-replica value given to an op outside `run` (observed, `tf.reduce_sum`)."""
+        raise ValueError(
+            "It looks like you are using a PerReplica object while not inside a replica context, which is not "
+            "supported. Try running your op or function inside a replica context by using `strategy.run`, or "
+            "combine its components with `strategy.reduce` / `strategy.experimental_local_results`.")
+
     def _show(self, show: Any) -> str:
-        body = ",\n  ".join(f"{i}: {show(v)}" for i, v in enumerate(self.values))
+        body = ",\n  ".join(f"{i}: {show(v) if isinstance(v, jax.Array) else repr(v)}"
+                             for i, v in enumerate(self.values))
         return f"PerReplica:{{\n  {body}\n}}"
 
     def __repr__(self) -> str:
@@ -341,13 +355,18 @@ def is_per_replica(x: object) -> bool:
 def stack_on_devices(
     local_values: Sequence[tuple[Device, Any]], mesh: jax.sharding.Mesh, axis: str
 ) -> PerReplica:
-    """Builds a PerReplica from this process's (device, value) pairs, each placed on its device."""
+    """Builds a PerReplica from this process's (device, value) pairs, each placed on its device. Host values
+    (numpy arrays, Python numbers) stay what `.values` shows, as TF 2.21 keeps them."""
+    host = [v for _, v in local_values]
+    if any(isinstance(v, jax.Array) or not isinstance(v, (np.ndarray, np.generic, int, float, bool, complex))
+           for v in host):
+        host = None
     arrays = [(d, v if isinstance(v, jax.Array) else np.asarray(v)) for d, v in local_values]
     signatures = {(tuple(a.shape), np.dtype(a.dtype)) for _, a in arrays}
     if len(signatures) != 1:
-        return PerReplica(ragged=[jax.device_put(a, d) for d, a in arrays])
+        return PerReplica(ragged=[jax.device_put(a, d) for d, a in arrays], host=host)
     ((shape, _),) = signatures
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(axis))
     pieces = [jax.device_put(np.expand_dims(np.asarray(a), 0), d) for d, a in arrays]
     global_shape = (mesh.shape[axis],) + shape
-    return PerReplica(stacked=jax.make_array_from_single_device_arrays(global_shape, sharding, pieces))
+    return PerReplica(stacked=jax.make_array_from_single_device_arrays(global_shape, sharding, pieces), host=host)

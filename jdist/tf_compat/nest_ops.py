@@ -14,11 +14,16 @@ from typing import Any
 
 import jax
 
+from jdist.strategy.batch_components import PerReplicaComponent
+from jdist.strategy.distributed_batch import DistributedBatch
+from jdist.strategy.values import PerReplica
 from jdist.typing import PyTree
 
 
 def _is_none(x: object) -> bool:
-    return x is None
+    """A leaf of TF's nest beyond jax's: None, and a per-replica value (TF 2.21's `tf.nest.flatten({"a": pr})` is
+    `[pr]`, observed)."""
+    return x is None or isinstance(x, (PerReplica, PerReplicaComponent))
 
 
 def is_nested(seq: Any) -> bool:
@@ -92,6 +97,7 @@ def map_structure(func: Callable[..., object], *structure: PyTree, check_types: 
     """`tf.nest.map_structure`: `func` over the leaves of structures that `assert_same_structure` accepts."""
     if not structure:
         raise ValueError("Must provide at least one structure")
+    structure = tuple(_elements(s) for s in structure)
     first, others = structure[0], structure[1:]
     for other in others:
         assert_same_structure(first, other, check_types=check_types)
@@ -103,7 +109,18 @@ def map_structure(func: Callable[..., object], *structure: PyTree, check_types: 
 
 
 def flatten(structure: PyTree, expand_composites: bool = False) -> list:
-    return jax.tree.leaves(structure, is_leaf=_is_none)
+    return jax.tree.leaves(_elements(structure), is_leaf=_is_none)
+
+
+def _elements(structure: PyTree) -> PyTree:
+    """`structure` with each distributed dataset element as TF's nest sees it: its components, not its mask (TF 2.21:
+    `tf.nest.flatten(batch)` of an `(x, y)` element is `[PerReplica, PerReplica]`, observed)."""
+    def is_leaf(x: object) -> bool:
+        return x is None or isinstance(x, (DistributedBatch, PerReplica, PerReplicaComponent))
+
+    if not any(isinstance(x, DistributedBatch) for x in jax.tree.leaves(structure, is_leaf=is_leaf)):
+        return structure  # as it is: a rebuilt dict would lose its key order
+    return jax.tree.map(lambda b: b.element() if isinstance(b, DistributedBatch) else b, structure, is_leaf=is_leaf)
 
 
 def pack_sequence_as(structure: PyTree, flat_sequence: Iterable[object], expand_composites: bool = False) -> PyTree:

@@ -28,6 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jdist
 from jdist.strategy import dispatch
 from jdist.strategy.aggregation import MirroredState
+from jdist.strategy.batch_components import PerReplicaComponent
 from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.strategy.run_options import RunOptions
 from jdist.strategy.values import (
@@ -64,7 +65,7 @@ register_per_replica_class(TFPerReplica)
 def _is_distributed(x: Any) -> bool:
     """Whether `x` holds one value per replica of a strategy with 2+ replicas: a `PerReplica`, a distributed
     batch (or one of its components) on the mesh, a variable made in such a strategy's scope."""
-    if isinstance(x, PerReplica):
+    if isinstance(x, (PerReplica, PerReplicaComponent)):
         return True
     if isinstance(x, DistributedBatch):
         x = x.mask
