@@ -399,7 +399,8 @@ def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[s
     for i, (variable, new, keep) in enumerate(zip(variables, news, copies)):
         if not keep and _drifts(variable, new):  # the replicas' own copies are kept; the variable holds replica 0's
             locals_[i], news[i] = new, jax.device_put(new.stacked[0], variable.value.sharding)
-        elif isinstance(new, PerReplica) and not keep and not getattr(variable, "_jdist_on_read", False):
+        elif isinstance(new, PerReplica) and not keep and not getattr(variable, "_jdist_on_read", False) \
+                and not getattr(variable, "_jdist_drifts", False):  # a NONE MirroredVariable keeps its copies
             raise ValueError(
                 f"strategy.run assigned the Keras variable {variable.path!r} different values on different "
                 "replicas, so it is no longer mirrored. Update it identically on every replica: apply gradients "

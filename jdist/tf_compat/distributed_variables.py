@@ -6,9 +6,11 @@ rules (observed, 4 logical CPUs; `tests/test_tf_compat_distributed_variables.py`
 
 * MirroredVariable: an assignment inside `strategy.run` combines the replicas' values at the assignment, as
   `aggregation` says. `assign(x)` stores the SUM / MEAN of the replicas' `x` or replica 0's (ONLY_FIRST_REPLICA);
-  `assign_add(d)` adds the combined `d`. Every replica then reads, and `assign` returns, the combined value. With
-  NONE, replicas that assign different values make `run` raise (TF lets the copies drift apart and reads the
-  first replica's: `jdist.interop.keras_run`).
+  `assign_add(d)` adds the combined `d`. Every replica then reads, and `assign` returns, the combined value.
+  SUM with one Python number for every replica is TF's ValueError (`jdist.tf_compat.replica_updates`). With
+  NONE, replicas that assign different values keep their own copies, as TF's do: each replica reads its own in
+  the next `run`, `experimental_local_results` and the text list them, and outside `run` the first replica's
+  is read (`numpy()`, checkpoints); an assignment outside `run` makes them one value again.
 * SyncOnReadVariable: each replica keeps its own copy. Inside `run` a replica reads and assigns its copy; outside,
   a read combines the copies (SUM, MEAN, ONLY_FIRST_REPLICA; NONE: TF's ValueError). Every copy starts at the
   initial value, so a SUM variable reads `replicas x initial` (as TF's). Assigned outside `run`, each copy takes
@@ -20,12 +22,14 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jdist.strategy import context
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization, combine
 from jdist.strategy.values import PerReplica
+from jdist.tf_compat import replica_updates
 
 
 def _member(enum_type: type[enum.Enum], value: Any, what: str) -> Any:
@@ -73,6 +77,7 @@ class Distribution:
         self.synchronization = synchronization if self.on_read else VariableSynchronization.ON_WRITE
         self.aggregation = aggregation
         self.locals: Any = None  # ON_READ: the replicas' copies, stacked (PerReplica)
+        self.drifted: Any = None  # aggregation NONE: (the value held, the replicas' copies) after `run`
 
     @property
     def class_name(self) -> str:
@@ -90,6 +95,19 @@ class Distribution:
         if self.on_read or self.aggregation is VariableAggregation.NONE or not self.in_replica():
             return value
         return combine(jnp.asarray(value), self.aggregation)
+
+    def refuse_same_sum(self, value: Any) -> None:
+        """TF's ValueError for one Python value that a SUM MirroredVariable would add up over the replicas."""
+        if not self.on_read and self.aggregation is VariableAggregation.SUM and self.in_replica():
+            replica_updates.refuse_same_sum(value)
+
+    def drifted_copies(self, variable: Any) -> Any:
+        """The replicas' own copies of a NONE MirroredVariable, while it still holds what `run` left (None after
+        an assignment outside `run`)."""
+        if self.drifted is not None and self.drifted[0] is variable.value:
+            return self.drifted[1]
+        self.drifted = None
+        return None
 
     # --- SyncOnReadVariable: per-replica copies ---
     def start(self, value: Any) -> None:
@@ -129,6 +147,9 @@ class Distribution:
         """The replicas' values, in replica order (`experimental_local_results`)."""
         if self.on_read:
             return tuple(self.locals.values)
+        copies = self.drifted_copies(variable)
+        if copies is not None:
+            return tuple(copies.values)
         return tuple(variable.value for _ in range(self.strategy.num_replicas_in_sync))
 
 
@@ -147,16 +168,22 @@ def run_value(variable: Any, strategy: Any) -> Any:
     """What `strategy.run` hands the replica function for this variable: the copies, for an ON_READ one of
     `strategy` (each replica its own); None for any other."""
     distribution = getattr(variable, "_jdist_replication", None)
-    if distribution is None or not distribution.on_read or distribution.strategy is not strategy:
+    if distribution is None or distribution.strategy is not strategy:
         return None
-    return distribution.locals
+    return distribution.locals if distribution.on_read else distribution.drifted_copies(variable)
 
 
 def receive(variable: Any, new: Any) -> bool:
     """Takes the copies `strategy.run` returns for an ON_READ variable; False for any other variable."""
     distribution = getattr(variable, "_jdist_replication", None)
-    if distribution is None or not distribution.on_read:
+    if distribution is None:
         return False
+    if not distribution.on_read:  # a NONE MirroredVariable whose replicas assigned different values
+        if not (variable._jdist_drifts and isinstance(new, PerReplica) and new.is_stacked):
+            return False
+        variable._jdist_hold(jax.device_put(new.stacked[0], variable.value.sharding))
+        distribution.drifted = (variable.value, new)
+        return True
     if isinstance(new, PerReplica):
         distribution.locals = new
     else:  # every replica's copy came back the same

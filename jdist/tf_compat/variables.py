@@ -3,9 +3,13 @@
 Being a `keras.Variable` is what makes it work everywhere TF scripts use variables: created in
 `strategy.scope()` it is placed by the strategy (replicated: mirrored), `strategy.run` hands it to the
 compiled replica function and writes back what the function assigned (as for Keras models' weights,
-`jdist.interop.keras_run`), `tf.train.Checkpoint(epoch=v)` saves and restores it, and `assign` /
-`assign_add` / `assign_sub` (with TF's `read_value=False`), arithmetic operators and `trainable` are Keras's.
-TF's: `name` ('w:0'), `shape` (a `TensorShape`), `ref()`, truth and iteration over rows (a JAX array's
+`jdist.interop.keras_run`), `tf.train.Checkpoint(epoch=v)` saves and restores it; arithmetic operators and
+`trainable` are Keras's. `assign` / `assign_add` / `assign_sub` are TF's: `read_value=False`, TF's shape and
+dtype errors (`assign_checks`), an eager one returns TF's `UnreadVariable` (`unread_variable`), `v[1:3].assign`
+writes a slice (`sliced_assign`), and in the replicas of `strategy.run` a variable made outside the scope is
+updated by every replica in turn (`replica_updates`). TF's: `name` ('w:0', 'blk/w:0' in `tf.name_scope("blk")`),
+`shape` (a `TensorShape`; `shape=[None]` keeps unknown dimensions), `constraint`, `initial_value` (eagerly TF's
+RuntimeError), `ref()`, truth and iteration over rows (a JAX array's
 indexing never ends a Python iteration), Python floats given an integer dtype refused; `numpy()` is
 TF's (a numpy scalar of the declared dtype for a 0-d variable, `numpy.int64` for TF's int64 counters, which
 JAX holds in 32 bits unless `jax_enable_x64`: an initial value that does not fit is an error). `dtype` is
@@ -28,9 +32,17 @@ from jdist.input.tensor_spec import TensorShape
 from jdist.strategy import context, function_trace
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
 from jdist.strategy.devices import tf_device_name
-from jdist.tf_compat import distributed_variables, scatter_ops
+from jdist.tf_compat import (
+    assign_checks,
+    distributed_variables,
+    replica_updates,
+    scatter_ops,
+    sliced_assign,
+    unread_variable,
+)
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
+from jdist.tf_compat.name_scopes import get_current_name_scope
 from jdist.tf_compat.ops import check_python_value, convert_to_tensor
 from jdist.tfdata import operands
 from jdist.tfdata.structure import library_code
@@ -49,12 +61,24 @@ def variable_class() -> type:
         @property
         def name(self) -> str:
             """TF's: the name with its output index (`tf.Variable(1., name="w").name` is 'w:0')."""
-            return f"{self._name}:0"
+            return f"{self._jdist_scope}{self._name}:0"
+
+        _jdist_scope = ""  # the `tf.name_scope` it was made in ("blk/"), as TF's names show it
+        _jdist_declared_shape: Any = None  # `shape=` with unknown dimensions, `validate_shape=False`
+        constraint: Any = None  # TF's `constraint=`: Keras's optimizers apply it after each update, as TF's
+
+        @property
+        def initial_value(self) -> Any:
+            """TF 2.21's (observed): eagerly RuntimeError; None inside a `tf.function` (for a variable made
+            outside it)."""
+            if not (function_trace.active() or context.in_replica_context()):
+                raise RuntimeError("This property is not supported when eager execution is enabled.")
+            return None
 
         @property
         def shape(self) -> TensorShape:
             """TF's `TensorShape` (`as_list()`, `rank`), a tuple as Keras's."""
-            return TensorShape(self._shape)
+            return TensorShape(self._shape) if self._jdist_declared_shape is None else self._jdist_declared_shape
 
         def get_shape(self) -> TensorShape:
             return self.shape
@@ -68,6 +92,10 @@ def variable_class() -> type:
         def __bool__(self) -> bool:
             return bool(np.asarray(self.value))
 
+        def __getitem__(self, index: Any) -> Any:
+            """Keras's indexing; a slice read outside a traced function takes TF's `v[1:3].assign(...)`."""
+            return sliced_assign.slice_of(self, index, keras.Variable.__getitem__(self, index))
+
         def __iter__(self) -> Iterator[Any]:
             """TF's: the rows of the value (a 0-d variable is TF's TypeError)."""
             if not self._shape:
@@ -76,28 +104,39 @@ def variable_class() -> type:
 
         def assign(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
             check_python_value(value, numpy_dtype(self.dtype))
-            out = self._jdist_assign(value)
-            return out if read_value else None
+            user = not library_code(sys._getframe(1))
+            assign_checks.check(self, value, "assign", user)
+            out = self._jdist_assign(value, user)
+            return unread_variable.returned(self, out) if read_value else None
 
-        def _jdist_assign(self, value: Any) -> Any:
+        def _jdist_assign(self, value: Any, user: bool = False) -> Any:
             check = getattr(self, "_jdist_check_assign", None)  # a DVariable's: its layout is fixed, as TF's
             if check is not None:
                 check(value)
+            if self._jdist_declared_shape is not None:  # TF's `shape=[None]`: any such shape may be assigned
+                self._shape = tuple(np.shape(value))
             distribution = self._jdist_replication
             if distribution is not None:
                 if distribution.on_read and not distribution.in_replica():
                     distribution.cross_replica_assign(value)
                     return self._jdist_write_read_value()
+                distribution.refuse_same_sum(value)
                 value = distribution.combined(value)  # a MirroredVariable's aggregation, in a replica
+            elif user and (ctx := replica_updates.shared_replicas()) is not None:
+                value = replica_updates.last_replicas(ctx, convert_to_tensor(value))  # one variable, replicas in turn
             with _quiet_narrowing(self.dtype):
                 return super().assign(value)
 
         def assign_add(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
             check_python_value(value, numpy_dtype(self.dtype))
-            out = self._jdist_assign_add(value)
-            return out if read_value else None
+            user = not library_code(sys._getframe(1))
+            assign_checks.check(self, value, "assign_add", user)
+            if self._jdist_replication is not None:
+                self._jdist_replication.refuse_same_sum(value)
+            out = self._jdist_assign_add(value, user)
+            return unread_variable.returned(self, out) if read_value else None
 
-        def _jdist_assign_add(self, value: Any) -> Any:
+        def _jdist_assign_add(self, value: Any, user: bool = False) -> Any:
             distribution = self._jdist_replication
             if distribution is not None:
                 if distribution.on_read and not distribution.in_replica():
@@ -105,17 +144,24 @@ def variable_class() -> type:
                     return self._jdist_write_read_value()
                 with _quiet_narrowing(self.dtype):
                     return super().assign(self.value + convert_to_tensor(distribution.combined(value)))  # a list too
+            if user and (ctx := replica_updates.shared_replicas()) is not None:  # every replica's delta adds up
+                with _quiet_narrowing(self.dtype):
+                    return super().assign(self.value + replica_updates.every_replicas(ctx, convert_to_tensor(value)))
             with _quiet_narrowing(self.dtype):
                 return super().assign_add(value)
 
         def assign_sub(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
             check_python_value(value, numpy_dtype(self.dtype))
+            user = not library_code(sys._getframe(1))
+            assign_checks.check(self, value, "assign_sub", user)
             if self._jdist_replication is not None:
-                out = self._jdist_assign_add(-convert_to_tensor(value))
+                self._jdist_replication.refuse_same_sum(value)
+            if self._jdist_replication is not None or (user and replica_updates.shared_replicas() is not None):
+                out = self._jdist_assign_add(-convert_to_tensor(value), user)
             else:
                 with _quiet_narrowing(self.dtype):
                     out = super().assign_sub(value)
-            return out if read_value else None
+            return unread_variable.returned(self, out) if read_value else None
 
         def scatter_nd_update(self, indices: Any, updates: Any, use_locking: Any = None, name: Any = None) -> Any:
             """TF's: the elements at `indices` (rows of coordinates) take `updates`."""
@@ -153,6 +199,19 @@ def variable_class() -> type:
 
         def _jdist_receive(self, new: Any) -> bool:
             return distributed_variables.receive(self, new)
+
+        @property
+        def _jdist_drifts(self) -> bool:
+            """A MirroredVariable with aggregation NONE: replicas that assign it different values keep their own
+            copies (TF's), taken by `_jdist_receive`."""
+            distribution = self._jdist_replication
+            return distribution is not None and not distribution.on_read \
+                and distribution.aggregation is VariableAggregation.NONE
+
+        def _jdist_hold(self, value: Any) -> None:
+            """Sets the value without an assignment's rules (the first replica's copy of a drifted variable)."""
+            with _quiet_narrowing(self.dtype):
+                keras.Variable.assign(self, value)
 
         @property
         def _jdist_on_read(self) -> bool:
@@ -216,11 +275,12 @@ def variable_class() -> type:
                 return distributed_variables.show(self, self._jdist_replication, self._show)
             return self._show(self.name, np.asarray(self.numpy()))
 
-        def _show(self, name: str, value: np.ndarray) -> str:
+        def _show(self, name: str, value: np.ndarray, suffix: str = ":0") -> str:
             name = name[:-2] if name.endswith(":0") else name
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
             shown = "\n" + shown if "\n" in shown else shown  # TF's: a value of several lines starts on its own
-            return f"<tf.Variable '{name}:0' shape={tuple(self.shape)} dtype={self.dtype}, numpy={shown}>"
+            shape = tuple(self.shape)
+            return f"<tf.Variable '{name}{suffix}' shape={shape} dtype={self.dtype}, numpy={shown}>"
 
         __str__ = __repr__
 
@@ -229,6 +289,7 @@ def variable_class() -> type:
             if hasattr(keras.Variable, dunder):
                 setattr(TFVariable, dunder, _checked(op, getattr(keras.Variable, dunder), dunder.startswith("__r")))
     TFVariable.__name__ = TFVariable.__qualname__ = "Variable"
+    sliced_assign.install()
     return TFVariable
 
 
@@ -316,7 +377,7 @@ class _VariableType(type):
 
     def __call__(cls, initial_value: Any = None, trainable: bool | None = None, name: str | None = None,
                  dtype: Any = None, shape: Any = None, synchronization: Any = None, aggregation: Any = None,
-                 **ignored: Any) -> Any:
+                 constraint: Any = None, **ignored: Any) -> Any:
         if initial_value is None:
             raise ValueError("tf.Variable needs an initial_value")
         synchronization, aggregation = distributed_variables.parse(synchronization, aggregation)
@@ -340,6 +401,9 @@ class _VariableType(type):
         variable = function_trace.variable_created(make, value) if function_trace.active() else make()
         variable._jdist_created = next(_CREATED)  # TF lists a tape's watched variables in the order they were made
         variable._jdist_synchronization, variable._jdist_aggregation = synchronization, aggregation
+        variable.constraint = constraint
+        variable._jdist_scope = get_current_name_scope() + "/" if get_current_name_scope() else ""
+        variable._jdist_declared_shape = _unknown_shape(shape)
         # `extended.variable_created_in_scope`; a reference only, so checkpoints never walk into the strategy
         variable._jdist_strategy = weakref.ref(context.get_strategy())
         if strategy is not None:
@@ -351,6 +415,19 @@ class _VariableType(type):
                 if aggregation is not VariableAggregation.NONE:  # NONE has no read outside run (TF's error)
                     variable._jdist_write_read_value()
         return variable
+
+
+def _unknown_shape(shape: Any) -> TensorShape | None:
+    """`shape=tf.TensorShape([None])` (unknown dimensions): later assignments may change those dimensions, and
+    `shape` keeps showing the declared one, `TensorShape([None])`, as TF 2.21's (observed, with or without
+    `validate_shape=False`; `TensorShape(None)`, unknown rank, is not held by jdist's `TensorShape`). None for a
+    known shape."""
+    if shape is None:
+        return None
+    declared = TensorShape(shape)
+    if all(d is not None for d in declared):
+        return None
+    return declared
 
 
 def _narrowed(dtype: Any) -> bool:
