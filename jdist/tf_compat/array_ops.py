@@ -18,6 +18,7 @@ from jax.typing import DTypeLike
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import _index_dtype, convert_to_tensor, is_jax, xp
 from jdist.tf_compat.segment_ops import descending_order
+from jdist.tfdata import operands, tensor_text
 from jdist.typing import ShapeLike, Tensor, TensorLike
 
 
@@ -137,13 +138,37 @@ def broadcast_to(input: TensorLike, shape: ShapeLike, name: str | None = None) -
 
 
 def linspace(start: TensorLike, stop: TensorLike, num: int, name: str | None = None, axis: int = 0) -> Tensor:
-    """`num` evenly spaced values from `start` to `stop` inclusive; of ints float64, as TF's."""
-    first, last = convert_to_tensor(start), convert_to_tensor(stop)
-    dtype = np.result_type(first.dtype, last.dtype)
-    target = np.dtype(np.float64) if dtype.kind in "iub" else dtype
+    """`num` evenly spaced values from `start` to `stop` inclusive, as TF converts them (TF 2.21, observed):
+    `stop` takes `start`'s dtype (`tf.linspace(0.0, 250, 251)` is float32, not numpy's float64; a tensor of
+    another dtype is TF's ValueError, a Python float for an integer `start` its TypeError); an integer `start`
+    gives float64; `num` must be an integer."""
+    first = convert_to_tensor(start)
+    last = _converted_like(stop, first.dtype, "stop")
+    if isinstance(num, float) or np.dtype(getattr(num, "dtype", np.int32)).kind not in "iu":
+        raise TypeError(f"Argument `tensor` (name: num) must be of type integer. Received `tensor` = {num} of "
+                        f"dtype: <dtype: '{np.dtype(getattr(num, 'dtype', np.float32)).name}'>")
+    target = np.dtype(np.float64) if np.dtype(first.dtype).kind in "iub" else np.dtype(first.dtype)
     if is_jax(first, last):
         target = jax.dtypes.canonicalize_dtype(target)
     return xp(first, last).linspace(first, last, int(num), axis=axis).astype(target)
+
+
+def _shown(tensor: Tensor) -> str:
+    return tensor_text.tensor_repr(tensor) if isinstance(tensor, np.ndarray) else repr(tensor)
+
+
+def _converted_like(value: TensorLike, dtype: DTypeLike, arg: str) -> Tensor:
+    """TF's `convert_to_tensor(value, dtype=dtype)` for an op's second input: a tensor keeps its dtype or is TF's
+    ValueError, a numpy value is cast, a Python value converted (TF's TypeError where it cannot hold it)."""
+    if operands.is_tensor(value):
+        tensor = convert_to_tensor(value)
+        if np.dtype(tensor.dtype) != np.dtype(dtype):
+            raise ValueError(f"{arg}: Tensor conversion requested dtype {np.dtype(dtype).name} for Tensor with dtype "
+                             f"{np.dtype(tensor.dtype).name}: {_shown(tensor)}")
+        return tensor
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value).astype(dtype)
+    return convert_to_tensor(value, dtype=dtype)
 
 
 def meshgrid(*args: TensorLike, indexing: str = "xy", name: str | None = None) -> list[Tensor]:

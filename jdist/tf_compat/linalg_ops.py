@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.tf_compat import numpy_operands
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor, xp
@@ -61,7 +62,9 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False, transpose_b:
         if type(arg).__name__ == "SparseTensor":
             raise TypeError("tf.linalg.matmul takes dense tensors; for a tf.SparseTensor use "
                             "tf.sparse.sparse_dense_matmul(sp, dense)")
-    x, y = convert_to_tensor(a), convert_to_tensor(b)
+    # a numpy operand takes the other's dtype, as in TF
+    pair = numpy_operands.matched(a, b, "matmul", convert_to_tensor)
+    x, y = pair if pair is not None else (convert_to_tensor(a), convert_to_tensor(b))
     for arg, transpose, adjoint_, side in ((x, transpose_a, adjoint_a, "a"), (y, transpose_b, adjoint_b, "b")):
         if transpose and adjoint_:
             raise ValueError(f"Only one of `transpose_{side}` and `adjoint_{side}` can be True.")

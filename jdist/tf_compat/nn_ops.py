@@ -26,8 +26,18 @@ def log_softmax(logits: TensorLike, axis: int = -1, name: str | None = None) -> 
 
 
 def softmax(logits: TensorLike, axis: int = -1, name: str | None = None) -> Tensor:
+    """`exp(x - max) * (1 / sum(exp(x - max)))`, in TF's kernel's order (TF 2.21: softmax([1., 2.]) is
+    [0.26894143, 0.7310586]; the exponential of the log-softmax is a unit in the last place lower, 0.73105854)."""
     logits = convert_to_tensor(logits)
-    return xp(logits).exp(_log_softmax(logits, axis))
+    module = xp(logits)
+    shifted = logits - module.max(logits, axis=axis, keepdims=True)
+    if is_jax(logits):
+        powers = module.exp(shifted)
+        return powers / module.sum(powers, axis=axis, keepdims=True)
+    # numpy's float32 exp is a unit in the last place off (exp(-1)), TF's correctly rounded; TF's kernel
+    # multiplies by the sum's reciprocal (softmax([1., 3.]) is 0.11920291, not the quotient's 0.11920292)
+    powers = np.exp(shifted.astype(np.float64)).astype(shifted.dtype)
+    return powers * (np.asarray(1, powers.dtype) / powers.sum(axis=axis, keepdims=True))
 
 
 def relu(features: TensorLike, name: str | None = None) -> Tensor:

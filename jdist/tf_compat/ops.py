@@ -24,7 +24,7 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.errors import tf_type_name
-from jdist.tf_compat import kink_gradients
+from jdist.tf_compat import kink_gradients, numpy_operands
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
 from jdist.tfdata import operands
@@ -317,9 +317,13 @@ def _matching(x: TensorLike, y: TensorLike, op: str) -> tuple[Any, Any]:
     """TF's conversion of a binary op's operands: a Python value (number, list) takes the other operand's dtype
     (TF 2.21: `tf.maximum(0., [1, -1])` is float32, where numpy would promote to float64); a Python float that
     an integer operand cannot hold is TF's TypeError; two tensors of different dtypes are TF's
-    InvalidArgumentError (`jdist.tfdata.operands`)."""
+    InvalidArgumentError (`jdist.tfdata.operands`); a numpy operand as `jdist.tf_compat.numpy_operands`."""
     if operands.is_tensor(x) and operands.is_tensor(y):
         operands.check_pair(op, x, y)
+    # a numpy operand takes TF's dtype, not numpy's promotion
+    numpy_pair = numpy_operands.matched(x, y, op, convert_to_tensor)
+    if numpy_pair is not None:
+        return numpy_pair
     if _is_python(y) or not _is_python(x):
         first = convert_to_tensor(x)
         return first, _converted_to(y, first.dtype) if _is_python(y) else convert_to_tensor(y)
@@ -360,9 +364,15 @@ maximum, minimum, pow = _binary("maximum"), _binary("minimum"), _binary("power")
 matmul = _binary("matmul")
 
 
+def _float_tensor(value: Any) -> bool:
+    return operands.is_tensor(value) and np.dtype(numpy_dtype(value.dtype)).kind == "f"
+
+
 def divide(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-    """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21)."""
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21); a numpy operand of a float
+    tensor takes its dtype (TF 2.21: `tf.math.divide(tf.constant([1.]), np.array([2.]))` is float32)."""
+    pair = numpy_operands.matched(x, y, "divide", convert_to_tensor) if _float_tensor(x) or _float_tensor(y) else None
+    x, y = pair if pair is not None else (convert_to_tensor(x), convert_to_tensor(y))
     return xp(x, y).true_divide(x, y)
 
 
