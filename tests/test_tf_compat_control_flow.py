@@ -399,4 +399,5 @@ def test_logger_and_autograph_switches():
     def f(x):
         return x + 1
 
-    assert f(2) == 3 and tf.autograph.experimental.do_not_convert()(f) is f
+    # observed, TF 2.21: do_not_convert always wraps anew (do_not_convert()(f) is not f), the wrapper calls f
+    assert f(2) == 3 and tf.autograph.experimental.do_not_convert()(f)(2) == 3

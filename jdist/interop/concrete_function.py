@@ -9,7 +9,9 @@ dimensions, it is traced then (TF traces at `get_concrete_function`).
 The text forms (`pretty_printed_concrete_signatures()`, `function_type`, `print(concrete)`) are TF 2.21's
 (observed): `Input Parameters:` with each parameter's kind and `TensorSpec` / `Literal[2]` /
 `List[Literal[1], ...]` / `VariableSpec(...)`, `Output Type:`, and `Captures:` (the variables a traced program
-reads, by id, as TF's resource handles).
+reads, by id, as TF's resource handles). `structured_input_signature`, `structured_outputs`, `inputs`, `outputs`
+(`concrete_structure`), `variables`, `name` and `pretty_printed_signature()` are TF's too; `graph` is not (no TF
+graph exists).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 
 from jdist.errors import dtype_mismatch
 from jdist.input.tensor_spec import TensorSpec
+from jdist.interop import concrete_structure
 
 _OP_NUMBERS = itertools.count(1)
 
@@ -42,12 +45,66 @@ class ConcreteFunction:
 
     @property
     def structured_input_signature(self) -> tuple[tuple, dict]:
-        return self.args, self.kwargs
+        """TF's: every parameter bound (defaults too), a tensor as a TensorSpec named by its parameter."""
+        return concrete_structure.input_signature(self._signature, self.args, self.kwargs)
+
+    @property
+    def structured_outputs(self) -> Any:
+        """TF's output structure, a TensorSpec (shape and dtype) per tensor (`concrete_structure`)."""
+        return concrete_structure.output_specs(getattr(self.function, "_body", self.function.python_function),
+                                               self._signature, self._template)
+
+    @property
+    def outputs(self) -> list:
+        """TF's flat list of the output tensors (as TensorSpecs)."""
+        return [leaf for leaf in jax.tree.leaves(self.structured_outputs) if isinstance(leaf, TensorSpec)]
+
+    @property
+    def inputs(self) -> list:
+        """TF's flat list of the input tensors (as TensorSpecs named by parameter); TF also lists a resource
+        handle per captured variable, which a JAX program does not have (see `variables`)."""
+        return [leaf for leaf in jax.tree.leaves(self.structured_input_signature) if isinstance(leaf, TensorSpec)]
+
+    @property
+    def variables(self) -> tuple:
+        """TF's: the variables the traced program reads (known once traced)."""
+        program = self.function._programs.get(self._key())
+        return tuple(getattr(program, "captured", ()))
+
+    @property
+    def trainable_variables(self) -> tuple:
+        return tuple(v for v in self.variables if getattr(v, "trainable", True))
+
+    @property
+    def name(self) -> bytes:
+        """TF's name of the function's op, e.g. b'__inference_f_125'."""
+        return self._op.encode()
+
+    def pretty_printed_signature(self, verbose: bool = True) -> str:
+        """TF's text of this signature (as `pretty_printed_concrete_signatures()` gives each)."""
+        del verbose
+        self._fill_output_type()
+        args, kwargs = self._bind_names(self._examples())
+        return self.function.describe(*args, **kwargs)
+
+    def _fill_output_type(self) -> None:
+        """A signature never traced (unknown dimensions) takes its output type from `structured_outputs`."""
+        key = self._key()
+        if key not in self.function._outputs:
+            try:
+                self.function._outputs[key] = _value_text(self.structured_outputs)
+            except Exception:  # noqa: BLE001 - a body whose shapes cannot be traced keeps TF's "Unknown"
+                pass
+
+    def _key(self) -> Any:
+        args, kwargs = self._bind_names(self._examples())
+        return self.function.signature_key(args, kwargs)
 
     @property
     def function_type(self) -> str:
         """TF's one-line form, e.g. `(a: TensorSpec(shape=(), dtype=tf.string, name=None)) -> TensorSpec(...)`."""
         params = ", ".join(f"{name}: {_value_text(value)}" for name, value in self._template.items())
+        self._fill_output_type()
         args, kwargs = self._bind_names(self._examples())
         return f"({params}) -> {self.function.output_text(*args, **kwargs)}"
 

@@ -10,6 +10,11 @@ an int32 x: 4; a first call that makes variables traces twice). A signature whos
 or another trace compiles around it: there `strategy.run` compiles its replica function once, even when
 the body defines that function anew on each call (TF's multi-worker tutorial does), because the call
 runs under a `jdist.strategy.traced_functions.Site` kept for the function.
+
+The body is converted by AutoGraph first (`jdist.interop.autograph`; `autograph=False` keeps it as written, and
+`tf.config.run_functions_eagerly(True)` runs it unconverted, as TF does): an `if`/`while`/`for` on a tensor is
+traced as compiled control flow, both branches and a loop's body once, and TF's errors for branches or loop
+variables that disagree are raised, not hidden by running the body as Python.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import numpy as np
 from jdist import thread_stdout
 from jdist.input.tensor_spec import TensorSpec
 from jdist.interop import (
+    autograph,
     concrete_function,
     function_signature,
     graph_trace,
@@ -32,7 +38,7 @@ from jdist.interop import (
     keras_run,
 )
 from jdist.interop.trace_state import under_any_trace
-from jdist.strategy import context, function_trace, traced_functions
+from jdist.strategy import context, function_trace, python_control_flow, traced_functions
 from jdist.typing import PyTree
 
 _MAX_SIGNATURES = 32
@@ -132,6 +138,8 @@ class Function:
     def __init__(self, func: Callable, options: dict[str, Any]):
         self.python_function = func
         self.options = options
+        # AutoGraph (TF's default): `if`/loops on traced tensors in the body become compiled control flow
+        self._body = autograph.convert(func) if options.get("autograph", True) else func
         self._site = traced_functions.Site()
         # TF's signatures, first seen first: each one's arguments (arrays as TensorSpecs), for its texts
         self._signatures: collections.OrderedDict[Any, tuple[Any, Any]] = collections.OrderedDict()
@@ -168,18 +176,24 @@ class Function:
         for a signature TF traced before shows no `print` (TF prints while tracing only; `tf.print` and
         `tf.py_function` still print on every call)."""
         quiet = thread_stdout.captured() if not new and not _RUN_EAGERLY[0] else contextlib.nullcontext()
-        with traced_functions.active(self._site):
+        body = self.python_function if _RUN_EAGERLY[0] else self._body  # TF converts no eager call
+        with traced_functions.active(self._site), python_control_flow.autograph_status(
+                self.options.get("autograph", True)):
             if self._compiles():
                 program = self._program(args, kwargs, concrete, counted=not new)
                 if program is not _EAGER:
                     return program(args, kwargs)
                 with quiet:
-                    return self.python_function(*args, **kwargs)
+                    return body(*args, **kwargs)
             self._tracing_count += new and not _RUN_EAGERLY[0]  # TF counts no trace of an eager call
             with quiet:
                 if self._records_tape and not context.has_strategy() and not context.in_replica_context():
-                    return _run_outside_strategies(self.python_function, args, kwargs)
-                return self.python_function(*args, **kwargs)
+                    return _run_outside_strategies(body, args, kwargs)
+                return body(*args, **kwargs)
+
+    def signature_key(self, args: tuple, kwargs: dict) -> Any:
+        """The key of the program a call with these arguments (bound to the parameters) runs."""
+        return _signature(self._bound(args, kwargs))
 
     def _bound(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """The call's arguments as TF binds them: to the input_signature, or by position with defaults."""
@@ -218,15 +232,22 @@ class Function:
             return program
         try:
             with thread_stdout.captured() if counted else contextlib.nullcontext():
-                program = graph_trace.trace(self.python_function, args, kwargs, first=not self._programs,
+                program = graph_trace.trace(self._body, args, kwargs, first=not self._programs,
                                             shown=self._shown_shapes(args, kwargs))
             self._tracing_count += 0 if counted else program.traces
             self._outputs[key] = concrete_function.output_text(program.output_structure)
         except ValueError as error:
+            if autograph.is_error(error):  # TF's error for a converted statement (running as Python would hide it)
+                raise autograph.plain_error(error) from None
             if str(error).startswith("tf.function only supports singleton"):
                 raise
             program = _EAGER
-        except Exception:  # noqa: BLE001 - any failed trace: the body runs as Python (module docstring)
+        except Exception as error:  # noqa: BLE001 - any failed trace: the body runs as Python (module docstring)
+            if autograph.is_error(error):
+                raise autograph.plain_error(error) from None
+            symbolic = autograph.symbolic_numpy_error(error)  # `.numpy()` in the traced body: TF's error
+            if symbolic is not None:
+                raise symbolic from None
             program = _EAGER
         if program is _EAGER:
             self._tracing_count += not counted

@@ -38,6 +38,7 @@ _RUNS: list[RunExtension] = []
 _METHODS: dict[str, Callable[..., Any]] = {}
 # The module that registers each method: named in the error when it was not imported.
 PROVIDERS = {
+    "autograph": "jdist.interop.autograph",
     "distribute_dataset": "jdist.input.dataset",
     "distribute_datasets_from_function": "jdist.input.dataset",
     "layout_summary": "jdist.diagnostics.summary",
@@ -87,6 +88,11 @@ def run_guard() -> Iterator[None]:
         for extension in _RUNS:
             stack.enter_context(extension.guard())
         yield
+
+
+def registered(name: str) -> Callable[..., Any] | None:
+    """The registered implementation of `name`, or None where its provider was not imported."""
+    return _METHODS.get(name)
 
 
 def method(name: str) -> Callable[..., Any]:

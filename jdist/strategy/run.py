@@ -112,6 +112,7 @@ class ReplicaRun(StrategyFields):
         strategy = self._as_strategy()
         kwargs = dict(kwargs or {})
         fn = traced_functions.canonical(fn)  # inside a tf.function: the replica function of its first call
+        fn = python_control_flow.converted(fn)  # AutoGraph, as TF converts the replica function
         if context.in_replica_context():
             raise RuntimeError("strategy.run() cannot be called inside another run(); call the function directly.")
         claimed = extensions.claimed_run(fn)  # e.g. Keras models, optimizers, metrics used as TF uses variables

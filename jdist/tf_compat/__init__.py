@@ -30,6 +30,7 @@ from jdist import data as _data, layers as _layers, saved_model as _saved_model,
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.interop import (
     after_import as _after_import,
+    autograph as _autograph,
     keras_tf_steps as _keras_tf_steps,
     tf_function as _tf_function,
     traced_shapes as _traced_shapes,
@@ -216,7 +217,6 @@ from jdist.tf_compat.scatter_ops import (
 # isort: split
 from jdist.tf_compat import (
     debugging as _debugging,
-    predicates as _predicates,
     summary as _summary,
 )
 from jdist.tf_compat.clip_ops import clip_by_global_norm, clip_by_norm
@@ -336,8 +336,10 @@ config = _switches.config_namespace(experimental_connect_to_cluster=experimental
 # --- control flow, clipping, predicates, tf.debugging, tf.summary (names) ---
 debugging = Namespace("tf.debugging", **_debugging.NAMES)
 autograph = Namespace(
-    "tf.autograph", set_verbosity=_predicates.set_verbosity, get_verbosity=_predicates.get_verbosity,
-    experimental=Namespace("tf.autograph.experimental", do_not_convert=_predicates.do_not_convert),
+    "tf.autograph", set_verbosity=_autograph.set_verbosity, get_verbosity=_autograph.get_verbosity,
+    to_graph=_autograph.to_graph,
+    experimental=Namespace("tf.autograph.experimental", do_not_convert=_autograph.do_not_convert,
+                           set_loop_options=_autograph.set_loop_options),
 )
 summary = Namespace(
     "tf.summary", create_file_writer=_summary.create_file_writer, scalar=_summary.scalar,

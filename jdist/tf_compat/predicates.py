@@ -1,4 +1,4 @@
-"""`tf.Tensor`, `tf.is_tensor`, `tf.executing_eagerly`, `tf.get_logger` and `tf.autograph`'s switches.
+"""`tf.Tensor`, `tf.is_tensor`, `tf.executing_eagerly`, `tf.get_logger`.
 
 jdist's tensors are what its ops return: numpy arrays on the host (`tf.constant(1.)`, a `tf.data` map
 function), JAX arrays, and tracers inside compiled code. `isinstance(x, tf.Tensor)` is True for all of these
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -68,22 +67,3 @@ def executing_eagerly() -> bool:
 def get_logger() -> logging.Logger:
     """`tf.get_logger()`: Python's logger named "tensorflow", as TF's."""
     return logging.getLogger("tensorflow")
-
-
-_VERBOSITY = {"level": 0}
-
-
-def set_verbosity(level: int, alsologtostdout: bool = False) -> None:
-    """`tf.autograph.set_verbosity`: kept and unused; jdist has no AutoGraph (Python control flow on traced
-    values is the error it is in JAX: use tf.cond / tf.while_loop)."""
-    _VERBOSITY["level"] = int(level)
-
-
-def get_verbosity() -> int:
-    return _VERBOSITY["level"]
-
-
-def do_not_convert(func: Callable[..., Any] | None = None) -> Any:
-    """`tf.autograph.experimental.do_not_convert`: the function unchanged (jdist never converts); with no
-    function, the decorator itself (TF 2.21, observed)."""
-    return do_not_convert if func is None else func
