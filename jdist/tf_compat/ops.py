@@ -13,6 +13,7 @@ applies (int64 results become int32 unless `jax_enable_x64` is set).
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -24,7 +25,7 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.errors import tf_type_name
-from jdist.tf_compat import kink_gradients, numpy_operands
+from jdist.tf_compat import input_dtypes, kink_gradients, numpy_operands
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
 from jdist.tfdata import operands
@@ -94,7 +95,8 @@ def convert_to_tensor(value: TensorLike, dtype: DTypeLike | None = None, dtype_h
         return jnp.asarray(value, dtype=target)
     array = _host_array(value, target)
     if target is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic)):
-        array = array.astype(numpy_dtype(dtype_hint))
+        with contextlib.suppress(TypeError, ValueError):  # a hint is taken only where the value fits it (TF's)
+            array = _host_array(value, numpy_dtype(dtype_hint))
     return array
 
 
@@ -192,23 +194,19 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
     return xp(x).squeeze(x, axis=tuple(axis) if isinstance(axis, list) else axis)
 
 
-def _one_dtype(op: str, values: Sequence[TensorLike]) -> None:
-    """TF's rule for a list of inputs: every tensor among them has the first tensor's dtype (observed, TF 2.21:
-    `tf.concat([int32, float32], 0)` is "cannot compute ConcatV2 as input #1(zero-based) ...")."""
-    tensors: list[Any] = [v for v in values if operands.is_tensor(v)]
-    for v in tensors[1:]:
-        operands.check_pair(op, tensors[0], v)  # raises on another dtype, unless JAX narrowed one (its 32 bits)
-
-
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
-    _one_dtype("ConcatV2", values)
-    arrays = [convert_to_tensor(v) for v in values]
+    """`tf.concat`: the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
+    arrays = input_dtypes.matching("ConcatV2", values, convert_to_tensor)
     return xp(*arrays).concatenate(arrays, axis=axis)
 
 
 def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> ArrayLike:
-    _one_dtype("Pack", values)
-    arrays = [convert_to_tensor(v) for v in values]
+    """`tf.stack`: Python numbers alone are one list converted together (`stack([1, 2.0])` is float32, TF's);
+    otherwise the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
+    if all(isinstance(v, (bool, int, float)) for v in values):
+        arrays = list(convert_to_tensor(list(values)))
+    else:
+        arrays = input_dtypes.matching("Pack", values, convert_to_tensor)
     return xp(*arrays).stack(arrays, axis=axis)
 
 
@@ -372,6 +370,7 @@ def divide(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21); a numpy operand of a float
     tensor takes its dtype (TF 2.21: `tf.math.divide(tf.constant([1.]), np.array([2.]))` is float32)."""
     pair = numpy_operands.matched(x, y, "divide", convert_to_tensor) if _float_tensor(x) or _float_tensor(y) else None
+    pair = pair or input_dtypes.divide_operands(x, y, convert_to_tensor)  # one dtype, or TF's TypeError
     x, y = pair if pair is not None else (convert_to_tensor(x), convert_to_tensor(y))
     return xp(x, y).true_divide(x, y)
 
@@ -470,10 +469,11 @@ def add_n(inputs: Sequence[TensorLike], name: str | None = None) -> Tensor:
     inputs = list(inputs)
     if not inputs:
         raise ValueError("tf.add_n: `inputs` must hold at least one array (got an empty list)")
-    total = convert_to_tensor(inputs[0])
-    for value in inputs[1:]:
+    converted = input_dtypes.separately("AddN", inputs, convert_to_tensor)  # TF's dtypes for Python values
+    total = converted[0]
+    for value in converted[1:]:
         if np.shape(value) != np.shape(total):
             raise ValueError(f"tf.add_n: every input must have the same shape; got {np.shape(total)} and "
                              f"{np.shape(value)}")
-        total = total + convert_to_tensor(value)  # TF's dtypes for Python values; JAX adds no lists
+        total = total + value
     return total
