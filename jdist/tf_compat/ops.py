@@ -204,7 +204,8 @@ def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> A
     """`tf.stack`: Python numbers alone are one list converted together (`stack([1, 2.0])` is float32, TF's);
     otherwise the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
     if all(isinstance(v, (bool, int, float)) for v in values):
-        arrays = list(convert_to_tensor(list(values)))
+        numbers: Any = list(values)  # one nested list, as TF converts it
+        arrays = list(convert_to_tensor(numbers))
     else:
         arrays = input_dtypes.matching("Pack", values, convert_to_tensor)
     return xp(*arrays).stack(arrays, axis=axis)
