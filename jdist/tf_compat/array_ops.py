@@ -15,10 +15,10 @@ import jax
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.tf_compat.conversion import checked_tensor
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import _index_dtype, convert_to_tensor, is_jax, xp
 from jdist.tf_compat.segment_ops import descending_order
-from jdist.tfdata import operands, tensor_text
 from jdist.typing import ShapeLike, Tensor, TensorLike
 
 
@@ -153,19 +153,11 @@ def linspace(start: TensorLike, stop: TensorLike, num: int, name: str | None = N
     return xp(first, last).linspace(first, last, int(num), axis=axis).astype(target)
 
 
-def _shown(tensor: Tensor) -> str:
-    return tensor_text.tensor_repr(tensor) if isinstance(tensor, np.ndarray) else repr(tensor)
-
-
 def _converted_like(value: TensorLike, dtype: DTypeLike, arg: str) -> Tensor:
     """TF's `convert_to_tensor(value, dtype=dtype)` for an op's second input: a tensor keeps its dtype or is TF's
     ValueError, a numpy value is cast, a Python value converted (TF's TypeError where it cannot hold it)."""
-    if operands.is_tensor(value):
-        tensor = convert_to_tensor(value)
-        if np.dtype(tensor.dtype) != np.dtype(dtype):
-            raise ValueError(f"{arg}: Tensor conversion requested dtype {np.dtype(dtype).name} for Tensor with dtype "
-                             f"{np.dtype(tensor.dtype).name}: {_shown(tensor)}")
-        return tensor
+    if checked_tensor(value, np.dtype(dtype), f"{arg}: "):
+        return convert_to_tensor(value)
     if isinstance(value, (np.ndarray, np.generic)):
         return np.asarray(value).astype(dtype)
     return convert_to_tensor(value, dtype=dtype)

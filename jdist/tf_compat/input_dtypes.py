@@ -1,4 +1,4 @@
-"""How TF's eager ops give several inputs one dtype: `tf.concat`, `tf.stack`, `tf.add_n`, `tf.math.divide`.
+"""How TF's eager ops give several inputs one dtype: `tf.concat`, `tf.stack`, `tf.add_n`.
 
 jdist's host tensors are numpy arrays, whose own promotion would make `tf.stack([float32 tensor, 2])` float64.
 TF 2.21 (observed) takes the dtype of the first input that is already a tensor and converts the others to it: a
@@ -7,9 +7,8 @@ int64 `[2, 2]`), a Python value must fit ("Cannot convert [2.5] to EagerTensor o
 the first input's own dtype (`concat([[1], [2.0]])` is that TypeError, `concat([[1.0], [2]])` float32). Two
 tensors of different dtypes are TF's InvalidArgumentError (`jdist.tfdata.operands.check_pair`). `tf.add_n`
 converts each input alone (`add_n([float32 tensor, 2])`: "cannot compute AddN as input #1(zero-based) was
-expected to be a float tensor but is a int32 tensor"). `tf.math.divide` converts a Python divisor towards the
-dividend's dtype and then requires one dtype: "`x` and `y` must have the same dtype, got tf.int32 !=
-tf.float32." (`divide(int32 tensor, 2.5)`, and `divide(float32 tensor, int32 tensor)`).
+expected to be a float tensor but is a int32 tensor"; int32 and uint8 too). One dtype is
+`jdist.tfdata.operands.same_dtype`, as for the operators; `tf.math.divide` is `jdist.tf_compat.division`.
 """
 from __future__ import annotations
 
@@ -23,11 +22,14 @@ from jdist.tfdata import operands
 Convert = Callable[..., Any]  # `tf.convert_to_tensor(value, dtype=None)`
 
 
-def matching(op: str, values: Sequence[Any], to_tensor: Convert) -> list[Any]:
-    """`values` as TF's eager op `op` (its graph name, e.g. "ConcatV2") takes a list of one dtype."""
+def matching(op: str, values: Sequence[Any], to_tensor: Convert, name: str = "") -> list[Any]:
+    """`values` as TF's eager op `op` (its graph name, e.g. "ConcatV2") takes a list of one dtype (`name`: the
+    op's, which TF's error text ends with: "[Op:ConcatV2] name: concat")."""
     tensors = [v for v in values if operands.is_tensor(v)]
     for other in tensors[1:]:
-        operands.check_pair(op, tensors[0], other)
+        if not operands.same_dtype(tensors[0].dtype, other.dtype, tensors[0], other):
+            error = dtype_mismatch(op, 1, np.dtype(tensors[0].dtype).name, np.dtype(other.dtype).name)
+            raise type(error)(None, None, error.message + name)  # TF's text ends "name: concat"
     dtype = np.dtype(tensors[0].dtype) if tensors else None
     out = []
     for value in values:
@@ -49,32 +51,6 @@ def separately(op: str, values: Sequence[Any], to_tensor: Convert) -> list[Any]:
     out = [to_tensor(v) for v in values]
     first = np.dtype(out[0].dtype)
     for index, other in enumerate(out[1:], start=1):
-        if not _same(first, np.dtype(other.dtype), out[0], other):
+        if not operands.same_dtype(first, other.dtype, out[0], other):
             raise dtype_mismatch(op, index, first.name, np.dtype(other.dtype).name)
     return out
-
-
-def _same(a: np.dtype, b: np.dtype, x: Any, y: Any) -> bool:
-    """One dtype, or integers / floats JAX narrowed to 32 bits on the device (no 64-bit types without x64)."""
-    return a == b or (a.kind == b.kind and (operands.is_device_array(x) or operands.is_device_array(y)))
-
-
-def divide_operands(x: Any, y: Any, to_tensor: Convert) -> tuple[Any, Any] | None:
-    """`(x, y)` as TF's `tf.math.divide` takes a tensor and a Python number or another tensor, or TF's
-    TypeError; None where neither is a tensor or one is numpy (those keep their own rule)."""
-    if isinstance(x, (np.ndarray, np.generic)) and not operands.is_tensor(x):
-        return None
-    if isinstance(y, (np.ndarray, np.generic)) and not operands.is_tensor(y):
-        return None
-    if operands.is_tensor(x):
-        x = to_tensor(x)
-        y = to_tensor(y) if operands.is_tensor(y) else to_tensor(y, dtype_hint=np.dtype(x.dtype))
-    elif operands.is_tensor(y):
-        y = to_tensor(y)
-        x = to_tensor(x, np.dtype(y.dtype))  # a Python dividend must fit the tensor's dtype
-    else:
-        return None
-    dx, dy = np.dtype(x.dtype), np.dtype(y.dtype)
-    if not _same(dx, dy, x, y):
-        raise TypeError(f"`x` and `y` must have the same dtype, got tf.{dx.name} != tf.{dy.name}.")
-    return x, y

@@ -14,6 +14,7 @@ import jax.scipy.special as jsp
 import numpy as np
 import scipy.special as sp
 
+from jdist.tf_compat import binary_operands, division
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, require_float, xp
 from jdist.typing import ArrayLike, Tensor, TensorLike
@@ -51,7 +52,7 @@ def ceil(x: TensorLike, name: str | None = None) -> Tensor:
 
 def atan2(y: TensorLike, x: TensorLike, name: str | None = None) -> Tensor:
     """`tf.math.atan2(y, x)`: the angle of the point (x, y); `y` first, as TF's."""
-    y, x = convert_to_tensor(y), convert_to_tensor(x)
+    y, x = binary_operands.matching(y, x, "Atan2")
     require_float("tf.math.atan2", y, x)
     return xp(y, x).arctan2(y, x)
 
@@ -100,7 +101,7 @@ def log_sigmoid(x: TensorLike, name: str | None = None) -> Tensor:
 
 def xlogy(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     """`x * log(y)`, 0 where x is 0 (even where y is 0 or negative)."""
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    x, y = binary_operands.matching(x, y, "Xlogy")
     require_float("tf.math.xlogy", x, y)
     module = xp(x, y)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -108,24 +109,14 @@ def xlogy(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
 
 
 def squared_difference(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    x, y = binary_operands.matching(x, y, "SquaredDifference")
     difference = x - y
     return difference * difference
 
 
-def _true_divide_dtype(dtype: np.dtype) -> np.dtype:
-    """TF's `truediv` result: float64 for 32/64-bit ints, float32 for 8/16-bit ints, the dtype for floats."""
-    if dtype.kind in "iu":
-        return np.dtype(np.float64 if dtype.itemsize >= 4 else np.float32)
-    return dtype
-
-
 def truediv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
-    module = xp(x, y)
-    target = _true_divide_dtype(np.result_type(x.dtype, y.dtype))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return module.true_divide(x.astype(target), y.astype(target))
+    """`tf.math.truediv`: `y` converted towards `x`'s dtype, one dtype required (`jdist.tf_compat.division`)."""
+    return division.true_divide(*division.truediv_operands(x, y))
 
 
 def realdiv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
@@ -148,7 +139,7 @@ def _check_int_divisor(op: str, y: ArrayLike) -> None:
 
 def floordiv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     """`x // y`, rounding toward minus infinity (-7 // 2 is -4)."""
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    x, y = binary_operands.matching(x, y, "FloorDiv")
     _check_int_divisor("tf.math.floordiv", y)
     with np.errstate(divide="ignore", invalid="ignore"):
         return xp(x, y).floor_divide(x, y)
@@ -156,7 +147,7 @@ def floordiv(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
 
 def floormod(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
     """`x % y` with the divisor's sign (-7 mod 3 is 2, 7 mod -3 is -2), as Python's `%`."""
-    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    x, y = binary_operands.matching(x, y, "FloorMod")
     _check_int_divisor("tf.math.floormod", y)
     with np.errstate(divide="ignore", invalid="ignore"):
         return xp(x, y).mod(x, y)

@@ -13,9 +13,7 @@ applies (int64 results become int32 unless `jax_enable_x64` is set).
 """
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 import jax
@@ -25,91 +23,12 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.errors import tf_type_name
-from jdist.tf_compat import input_dtypes, kink_gradients, numpy_operands
+from jdist.tf_compat import binary_operands, division, input_dtypes, kink_gradients
+from jdist.tf_compat.conversion import check_python_value, constant, convert_to_tensor, is_jax, xp  # noqa: F401
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
-from jdist.tfdata import operands
-from jdist.tfdata.tensor_text import as_tf_numpy, dtype_name
+from jdist.tfdata.tensor_text import dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
-
-
-def is_jax(*values: object) -> bool:
-    """Whether any leaf of `values` is a JAX array, tracer or JAX-convertible object (a variable)."""
-    return any(isinstance(v, jax.Array) or hasattr(v, "__jax_array__") for v in jax.tree.leaves(values))
-
-
-def xp(*values: object) -> ModuleType:
-    """The array module for these inputs: `jax.numpy` if any is a JAX value, else numpy."""
-    return jnp if is_jax(*values) else np
-
-
-def check_python_value(value: object, dtype: np.dtype | None) -> None:
-    """TF's TypeError for Python numbers a dtype cannot hold exactly (observed, TF 2.21: `tf.constant(2.0,
-    dtype=tf.int32)`, `tf.Variable(1).assign(0.5)` and `tf.constant(1, dtype=tf.bool)` are "Cannot convert 2.0
-    to EagerTensor of dtype int32"), where a cast would silently drop the fraction. Numpy values are cast."""
-    if dtype is None or dtype.kind not in "iub" or not isinstance(value, (bool, int, float, complex, list, tuple)):
-        return
-    try:
-        array = np.asarray(value)
-    except ValueError:  # non-rectangular: the conversion itself says so
-        return
-    kind = array.dtype.kind if array.size else "i"  # `tf.constant([], tf.int32)` is TF's empty int32 tensor
-    if kind in "fc" or (dtype.kind == "b" and kind in "iu"):
-        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}; give "
-                        f"{'booleans' if dtype.kind == 'b' else 'integer values'}, or tf.cast a tensor to the dtype.")
-
-
-def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
-    """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
-    if dtype is not None:
-        check_python_value(value, dtype)
-        if dtype.kind in "iu" and isinstance(value, (int, list, tuple)) and not isinstance(value, bool):
-            return np.asarray(value).astype(dtype)  # TF wraps a Python int out of range (-1 as uint8 is 255)
-        with np.errstate(over="ignore"):  # TF: 1e40 as float32 is inf, silently
-            return np.asarray(value, dtype=dtype)
-    if isinstance(value, (np.ndarray, np.generic)):
-        array = np.asarray(value)
-        return as_tf_numpy(array)  # text as TF holds it: UTF-8 bytes in an object array (`tf.string`)
-    try:
-        array = np.asarray(value)
-    except ValueError as err:
-        if "inhomogeneous" not in str(err):
-            raise
-        raise ValueError("Can't convert non-rectangular Python sequence to Tensor. For rows of "
-                         "different lengths, use tf.ragged.constant.") from None
-    if array.dtype.kind in "SU":
-        return as_tf_numpy(array)
-    if array.dtype == np.float64:
-        return array.astype(np.float32)
-    if array.dtype == np.int64:
-        small = array.size == 0 or (array.min() >= np.iinfo(np.int32).min and array.max() <= np.iinfo(np.int32).max)
-        return array.astype(np.int32) if small else array
-    return array
-
-
-def convert_to_tensor(value: TensorLike, dtype: DTypeLike | None = None, dtype_hint: DTypeLike | None = None,
-                      name: str | None = None) -> ArrayLike:
-    """`tf.convert_to_tensor`: a JAX array for JAX values, else a numpy array with TF's dtypes."""
-    target = numpy_dtype(dtype)
-    if is_jax(value):
-        return jnp.asarray(value, dtype=target)
-    array = _host_array(value, target)
-    if target is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic)):
-        with contextlib.suppress(TypeError, ValueError):  # a hint is taken only where the value fits it (TF's)
-            array = _host_array(value, numpy_dtype(dtype_hint))
-    return array
-
-
-def constant(value: TensorLike, dtype: DTypeLike | None = None, shape: Sequence[int] | None = None,
-             name: str | None = None) -> ArrayLike:
-    """`tf.constant`: as `convert_to_tensor`; a scalar `value` with `shape` fills that shape."""
-    array = convert_to_tensor(value, dtype)
-    if shape is None:
-        return array
-    module = xp(array)
-    if array.size == 1:
-        return module.broadcast_to(module.reshape(array, ()), tuple(shape))
-    return module.reshape(array, tuple(shape))
 
 
 def cast(x: TensorLike, dtype: DTypeLike, name: str | None = None) -> Tensor:
@@ -196,7 +115,7 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
 
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
     """`tf.concat`: the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
-    arrays = input_dtypes.matching("ConcatV2", values, convert_to_tensor)
+    arrays = input_dtypes.matching("ConcatV2", values, convert_to_tensor, name)
     return xp(*arrays).concatenate(arrays, axis=axis)
 
 
@@ -207,7 +126,7 @@ def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> A
         numbers: Any = list(values)  # one nested list, as TF converts it
         arrays = list(convert_to_tensor(numbers))
     else:
-        arrays = input_dtypes.matching("Pack", values, convert_to_tensor)
+        arrays = input_dtypes.matching("Pack", values, convert_to_tensor, name)
     return xp(*arrays).stack(arrays, axis=axis)
 
 
@@ -308,35 +227,6 @@ def one_hot(indices: TensorLike, depth: int, on_value: TensorLike | None = None,
     return out if axis is None or axis == -1 else module.moveaxis(out, -1, axis)
 
 
-def _is_python(value: Any) -> bool:
-    return isinstance(value, (int, float, bool, list, tuple)) and not isinstance(value, np.generic)
-
-
-def _matching(x: TensorLike, y: TensorLike, op: str) -> tuple[Any, Any]:
-    """TF's conversion of a binary op's operands: a Python value (number, list) takes the other operand's dtype
-    (TF 2.21: `tf.maximum(0., [1, -1])` is float32, where numpy would promote to float64); a Python float that
-    an integer operand cannot hold is TF's TypeError; two tensors of different dtypes are TF's
-    InvalidArgumentError (`jdist.tfdata.operands`); a numpy operand as `jdist.tf_compat.numpy_operands`."""
-    if operands.is_tensor(x) and operands.is_tensor(y):
-        operands.check_pair(op, x, y)
-    # a numpy operand takes TF's dtype, not numpy's promotion
-    numpy_pair = numpy_operands.matched(x, y, op, convert_to_tensor)
-    if numpy_pair is not None:
-        return numpy_pair
-    if _is_python(y) or not _is_python(x):
-        first = convert_to_tensor(x)
-        return first, _converted_to(y, first.dtype) if _is_python(y) else convert_to_tensor(y)
-    second = convert_to_tensor(y)
-    return _converted_to(x, second.dtype), second
-
-
-def _converted_to(value: Any, dtype: Any) -> Any:
-    array = np.asarray(value)
-    if array.dtype.kind == "f" and np.dtype(dtype).kind in "iub":
-        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {np.dtype(dtype).name}")
-    return convert_to_tensor(value, dtype=dtype)
-
-
 # JAX values of these ops take TF's gradient at a tie (`kink_gradients`)
 _KINKED = {"maximum": kink_gradients.maximum, "minimum": kink_gradients.minimum, "abs": kink_gradients.absolute,
            "sign": kink_gradients.sign}
@@ -344,7 +234,7 @@ _KINKED = {"maximum": kink_gradients.maximum, "minimum": kink_gradients.minimum,
 
 def _binary(name: str):
     def op(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-        x, y = _matching(x, y, fn_name)
+        x, y = binary_operands.matching(x, y, fn_name)
         if fn_name in _KINKED and is_jax(x, y):
             return _KINKED[fn_name](x, y)
         return getattr(xp(x, y), fn_name)(x, y)
@@ -363,17 +253,10 @@ maximum, minimum, pow = _binary("maximum"), _binary("minimum"), _binary("power")
 matmul = _binary("matmul")
 
 
-def _float_tensor(value: Any) -> bool:
-    return operands.is_tensor(value) and np.dtype(numpy_dtype(value.dtype)).kind == "f"
-
-
 def divide(x: TensorLike, y: TensorLike, name: str | None = None) -> Tensor:
-    """`tf.divide` / `x / y`: true division (int32 / int32 is float64 in TF 2.21); a numpy operand of a float
-    tensor takes its dtype (TF 2.21: `tf.math.divide(tf.constant([1.]), np.array([2.]))` is float32)."""
-    pair = numpy_operands.matched(x, y, "divide", convert_to_tensor) if _float_tensor(x) or _float_tensor(y) else None
-    pair = pair or input_dtypes.divide_operands(x, y, convert_to_tensor)  # one dtype, or TF's TypeError
-    x, y = pair if pair is not None else (convert_to_tensor(x), convert_to_tensor(y))
-    return xp(x, y).true_divide(x, y)
+    """`tf.divide` / `tf.math.divide`: true division, operands as TF takes them (`jdist.tf_compat.division`)."""
+    x, y = division.divide_operands(x, y, named=name is not None)
+    return division.true_divide(x, y)
 
 
 class FloatOnlyError(InvalidArgumentError, TypeError):

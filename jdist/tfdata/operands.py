@@ -6,8 +6,10 @@ Observed in TF 2.21 (tests/test_tf_compat_operands.py):
   are int64 with int32 and float64 with float32 (numpy would promote silently);
 - a Python number, list or numpy value takes the tensor's dtype: `tf.constant([1., 2.]) + np.array([1., 2.])`
   and `- np.array([1, 2])` are float32, `tf.constant([1], tf.uint8) * 300` is uint8 44 (it wraps);
-- a Python float for an integer tensor is TypeError "Cannot convert 2.5 to EagerTensor of dtype int32" (2.0
-  too), and a list holding one is the InvalidArgumentError above ("... but is a float tensor");
+- a Python float (or a list of them) for an integer tensor is TypeError "Cannot convert 2.5 to EagerTensor of
+  dtype int32" (2.0 too); right of a tensor in `+` it is the InvalidArgumentError above ("... but is a float
+  tensor"), in `/` TypeError "`x` and `y` must have the same dtype, got tf.int32 != tf.float32." (as are two
+  tensors of different dtypes in `/`); a numpy value is cast, also float to int (`np.array([1.5]) + t` is 1);
 - true division of integers gives float32 for 8- and 16-bit ones, float64 for 32- and 64-bit ones.
 A device array (JAX's, what `strategy.run` returns) is a tensor too, but JAX holds 64-bit values in 32 bits, so
 a host tensor and a device array of one kind (int and int, float and float) are taken as they are. The rule is
@@ -57,22 +59,41 @@ def is_tensor(x: Any) -> bool:
         hasattr(x, "assign") and hasattr(x, "value") and hasattr(x, "dtype"))
 
 
-def converted(value: Any, dtype: Any, op: str) -> np.ndarray:
-    """`value` (a number, list or numpy value) as the other operand's `dtype`, or TF's error where TF refuses."""
+def converted(value: Any, dtype: Any, op: str, tensor_first: bool = False) -> np.ndarray:
+    """`value` (a number, list or numpy value) as the other operand's `dtype`, or TF's error where TF refuses
+    (`tensor_first`: the tensor is the left operand). Observed in TF 2.21: numpy values are cast (`int32 tensor +
+    np.array([1.5, 2.])` is `[2, 4]`); a Python float or list of floats for an integer tensor is TypeError
+    "Cannot convert 2.5 to EagerTensor of dtype int32", except right of a tensor in `+` (InvalidArgumentError
+    "cannot compute AddV2 ... but is a float tensor") and `/` ("`x` and `y` must have the same dtype, got
+    tf.int32 != tf.float32.")."""
     target = np.dtype(dtype)
     array = np.asarray(value)
-    if target.kind in "iub" and array.dtype.kind == "f":
-        if array.ndim == 0 and not isinstance(value, np.ndarray):
+    numpy = isinstance(value, (np.ndarray, np.generic))
+    if target.kind in "iub" and array.dtype.kind == "f" and not (numpy and target.kind in "iu"):
+        if tensor_first and op == "add" and not numpy:
+            raise dtype_mismatch(OPS.get(op, op), 1, target.name, "float32")
+        if tensor_first and op == "truediv" and not numpy:
+            raise _divide_mismatch(target, np.dtype(np.float32))
+        if not numpy:
             raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {target.name}")
-        got = "float32" if isinstance(value, (list, tuple)) else array.dtype.name  # a list of floats is float32
-        raise dtype_mismatch(OPS.get(op, op), 1, target.name, got)
+        raise dtype_mismatch(OPS.get(op, op), 1, target.name, array.dtype.name)
     if target.kind in "iub" and array.dtype.kind == "c" or target.kind == "b" and array.dtype.kind in "iuf":
         raise dtype_mismatch(OPS.get(op, op), 1, target.name, array.dtype.name)
     if array.dtype.kind in "OSU" or target.kind in "OSU":
         return array
-    with np.errstate(over="ignore"):  # TF wraps an integer that does not fit (uint8 300 is 44)
-        return array.astype(target) if array.dtype.kind in "iub" and target.kind in "iu" else \
+    with np.errstate(over="ignore", invalid="ignore"):  # TF wraps an integer that does not fit (uint8 300 is 44)
+        return array.astype(target) if numpy or (array.dtype.kind in "iub" and target.kind in "iu") else \
             np.asarray(value, dtype=target)
+
+
+def same_dtype(a: Any, b: Any, x: Any = None, y: Any = None) -> bool:
+    """Whether TF takes dtypes `a` and `b` (of tensors `x`, `y`) as one: equal (int32 and uint8, int32 and
+    int64 are not; TF 2.21's AddV2, AddN, ConcatV2 and divide refuse them, observed), or both text. A device array
+    (JAX holds 64-bit values in 32 bits, without x64) matches a tensor of its kind."""
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b or (a.kind in "OSU" and b.kind in "OSU"):
+        return True
+    return a.kind == b.kind and (is_device_array(x) or is_device_array(y))
 
 
 def check_pair(op: str, x: Any, y: Any) -> tuple[Any, Any]:
@@ -80,16 +101,20 @@ def check_pair(op: str, x: Any, y: Any) -> tuple[Any, Any]:
     x_tensor, y_tensor = is_tensor(x), is_tensor(y)
     if x_tensor and y_tensor:
         dx, dy = np.dtype(x.dtype), np.dtype(y.dtype)
-        if dx != dy and dx.kind not in "OSU" and dy.kind not in "OSU":
-            same_kind = dx.kind == dy.kind or {dx.kind, dy.kind} <= {"i", "u"}
-            if not (same_kind and (is_device_array(x) or is_device_array(y))):
-                raise dtype_mismatch(OPS.get(op, op), 1, dx.name, dy.name)
+        if dx.kind not in "OSU" and dy.kind not in "OSU" and not same_dtype(dx, dy, x, y):
+            if op == "truediv":  # TF 2.21: `int32 tensor / float32 tensor`
+                raise _divide_mismatch(dx, dy)
+            raise dtype_mismatch(OPS.get(op, op), 1, dx.name, dy.name)
         return x, y
     if x_tensor and convertible(y):
-        return x, converted(y, x.dtype, op)
+        return x, converted(y, x.dtype, op, tensor_first=True)
     if y_tensor and convertible(x):
         return converted(x, y.dtype, op), y
     return x, y
+
+
+def _divide_mismatch(a: np.dtype, b: np.dtype) -> TypeError:
+    return TypeError(f"`x` and `y` must have the same dtype, got tf.{a.name} != tf.{b.name}.")
 
 
 def convertible(value: Any) -> bool:
