@@ -157,7 +157,7 @@ def test_results_flow_into_the_next_run_and_keras_updates_stay_mirrored():
     for part in second.values:
         np.testing.assert_array_equal(np.asarray(part), [3.0, 5.0])
     assert isinstance(read, PerReplica) and [float(p) for p in read.values] == [30.0] * 8
-    assert float(v.numpy()) == 3.0 and v.value.sharding.is_fully_replicated
+    assert float(v.numpy()) == 3.0 and v.value().sharding.is_fully_replicated
 
 
 def test_run_in_a_tf_function():

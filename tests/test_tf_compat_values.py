@@ -133,7 +133,7 @@ def test_variable_is_mirrored_in_scope_and_updated_by_run():
     strategy = tf.distribute.MirroredStrategy()
     with strategy.scope():
         v = tf.Variable(1.0)
-        assert v.value.sharding.is_fully_replicated and len(v.value.sharding.device_set) == 8
+        assert v.value().sharding.is_fully_replicated and len(v.value().sharding.device_set) == 8
         # TF 2.21 (observed, 2 logical CPUs, in the scope and outside alike): MirroredVariable:{ a line per replica }
         assert repr(v).startswith("MirroredVariable:{\n  0: <tf.Variable 'Variable:0' shape=() dtype=float32, "
                                   "numpy=1.0>,\n  1: <tf.Variable 'Variable/replica_1:0' shape=() dtype=float32, "

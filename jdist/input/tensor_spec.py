@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jdist.errors import InvalidArgumentError
+from jdist.input.tensor_shape import TensorShape as TensorShape  # `tf.TensorShape`, read from here too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +29,8 @@ class TensorSpec:
     def __post_init__(self):
         # TF's forms: a list, a TensorShape (`as_list()`), None for an unknown rank (kept as None); TF's dtypes.
         shape = self.shape
+        if getattr(shape, "rank", 0) is None:  # TensorShape(None): kept as None
+            shape = None
         if shape is not None:
             dims = shape.as_list() if hasattr(shape, "as_list") else shape
             shape = tuple(None if d is None else int(d) for d in dims)
@@ -47,35 +50,6 @@ class TensorSpec:
             a is None or a == b for a, b in zip(self.shape, shape))
         return fits and np.dtype(getattr(value, "dtype", type(value))) == self.dtype
 
-
-class TensorShape(tuple):
-    """`tf.TensorShape`: a tuple of dimensions (None where unknown) with TF's `as_list`, `rank`, `dims`."""
-
-    def __new__(cls, dims: Any = ()):
-        if dims is None:
-            raise ValueError("TensorShape(None), a shape of unknown rank, is not provided: give the dimensions")
-        return super().__new__(cls, (None if d is None else int(d) for d in dims))
-
-    def as_list(self) -> list:
-        return list(self)
-
-    @property
-    def rank(self) -> int:
-        return len(self)
-
-    @property
-    def dims(self) -> list:
-        return list(self)
-
-    def is_fully_defined(self) -> bool:
-        return None not in self
-
-    def __repr__(self) -> str:
-        return f"TensorShape({list(self)})"
-
-    def __str__(self) -> str:
-        """TF's `print(t.shape)`: `(2, 3)`, `(None, 3)`, `()` (and `(2,)` for one dimension)."""
-        return tuple.__repr__(tuple(self))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,9 +35,11 @@ def _dims(shape: tuple) -> str:
 def check(variable: Any, value: Any, op: str, user: bool) -> None:
     """Raises TF's error where `variable.<op>(value)` is refused (see the module docstring). `user`: the call
     came from a script (Keras's and jdist's own assignments are checked for shape by `assign` only)."""
-    declared = tuple(variable.shape)
+    shape = getattr(variable, "_jdist_declared_shape", None)  # TensorShape(None) is false: compare with None
+    shape = variable.shape if shape is None else shape
+    declared = tuple(shape) if shape.rank is not None else None  # `shape=tf.TensorShape(None)`: any shape fits
     got = tuple(np.shape(value))
-    if not _shape_fits(declared, got) and (user or op == "assign"):
+    if declared is not None and not _shape_fits(declared, got) and (user or op == "assign"):
         if op == "assign":
             raise ValueError(f"Cannot assign value to variable ' {variable.name}': Shape mismatch.The variable shape "
                              f"{declared}, and the assigned value shape {got} are incompatible.")

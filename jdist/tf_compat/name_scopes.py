@@ -50,5 +50,6 @@ class name_scope:  # noqa: N801 (TF's name)
         return scope
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+                 traceback: TracebackType | None) -> bool:
         _STATE.scope = self._previous.pop()
+        return False  # TF's: errors pass through

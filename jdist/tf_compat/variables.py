@@ -13,8 +13,8 @@ RuntimeError), `ref()`, truth and iteration over rows (a JAX array's
 indexing never ends a Python iteration), Python floats given an integer dtype refused; `numpy()` is
 TF's (a numpy scalar of the declared dtype for a 0-d variable, `numpy.int64` for TF's int64 counters, which
 JAX holds in 32 bits unless `jax_enable_x64`: an initial value that does not fit is an error). `dtype` is
-Keras's string ("float32"), which compares equal to `tf.float32`. Needs Keras on JAX (`KERAS_BACKEND=jax`),
-as `tf.keras` does.
+TF's `tf.DType` and `value()` TF's method for a script's code (`variable_reads`). Needs Keras on JAX
+(`KERAS_BACKEND=jax`), as `tf.keras` does.
 """
 from __future__ import annotations
 
@@ -39,11 +39,13 @@ from jdist.tf_compat import (
     scatter_ops,
     sliced_assign,
     unread_variable,
+    variable_reads,
 )
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.name_scopes import get_current_name_scope
 from jdist.tf_compat.ops import check_python_value, convert_to_tensor
+from jdist.tf_compat.variable_handles import Reference, ResourceHandle
 from jdist.tfdata import operands
 from jdist.tfdata.structure import library_code
 from jdist.train import checkpoint as checkpoint_lib
@@ -57,6 +59,19 @@ def variable_class() -> type:
     class TFVariable(keras.Variable):  # type: ignore[misc, valid-type]
         def read_value(self) -> Any:
             return self.value
+
+        @property
+        def value(self) -> Any:
+            """Keras's property for library code; TF's method `v.value()` for a script's (`variable_reads`)."""
+            if library_code(sys._getframe(1)):
+                return keras.Variable.value.fget(self)
+            return variable_reads.value_method(self)
+
+        @property
+        def dtype(self) -> Any:
+            """Keras's name ("float32") for library code; TF's `tf.DType` for a script's (`variable_reads`)."""
+            name = keras.Variable.dtype.fget(self)
+            return name if library_code(sys._getframe(1)) else variable_reads.tf_dtype(name)
 
         @property
         def name(self) -> str:
@@ -78,10 +93,16 @@ def variable_class() -> type:
         @property
         def shape(self) -> TensorShape:
             """TF's `TensorShape` (`as_list()`, `rank`), a tuple as Keras's."""
-            return TensorShape(self._shape) if self._jdist_declared_shape is None else self._jdist_declared_shape
+            return self._jdist_shape(library_code(sys._getframe(1)))
 
         def get_shape(self) -> TensorShape:
-            return self.shape
+            return self._jdist_shape(library_code(sys._getframe(1)))
+
+        def _jdist_shape(self, library: bool) -> TensorShape:
+            declared = self._jdist_declared_shape  # Keras's code gets the current shape of an unknown rank one
+            if declared is None or (declared.rank is None and library):
+                return TensorShape(self._shape)
+            return declared
 
         def ref(self) -> Reference:
             """TF's hashable reference (variables are unhashable): `{v.ref(): ...}`, `ref.deref()`."""
@@ -126,6 +147,19 @@ def variable_class() -> type:
                 value = replica_updates.last_replicas(ctx, convert_to_tensor(value))  # one variable, replicas in turn
             with _quiet_narrowing(self.dtype):
                 return super().assign(value)
+
+        def _jdist_assign_traced_slice(self, whole: Any, read_value: bool) -> Any:
+            """A traced `v[i].assign(x)` (`sliced_assign`), `whole` the variable's new value: in a replica a
+            MirroredVariable's copy takes it unaggregated (TF's); elsewhere it is the script's `assign`."""
+            distribution = self._jdist_replication
+            if distribution is not None and not distribution.on_read and distribution.in_replica():
+                self._jdist_sliced_copies = True  # its replicas' copies may now differ (`_jdist_drifts`)
+                with _quiet_narrowing(self.dtype):
+                    out = keras.Variable.assign(self, whole)
+            else:
+                assign_checks.check(self, whole, "assign", True)
+                out = self._jdist_assign(whole, user=True)
+            return unread_variable.returned(self, out) if read_value else None
 
         def assign_add(self, value: Any, use_locking: Any = None, name: Any = None, read_value: bool = True) -> Any:
             check_python_value(value, numpy_dtype(self.dtype))
@@ -202,11 +236,13 @@ def variable_class() -> type:
 
         @property
         def _jdist_drifts(self) -> bool:
-            """A MirroredVariable with aggregation NONE: replicas that assign it different values keep their own
-            copies (TF's), taken by `_jdist_receive`."""
+            """A MirroredVariable with aggregation NONE (or any, once sliced in a replica): replicas that assign it
+            different values keep their own copies (TF's), taken by `_jdist_receive`."""
             distribution = self._jdist_replication
             return distribution is not None and not distribution.on_read \
-                and distribution.aggregation is VariableAggregation.NONE
+                and (distribution.aggregation is VariableAggregation.NONE or self._jdist_sliced_copies)
+
+        _jdist_sliced_copies = False  # a traced `v[i].assign` in a replica wrote its copies unaggregated
 
         def _jdist_hold(self, value: Any) -> None:
             """Sets the value without an assignment's rules (the first replica's copy of a drifted variable)."""
@@ -279,7 +315,8 @@ def variable_class() -> type:
             name = name[:-2] if name.endswith(":0") else name
             shown = repr(value.item()) if value.ndim == 0 else repr(value)
             shown = "\n" + shown if "\n" in shown else shown  # TF's: a value of several lines starts on its own
-            shape = tuple(self.shape)
+            declared = self._jdist_declared_shape
+            shape = declared if declared is not None and declared.rank is None else tuple(self.shape)  # `<unknown>`
             return f"<tf.Variable '{name}{suffix}' shape={shape} dtype={self.dtype}, numpy={shown}>"
 
         __str__ = __repr__
@@ -297,60 +334,6 @@ def variable_class() -> type:
 def _distributed_class(name: str) -> type:
     """`MirroredVariable` / `SyncOnReadVariable`: TF's type names for a variable made in a mirroring scope."""
     return type(name, (variable_class(),), {"__module__": __name__})
-
-
-class Reference:
-    """What `variable.ref()` gives: hashable by the variable's identity, `deref()` gives the variable back."""
-
-    def __init__(self, variable: Any):
-        self._variable = variable
-
-    def deref(self) -> Any:
-        return self._variable
-
-    def __hash__(self) -> int:
-        return id(self._variable)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Reference) and other._variable is self._variable
-
-    def __repr__(self) -> str:
-        return f"<Reference wrapping {self._variable!r}>"
-
-
-# TF's DataType numbers, as a handle shows them ("DType enum: 1" for float32).
-_DTYPE_ENUM = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6, "complex64": 8,
-               "int64": 9, "bool": 10, "bfloat16": 14, "uint16": 17, "complex128": 18, "float16": 19, "uint32": 22,
-               "uint64": 23}
-
-
-class ResourceHandle:
-    """What `print(variable.handle)` shows in TF 2.21 (observed): `tf.Tensor(<ResourceHandle(name="Variable/0",
-    ...)>, shape=(), dtype=resource)`, with the variable's layout when it is a DTensor variable."""
-
-    shape = ()
-    dtype = "resource"
-
-    def __init__(self, variable: Any):
-        self._variable = variable
-
-    def _text(self) -> str:
-        v = self._variable
-        dims = ",".join(str(d) for d in v.shape)
-        name = v.name.removesuffix(":0")  # TF's handle names the variable without its output index
-        return (f'<ResourceHandle(name="{name}/{getattr(v, "_jdist_created", 0)}", device="{v.device}", '
-                f'container="Anonymous", type="tensorflow::Var", dtype and shapes : "[ DType enum: '
-                f'{_DTYPE_ENUM.get(str(np.dtype(v.dtype)), 0)}, Shape: [{dims}] ]")>')
-
-    def _layout(self) -> str:
-        layout = getattr(self._variable, "_dtensor_layout", None)
-        return "" if layout is None else f', layout="{layout.to_string()}"'
-
-    def __str__(self) -> str:
-        return f"tf.Tensor({self._text()}{self._layout()}, shape=(), dtype=resource)"
-
-    def __repr__(self) -> str:
-        return f"<tf.Tensor: shape=(), dtype=resource, value={self._text()}{self._layout()}>"
 
 
 _CHECKED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lt", "le", "gt", "ge")
@@ -420,12 +403,12 @@ class _VariableType(type):
 def _unknown_shape(shape: Any) -> TensorShape | None:
     """`shape=tf.TensorShape([None])` (unknown dimensions): later assignments may change those dimensions, and
     `shape` keeps showing the declared one, `TensorShape([None])`, as TF 2.21's (observed, with or without
-    `validate_shape=False`; `TensorShape(None)`, unknown rank, is not held by jdist's `TensorShape`). None for a
-    known shape."""
+    `validate_shape=False`; `TensorShape(None)`, unknown rank, takes values of any rank and shows
+    `shape=<unknown>`). None for a known shape."""
     if shape is None:
         return None
     declared = TensorShape(shape)
-    if all(d is not None for d in declared):
+    if declared.rank is not None and all(d is not None for d in declared):
         return None
     return declared
 
