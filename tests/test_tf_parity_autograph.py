@@ -270,7 +270,10 @@ def test_autograph_false_keeps_python_semantics_and_to_graph_converts():
             return x
         return -x
 
-    assert tf.function(g, autograph=False)(tf.constant(-2.0)).numpy() == 2.0  # the body runs as Python
+    # observed, TF 2.21: unconverted, `if x > 0` on a traced tensor is TF's OperatorNotAllowedInGraphError
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError, match="as a Python `bool` is not allowed"):
+        tf.function(g, autograph=False)(tf.constant(-2.0))
+    assert tf.function(g, autograph=False)(-2.0).numpy() == 2.0  # a Python number: Python's `if`
     assert tf.autograph.to_graph(g)(-3) == 3  # observed, TF 2.21: a Python call of the converted function
     assert tf.autograph.to_graph(g)(tf.constant(-3)).numpy() == 3  # observed, TF 2.21
     wrapped = tf.autograph.experimental.do_not_convert(g)

@@ -10,8 +10,8 @@ The text forms (`pretty_printed_concrete_signatures()`, `function_type`, `print(
 (observed): `Input Parameters:` with each parameter's kind and `TensorSpec` / `Literal[2]` /
 `List[Literal[1], ...]` / `VariableSpec(...)`, `Output Type:`, and `Captures:` (the variables a traced program
 reads, by id, as TF's resource handles). `structured_input_signature`, `structured_outputs`, `inputs`, `outputs`
-(`concrete_structure`), `variables`, `name` and `pretty_printed_signature()` are TF's too; `graph` is not (no TF
-graph exists).
+(`concrete_structure`), `variables`, `captured_inputs`, `inference_fn`, `name` and `pretty_printed_signature()` are
+TF's too; `graph` lists the traced JAX program's operations (`concrete_graph`), not TF's.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from jdist.errors import dtype_mismatch
 from jdist.input.tensor_spec import TensorSpec
-from jdist.interop import concrete_structure
+from jdist.interop import concrete_graph, concrete_structure
 
 _OP_NUMBERS = itertools.count(1)
 
@@ -149,6 +149,7 @@ class ConcreteFunction:
                          f"{self.function_type}.")
 
     def __str__(self) -> str:
+        self._fill_output_type()
         args, kwargs = self._bind_names(self._examples())
         return "ConcreteFunction " + self.function.describe(*args, **kwargs)
 
@@ -161,9 +162,41 @@ class ConcreteFunction:
         return f"<ConcreteFunction {self.function_type} at 0x{id(self):X}>"
 
     @property
-    def graph(self) -> Any:
-        raise AttributeError("A jdist ConcreteFunction has no TF graph: its traced program is a JAX program; "
-                             "`jax.make_jaxpr(f.python_function)(*example_args)` shows its operations.")
+    def graph(self) -> concrete_graph.Graph:
+        """The traced program's operations as a graph (`concrete_graph`: JAX's operations, not TF's)."""
+        program = self.function._programs.get(self._key())
+        jaxpr = getattr(program, "jaxpr", None)
+        if jaxpr is None:
+            raise AttributeError(f"{self.function_type} has no traced program to show as a graph: this signature "
+                                 "runs its Python body on each call (string tensors, or a body jdist cannot "
+                                 "compile), so there are no operations to list.")
+        names = [name for name in self._template if name in self._tensors]
+        return concrete_graph.Graph(jaxpr, names)
+
+    @property
+    def captured_inputs(self) -> list:
+        """TF's captured inputs: one per variable the traced program reads (observed, TF 2.21: one for a function
+        reading one `tf.Variable`; TF lists its resource handle, jdist the variable itself)."""
+        return list(self.variables)
+
+    @property
+    def inference_fn(self) -> "AtomicFunction":
+        """TF's `AtomicFunction` of this signature: called with the input tensors, by position."""
+        return AtomicFunction(self)
+
+
+class AtomicFunction:
+    """`concrete.inference_fn`: the signature's program, called with its input tensors (TF's `AtomicFunction`)."""
+
+    def __init__(self, concrete: ConcreteFunction):
+        self._concrete = concrete
+        self.name = concrete.name
+
+    def __call__(self, *tensors: Any) -> Any:
+        return self._concrete(*tensors)
+
+    def __repr__(self) -> str:
+        return f"<AtomicFunction> {self.name.decode()}"
 
 
 def is_tensor_like(value: Any) -> bool:

@@ -8,7 +8,9 @@ Observed in TF 2.21 for `f(x, y=2)` returning `{"a": x * 2, "b": (x, y)}` and
 `((TensorSpec(shape=(None, 3), dtype=tf.float32, name='x'), 2), {})`; `structured_outputs` is a dict of
 tensors with shapes (None, 3), (None, 3) and () int32; `outputs` the flat list of the three. The output
 shapes come from tracing the body's shapes twice (`jax.eval_shape`, no program compiled, variables untouched
-under a `StatelessScope`): a dimension that follows an unknown input dimension is None.
+under a `StatelessScope`): a dimension that follows an unknown input dimension is None, and an output whose rank
+follows an input of unknown rank (traced as a scalar, then a vector) has an unknown shape (observed, TF 2.21:
+`a ** 2` for `TensorSpec(None)` gives `TensorSpec(shape=<unknown>, dtype=tf.float32)`).
 """
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ def output_specs(body: Any, signature: inspect.Signature, template: dict) -> Any
 
     def spec(a: Any, b: Any) -> Any:
         if isinstance(a, jax.ShapeDtypeStruct):
+            if len(a.shape) != len(b.shape):  # its rank follows an input of unknown rank: unknown too
+                return TensorSpec(None, np.dtype(a.dtype))
             return TensorSpec(tuple(x if x == y else None for x, y in zip(a.shape, b.shape)), np.dtype(a.dtype))
         if type(a) in _PY:
             return TensorSpec((), _PY[type(a)])
@@ -87,8 +91,10 @@ def _shapes(body: Any, signature: inspect.Signature, template: dict, size: int) 
 
 def _sized(value: Any, size: int) -> Any:
     if isinstance(value, TensorSpec):
-        if value.shape is None or np.dtype(value.dtype).kind in "OSU":
-            raise ValueError(f"structured_outputs needs a numeric spec of known rank; got {value!r}")
+        if np.dtype(value.dtype).kind in "OSU":
+            raise ValueError(f"structured_outputs needs a numeric spec; got {value!r}")
+        if value.shape is None:  # unknown rank: traced as a scalar, then as a vector (see `output_specs`)
+            return jax.ShapeDtypeStruct(() if size == 1 else (2,), value.dtype)
         return jax.ShapeDtypeStruct(tuple(size if d is None else d for d in value.shape), value.dtype)
     if hasattr(value, "shape") and hasattr(value, "dtype") and not hasattr(value, "assign"):
         return jax.ShapeDtypeStruct(tuple(np.shape(value)), np.dtype(value.dtype))

@@ -11,6 +11,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from jdist.input.tensor_spec import TensorSpec
 
@@ -69,7 +70,9 @@ def _cast(value: Any, spec: Any) -> Any:
         return {k: _cast(value[k], s) for k, s in spec.items()}
     if not isinstance(spec, TensorSpec) or not _is_plain(value):
         return value
-    if hasattr(value, "numpy"):  # a tensor: its dtype must be the spec's (TF converts only Python and numpy values)
+    if hasattr(value, "numpy") or isinstance(value, Tracer):
+        # a tensor (or one being traced: a GradientTape replaying its call): its dtype must be the spec's (TF
+        # converts only Python and numpy values)
         tensor = value
     else:
         try:

@@ -106,6 +106,7 @@ class Program:
         self._inputs, self._variables, self.captured = inputs, variables, captured
         self._updated, self._out_treedef, self._out_static = updated, out_treedef, out_static
         self.traces, self._key_orders = traces, key_orders
+        self.jaxpr: Any = None
         avals = iter(out_avals)
         self.output_structure = output_order.reordered(jax.tree.unflatten(out_treedef, [  # TF's "Output Type"
             _shape_of(next(avals)) if static is _DYNAMIC else static for static in out_static]), key_orders)
@@ -192,9 +193,11 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
         sys.stdout.write(printed.getvalue())
         known = arg_variables + captured
         updated = record.updated + [_index_of(v, known) for v in record.assigned_missing]
-        return Program(run, leaves, treedef, inputs, variables, captured, updated, record.out_treedef,
-                       record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1,
-                       record.key_orders)
+        program = Program(run, leaves, treedef, inputs, variables, captured, updated, record.out_treedef,
+                          record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1,
+                          record.key_orders)
+        program.jaxpr = closed  # its operations, for `ConcreteFunction.graph` (`concrete_graph`)
+        return program
     raise function_trace.NotTraceable("a body that reads new variables on every trace")
 
 
@@ -261,7 +264,8 @@ def _symbolic_printing(fn: Callable, args: tuple, kwargs: dict, record: "_TraceR
 
     def text(tracer: Any) -> str:
         dims = shapes.get(id(tracer), tracer.shape)
-        shape = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+        shape = (traced_shapes.UNKNOWN_RANK if dims is traced_shapes.UNKNOWN_RANK else
+                 "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")")
         return f'Tensor("{names.get(id(tracer), "traced")}:0", shape={shape}, dtype={np.dtype(tracer.dtype).name})'
 
     tracer_type = partial_eval.DynamicJaxprTracer

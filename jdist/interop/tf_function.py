@@ -14,7 +14,10 @@ runs under a `jdist.strategy.traced_functions.Site` kept for the function.
 The body is converted by AutoGraph first (`jdist.interop.autograph`; `autograph=False` keeps it as written, and
 `tf.config.run_functions_eagerly(True)` runs it unconverted, as TF does): an `if`/`while`/`for` on a tensor is
 traced as compiled control flow, both branches and a loop's body once, and TF's errors for branches or loop
-variables that disagree are raised, not hidden by running the body as Python.
+variables that disagree are raised, not hidden by running the body as Python. Neither is an unconverted `if` on a
+tensor (`autograph=False`: TF's OperatorNotAllowedInGraphError) nor a body that recurses on a tensor condition
+(RecursionError, as TF's trace fails). An argument with `__tf_tracing_type__` is keyed by its
+`tf.types.experimental.TraceType` (`trace_type`).
 """
 from __future__ import annotations
 
@@ -33,9 +36,13 @@ from jdist.interop import (
     autograph,
     concrete_function,
     function_signature,
+    graph_errors,
     graph_trace,
     keras_objects,
     keras_run,
+    symbolic_text,
+    trace_type,
+    traced_shapes,
 )
 from jdist.interop.trace_state import under_any_trace
 from jdist.strategy import context, function_trace, python_control_flow, traced_functions
@@ -44,6 +51,9 @@ from jdist.typing import PyTree
 _MAX_SIGNATURES = 32
 _EAGER = object()  # a signature whose trace stopped: its calls run the Python body
 _RUN_EAGERLY = [False]  # `tf.config.run_functions_eagerly`
+# TF's ValueError for a variable made in a later trace of a function whose first call made none (observed, TF
+# 2.21); where the first call made variables, a later trace that makes more is TF's "singleton" ValueError
+_NON_FIRST = "Creating variables on a non-first call to a function decorated with tf.function."
 # How a function's results are returned: `jdist.tf_compat` installs TF's rule (a Python number or bool returned
 # becomes a tensor, as a graph's outputs are); jdist's own `function` returns what the body returns.
 _OUTPUTS: list[Callable[[Any], Any]] = []
@@ -86,6 +96,8 @@ def _signature(value: Any) -> Any:
             keys.append(("value", "number", leaf))
         elif isinstance(leaf, (str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
+        elif trace_type.trace_key(leaf) is not None:  # an object naming its own `tf.types` TraceType
+            keys.append(trace_type.trace_key(leaf))
         elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
             keys.append(("iterator", type(leaf)))
         else:
@@ -95,7 +107,9 @@ def _signature(value: Any) -> Any:
 
 def _relaxed(key: Any, known: list) -> Any:
     """TF's `reduce_retracing`: a signature whose arrays differ from a known one's only in dimension sizes is
-    that one with those dimensions unknown (observed, TF 2.21: shapes (3,), (5,), (7,), (9,) trace twice)."""
+    that one with those dimensions unknown (observed, TF 2.21: shapes (3,), (5,), (7,), (9,) trace twice); in
+    rank, that one with an unknown shape (observed: (2,), (3,), (2, 2), (3, 3), (4, 5) trace three times, the
+    third showing `<unknown>`)."""
     for other in known:
         if not isinstance(other, tuple) or other[0] != key[0] or len(other[1]) != len(key[1]):
             continue
@@ -103,9 +117,12 @@ def _relaxed(key: Any, known: list) -> Any:
         for mine, theirs in zip(key[1], other[1]):
             if mine == theirs:
                 general.append(mine)
-            elif (mine[0] == theirs[0] == "array" and mine[2] == theirs[2] and mine[1] is not None
-                  and theirs[1] is not None and len(mine[1]) == len(theirs[1])):
-                general.append(("array", tuple(a if a == b else None for a, b in zip(mine[1], theirs[1])), mine[2]))
+            elif mine[0] == theirs[0] == "array" and mine[2] == theirs[2]:
+                if mine[1] is None or theirs[1] is None or len(mine[1]) != len(theirs[1]):
+                    general.append(("array", None, mine[2]))  # another rank: the rank unknown too (observed)
+                else:
+                    general.append(("array", tuple(a if a == b else None for a, b in zip(mine[1], theirs[1])),
+                                    mine[2]))
             else:
                 break
         else:
@@ -144,6 +161,8 @@ class Function:
         # TF's signatures, first seen first: each one's arguments (arrays as TensorSpecs), for its texts
         self._signatures: collections.OrderedDict[Any, tuple[Any, Any]] = collections.OrderedDict()
         self._tracing_count = 0
+        self._made_variables = False  # whether a trace made variables (TF's text for a later one differs)
+        self._recorded = False  # whether a GradientTape-recording body has run (`_run_recording`)
         self._programs: collections.OrderedDict[Any, Any] = collections.OrderedDict()
         self._outputs: dict[Any, str] = {}  # output type text per signature (TF's concrete-function texts)
         # A body that records a GradientTape itself (not through a function it passes to strategy.run) runs,
@@ -155,7 +174,9 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs = self._bound(args, kwargs)
         concrete = _signature((args, kwargs))  # the shapes and dtypes of this call: its program's key
-        new = self._note_signature(args, kwargs, concrete)
+        # an eager call (`tf.config.run_functions_eagerly(True)`) traces nothing: a later graph call of the same
+        # signature traces and prints (observed, TF 2.21: tracing count 0 after it, then 1)
+        new = not _RUN_EAGERLY[0] and self._note_signature(args, kwargs, concrete)
         count = self._tracing_count
         try:
             out = self._call(args, kwargs, concrete, new)
@@ -183,13 +204,30 @@ class Function:
                 program = self._program(args, kwargs, concrete, counted=not new)
                 if program is not _EAGER:
                     return program(args, kwargs)
-                with quiet:
+                shown = symbolic_text.arguments_shown_symbolic(self.python_function, args, kwargs) if new else quiet
+                with shown:  # the first run stands for TF's trace: its tensor arguments print as TF's
                     return body(*args, **kwargs)
             self._tracing_count += new and not _RUN_EAGERLY[0]  # TF counts no trace of an eager call
             with quiet:
                 if self._records_tape and not context.has_strategy() and not context.in_replica_context():
-                    return _run_outside_strategies(body, args, kwargs)
+                    return self._run_recording(body, args, kwargs, new)
                 return body(*args, **kwargs)
+
+    def _run_recording(self, body: Callable, args: tuple, kwargs: dict, new: bool) -> Any:
+        """A body recording a GradientTape (`_run_outside_strategies`). An optimizer that `apply_gradients` would
+        build (make its variables) on a later signature is TF's ValueError for variables made in a later trace
+        (observed, TF 2.21, function guide: `train_step(w, x, y, opt2)` after `train_step(w, x, y, opt1)` is the
+        "singleton" ValueError; the text for a function whose first call made none is `_NON_FIRST`)."""
+        objects = keras_objects.keras_objects(functools.partial(body, *args, **kwargs))  # its own, and passed ones
+        unbuilt = _unbuilt_optimizers(objects)
+        if unbuilt and new and self._recorded and not _RUN_EAGERLY[0]:
+            raise ValueError(function_trace.SINGLETON if self._made_variables else _NON_FIRST)
+        out = _run_outside_strategies(body, args, kwargs, objects)
+        self._recorded = True
+        built = any(getattr(o, "built", False) for o in unbuilt)
+        self._made_variables |= built
+        self._tracing_count += built and new and not _RUN_EAGERLY[0]  # TF traces a call that made variables twice
+        return out
 
     def signature_key(self, args: tuple, kwargs: dict) -> Any:
         """The key of the program a call with these arguments (bound to the parameters) runs."""
@@ -235,16 +273,24 @@ class Function:
                 program = graph_trace.trace(self._body, args, kwargs, first=not self._programs,
                                             shown=self._shown_shapes(args, kwargs))
             self._tracing_count += 0 if counted else program.traces
+            self._made_variables |= program.traces > 1  # a trace that made variables is traced twice
             self._outputs[key] = concrete_function.output_text(program.output_structure)
         except ValueError as error:
             if autograph.is_error(error):  # TF's error for a converted statement (running as Python would hide it)
                 raise autograph.plain_error(error) from None
             if str(error).startswith("tf.function only supports singleton"):
+                if self._programs and not self._made_variables:
+                    raise ValueError(_NON_FIRST) from None
                 raise
             program = _EAGER
+        except RecursionError:  # a body that calls itself on a tensor condition: TF's trace fails too (observed)
+            raise
         except Exception as error:  # noqa: BLE001 - any failed trace: the body runs as Python (module docstring)
             if autograph.is_error(error):
                 raise autograph.plain_error(error) from None
+            symbolic_bool = graph_errors.symbolic_bool_error(error)
+            if symbolic_bool is not None and not self.options.get("autograph", True):
+                raise symbolic_bool from None  # unconverted: `if tensor:` is TF's error, not Python control flow
             symbolic = autograph.symbolic_numpy_error(error)  # `.numpy()` in the traced body: TF's error
             if symbolic is not None:
                 raise symbolic from None
@@ -268,7 +314,8 @@ class Function:
             key = _signature((args, kwargs))
             if self.options.get("reduce_retracing"):
                 key = _relaxed(key, list(self._signatures))
-        return [leaf[1] if leaf[0] in ("array", "variable") else None for leaf in key[1]]
+        return [(traced_shapes.UNKNOWN_RANK if leaf[1] is None else leaf[1]) if leaf[0] in ("array", "variable")
+                else None for leaf in key[1]]
 
     def trace_only(self, *args: Any, **kwargs: Any) -> None:
         """Traces (compiles) this function for these example arguments without running it, as TF's
@@ -354,15 +401,21 @@ class Function:
         return self._tracing_count
 
 
-def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _run_outside_strategies(fn: Callable, args: tuple, kwargs: dict, objects: list) -> Any:
     """A `tf.function` whose own body records a `GradientTape`, called outside any strategy: TF's default
-    strategy runs it, here as one compiled program that reads and assigns the Keras objects' variables,
-    so the tape, `apply_gradients` and metric updates work as in TF (`strategy.run` does the same per
-    replica)."""
+    strategy runs it, here as one compiled program that reads and assigns the Keras objects' variables
+    (`objects`), so the tape, `apply_gradients` and metric updates work as in TF (`strategy.run` does the
+    same per replica)."""
     from jdist.strategy.default import default_strategy
 
-    objects = keras_objects.keras_objects(functools.partial(fn, *args, **kwargs))  # its own, and those passed to it
     return keras_run.run(default_strategy(), fn, args, kwargs, objects, compiled=True)
+
+
+def _unbuilt_optimizers(objects: list) -> list:
+    keras = keras_objects.jax_keras()
+    if keras is None:
+        return []
+    return [o for o in objects if isinstance(o, keras.optimizers.Optimizer) and not o.built]
 
 
 @overload

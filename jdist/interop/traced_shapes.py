@@ -25,16 +25,21 @@ class _Shown(threading.local):
 _SHOWN = _Shown()  # per thread: the parameter-server coordinator traces scheduled functions in threads
 
 
+# What a traced input shows where TF's trace knows not even its rank (`reduce_retracing` after calls of two
+# ranks, or `TensorSpec(None)`): TF prints `<unknown>` (observed, TF 2.21)
+UNKNOWN_RANK: Any = "<unknown>"
+
+
 class _ShownShape(TensorShape):
     """A traced input's shape: its traced dimensions, printed as TF's trace shows them."""
 
-    shown: tuple = ()
+    shown: Any = ()
 
     def __str__(self) -> str:
-        return tuple.__repr__(self.shown)
+        return UNKNOWN_RANK if self.shown is UNKNOWN_RANK else tuple.__repr__(self.shown)
 
     def __repr__(self) -> str:
-        return f"TensorShape({list(self.shown)})"
+        return "TensorShape(None)" if self.shown is UNKNOWN_RANK else f"TensorShape({list(self.shown)})"
 
 
 _ShownShape.__name__ = _ShownShape.__qualname__ = "TensorShape"  # `type(x.shape).__name__`, as TF's
@@ -52,15 +57,16 @@ def shown_as(shapes: dict[int, Any]) -> Iterator[None]:
 
 def _shape_of(tracer: Any, dims: tuple) -> TensorShape:
     shown = _SHOWN.stack[-1].get(id(tracer)) if _SHOWN.stack else None
-    if shown is None or tuple(shown) == tuple(dims):
+    if shown is None or (shown is not UNKNOWN_RANK and tuple(shown) == tuple(dims)):
         return TensorShape(dims)
     shape = _ShownShape(dims)
-    shape.shown = tuple(shown)
+    shape.shown = shown if shown is UNKNOWN_RANK else tuple(shown)  # pyright: ignore[reportAttributeAccessIssue]
     return shape
 
 
 def give_tracers_tensor_shape() -> None:
-    """Once `jdist.tf_compat` is imported (a TF port opted in): JAX tracers' `shape` is a `TensorShape`."""
+    """Once `jdist.tf_compat` is imported (a TF port opted in): JAX tracers' `shape` is a `TensorShape`, and their
+    `numpy` is TF's AttributeError for a symbolic tensor."""
     from jax._src import core as jax_core
 
     original = jax_core.Tracer.__dict__["shape"]
@@ -73,3 +79,15 @@ def give_tracers_tensor_shape() -> None:
 
     shape._jdist_tensor_shape = True  # pyright: ignore[reportFunctionMemberAccess]
     jax_core.Tracer.shape = property(shape)  # type: ignore[method-assign, assignment]
+    original_getattr = jax_core.Tracer.__getattr__
+
+    def attribute(self: Any, name: str) -> Any:
+        if name == "numpy":  # a traced (or leaked) tensor has no value: TF's text (observed, TF 2.21)
+            raise AttributeError(SYMBOLIC_NUMPY)
+        return original_getattr(self, name)
+
+    jax_core.Tracer.__getattr__ = attribute  # type: ignore[method-assign]
+
+
+# `x.numpy()` of a tensor of a trace, inside it or leaked out of it (TF's function guide: a global set in the body)
+SYMBOLIC_NUMPY = "'SymbolicTensor' object has no attribute 'numpy'"

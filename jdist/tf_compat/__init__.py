@@ -33,6 +33,7 @@ from jdist.interop import (
     autograph as _autograph,
     keras_tf_steps as _keras_tf_steps,
     tf_function as _tf_function,
+    trace_type as _trace_type,
     traced_shapes as _traced_shapes,
 )
 from jdist.interop.gradient_tape import GradientTape
@@ -338,9 +339,11 @@ debugging = Namespace("tf.debugging", **_debugging.NAMES)
 autograph = Namespace(
     "tf.autograph", set_verbosity=_autograph.set_verbosity, get_verbosity=_autograph.get_verbosity,
     to_graph=_autograph.to_graph,
+    to_code=_autograph.to_code,
     experimental=Namespace("tf.autograph.experimental", do_not_convert=_autograph.do_not_convert,
                            set_loop_options=_autograph.set_loop_options),
 )
+types = Namespace("tf.types", experimental=Namespace("tf.types.experimental", TraceType=_trace_type.TraceType))
 summary = Namespace(
     "tf.summary", create_file_writer=_summary.create_file_writer, scalar=_summary.scalar,
     histogram=_summary.histogram, text=_summary.text, record_if=_summary.record_if,
@@ -436,6 +439,7 @@ __all__ += [
 __all__ += ["bitcast", "complex", "dynamic_partition", "ensure_shape", "histogram_fixed_width", "image",
             "numpy_function", "py_function", "timestamp"]
 __all__ += ["experimental", "ragged", "strings", "test"]
+__all__ += ["types"]
 # --- end tf.image ... (__all__) ---
 # the namespaces' further names (jdist.tf_compat.namespace_additions)
 __all__ += ["RaggedTensorSpec", "audio", "bitwise", "lookup", "sets", "signal", "version",

@@ -19,6 +19,7 @@ from jdist.errors import (  # TF's classes live with jdist's other errors: lower
     UnavailableError,
     UnimplementedError,
 )
+from jdist.interop.graph_errors import OperatorNotAllowedInGraphError  # one type for tf.function too
 
 OutOfRangeError = StopIteration
 
@@ -69,8 +70,6 @@ class UnauthenticatedError(OpError):
     code = 16
 
 
-class OperatorNotAllowedInGraphError(TypeError):
-    """Python control flow on a traced tensor (TF's is a TypeError too, not an OpError)."""
 
 
 ERRORS = dict(OpError=OpError, NotFoundError=NotFoundError, AlreadyExistsError=AlreadyExistsError,

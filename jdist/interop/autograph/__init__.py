@@ -17,6 +17,7 @@ from jdist.interop.autograph.conversion import (
     get_verbosity,
     set_verbosity,
     symbolic_numpy_error,
+    to_code,
     to_graph,
 )
 from jdist.strategy import extensions
@@ -28,4 +29,4 @@ is_error = values.is_autograph_error
 plain_error = values.plain
 
 __all__ = ["ag__", "convert", "converted_call", "do_not_convert", "get_verbosity", "is_error", "plain_error",
-           "set_loop_options", "set_verbosity", "symbolic_numpy_error", "to_graph"]
+           "set_loop_options", "set_verbosity", "symbolic_numpy_error", "to_code", "to_graph"]

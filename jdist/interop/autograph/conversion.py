@@ -4,8 +4,9 @@ that shares the original's globals, closure cells and defaults.
 TF converts the user's functions a `tf.function` calls, recursively, and leaves library code, builtins and
 functions marked `tf.autograph.experimental.do_not_convert` as they are; so does `convert` here (a function
 from an installed package, the standard library or jdist itself runs as written). A function whose source is
-not available (a lambda, code made by `exec`, a generator) or that uses a construct the conversion does not
-handle also runs as written, as TF runs it after its warning "AutoGraph could not transform".
+not available (code made by `exec`, a generator, a lambda its line does not single out) or that uses a
+construct the conversion does not handle also runs as written, as TF runs it after its warning "AutoGraph could
+not transform".
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import types
 import weakref
 from typing import Any, Callable
 
+from jdist.interop import traced_shapes
 from jdist.interop.autograph import conditionals, loops, transformer, values
 from jdist.interop.autograph.analysis import Unsupported
 
@@ -33,6 +35,8 @@ _LIBRARY_ROOTS = tuple(dict.fromkeys(os.path.realpath(p) + os.sep for p in (
     sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 _VERBOSITY = [0]
+# where a tracer's `numpy` raises TF's AttributeError (`traced_shapes`): not the frame that asked for it
+_RAISES_NUMPY = os.path.realpath(traced_shapes.__file__)
 
 
 def set_verbosity(level: int, alsologtostdout: bool = False) -> None:
@@ -93,20 +97,67 @@ def convert(func: Any) -> Any:
     return built
 
 
+def _converted_tree(func: types.FunctionType) -> ast.FunctionDef:
+    """The `def` of `func` with its statements rewritten (`transformer`); raises where it cannot be."""
+    source = textwrap.dedent(inspect.getsource(func))
+    tree = ast.parse(source)
+    node = _lambda_def(func, tree) if func.__name__ == "<lambda>" else tree.body[0]
+    if not isinstance(node, ast.FunctionDef) or node.name != func.__name__:
+        raise Unsupported("source is not a plain `def`")
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
+        raise Unsupported("a generator")
+    node.decorator_list = []
+    first = node.args.posonlyargs + node.args.args
+    node = transformer.Expressions(first[0].arg if first else None).visit(node)
+    params = transformer._params(node.args)
+    node.body = transformer.Statements().function_body(node.body, params)
+    return node
+
+
+def _lambda_def(func: types.FunctionType, tree: ast.Module) -> ast.FunctionDef:
+    """A lambda as the `def` TF's AutoGraph converts it to: its expression returned. Its source line must hold
+    one lambda with its parameters (two alike on one line cannot be told apart, as TF cannot either)."""
+    code = func.__code__
+    params = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             and [a.arg for a in n.args.posonlyargs + n.args.args + n.args.kwonlyargs] == params
+             and n.lineno == 1]
+    if len(found) != 1:
+        raise Unsupported("a lambda that its source line does not single out")
+    return ast.FunctionDef(name=func.__name__, args=found[0].args, body=[ast.Return(found[0].body)],
+                           decorator_list=[], returns=None, lineno=1, col_offset=0)
+
+
+def to_code(entity: Any, recursive: bool = True, experimental_optional_features: Any = None) -> str:
+    """`tf.autograph.to_code`: the source of `entity` as AutoGraph converts it, a `def tf__<name>` whose
+    `if`/`while`/`for` call `ag__.if_stmt`, `ag__.while_stmt`, `ag__.for_stmt` (observed in TF 2.21: a str
+    with `ag__.if_stmt` for a function with an `if`). The calls are jdist's AutoGraph runtime's, so the text
+    is not TF's line for line. A function whose source is unavailable raises TF's error type, ValueError."""
+    del recursive, experimental_optional_features
+    func = getattr(entity, "python_function", entity)
+    func = getattr(func, "__func__", func)
+    if not isinstance(func, types.FunctionType):
+        raise ValueError(f"tf.autograph.to_code expects a Python function; got {entity!r}")
+    try:
+        node = _converted_tree(func)
+    except (OSError, TypeError, SyntaxError, Unsupported) as error:
+        raise ValueError(f"AutoGraph could not convert {func.__qualname__}: {error}") from None
+    if func.__name__ == "<lambda>":  # TF's text: `tf__lam = lambda x: ...` (observed, TF 2.21)
+        node.name = "tf__lam"
+        if len(node.body) == 1 and isinstance(node.body[0], ast.Return) and node.body[0].value is not None:
+            assign = ast.Assign([ast.Name("tf__lam", ast.Store())], ast.Lambda(node.args, node.body[0].value))
+            return ast.unparse(ast.fix_missing_locations(ast.Module([assign], []))) + "\n"
+    else:
+        node.name = f"tf__{func.__name__}"
+    return ast.unparse(ast.fix_missing_locations(node)) + "\n"
+
+
 def _convert_code(func: types.FunctionType) -> Any:
     try:
-        source = textwrap.dedent(inspect.getsource(func))
-        tree = ast.parse(source)
-        node = tree.body[0]
-        if not isinstance(node, ast.FunctionDef) or node.name != func.__name__:
-            raise Unsupported("source is not a plain `def`")
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(node)):
-            raise Unsupported("a generator")
-        node.decorator_list = []
-        first = node.args.posonlyargs + node.args.args
-        node = transformer.Expressions(first[0].arg if first else None).visit(node)
-        params = transformer._params(node.args)
-        node.body = transformer.Statements().function_body(node.body, params)
+        node = _converted_tree(func)
+        # named apart from the function: a body that calls itself by name (recursion) reads the global or
+        # closure binding, as the original does, not the factory's local definition
+        node.name = "ag__converted"
         freevars = list(func.__code__.co_freevars)
         factory = ast.FunctionDef(name="ag__factory", args=ast.arguments(
             posonlyargs=[], args=[ast.arg(n) for n in ["ag__"] + freevars], vararg=None, kwonlyargs=[],
@@ -117,7 +168,8 @@ def _convert_code(func: types.FunctionType) -> Any:
         ast.increment_lineno(module, func.__code__.co_firstlineno - 1)
         compiled = compile(module, func.__code__.co_filename, "exec")
         factory_code = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-        return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == func.__name__)
+        code = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == node.name)
+        return code.replace(co_name=func.__name__, co_qualname=func.__code__.co_qualname)
     except Exception as error:  # noqa: BLE001 - whatever stops the conversion: the function runs as written
         if _VERBOSITY[0]:
             print(f"AutoGraph could not transform {func.__qualname__} and will run it as-is: {error}",
@@ -156,14 +208,14 @@ def symbolic_numpy_error(error: BaseException) -> AttributeError | None:
     """TF's AttributeError for `tensor.numpy()` in the user's code of a traced function (observed in TF 2.21:
     "'SymbolicTensor' object has no attribute 'numpy'"), where JAX's tracer lacked it; None for other errors."""
     text = str(error)
-    if not isinstance(error, AttributeError) or "Tracer" not in text or not (
+    if not isinstance(error, AttributeError) or ("Tracer" not in text and "SymbolicTensor" not in text) or not (
             text.endswith("has no attribute numpy") or text.endswith("has no attribute 'numpy'")):
         return None
     caller = None  # the last frame outside the installed libraries (JAX's own frames come after it)
     frame = error.__traceback__
     while frame is not None:
         path = os.path.realpath(frame.tb_frame.f_code.co_filename)
-        if not path.startswith(_LIBRARY_ROOTS[:-1]):
+        if not path.startswith(_LIBRARY_ROOTS[:-1]) and path != _RAISES_NUMPY:
             caller = path
         frame = frame.tb_next
     if caller is None or caller.startswith(_LIBRARY_ROOTS[-1]):
