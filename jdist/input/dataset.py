@@ -54,6 +54,7 @@ from jdist.input.split import (
 from jdist.input.tensor_spec import Optional, per_replica_spec, spec_of_batch
 from jdist.strategy import extensions, function_trace
 from jdist.strategy.batch import place_rows
+from jdist.strategy.default import DefaultStrategy
 from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.typing import DatasetLike, PyTree
 
@@ -73,6 +74,8 @@ def distribute_dataset(strategy: Strategy, dataset: DatasetLike | FileSource,
         )
     if isinstance(dataset, DistributedDataset):
         raise TypeError("This dataset is already distributed; distribute the original dataset instead.")
+    if _default_keeps(strategy, dataset):
+        return dataset  # type: ignore[return-value]  # TF's default strategy: the dataset itself
     if not isinstance(dataset, FileSource):
         check_dataset(dataset)
     plan = replica_plan(strategy.mesh, strategy.data_axis)
@@ -105,9 +108,19 @@ def distribute_datasets_from_function(strategy: Strategy, dataset_fn: Callable[[
     else:
         contexts = [InputContext(plan.num_workers, plan.worker_index, n)]
     datasets = [dataset_fn(ctx) for ctx in contexts]
+    if len(datasets) == 1 and _default_keeps(strategy, datasets[0]):
+        return datasets[0]  # type: ignore[return-value]  # TF's default strategy: dataset_fn's dataset itself
     for ds in datasets:
         check_dataset(ds)
     return DistributedDataset(strategy, plan, options, _FUNCTION, datasets)
+
+
+def _default_keeps(strategy: Strategy, dataset: Any) -> bool:
+    """Whether the default strategy (`get_strategy()` outside any scope) hands a tf.data dataset back as it is,
+    as TF 2.21's does (observed: `experimental_distribute_dataset(ds) is ds`, and
+    `distribute_datasets_from_function` returns `dataset_fn`'s dataset; its elements are plain tensors). Other
+    sources (lists, grain, generators) are still distributed: jdist's own batches, with masks."""
+    return type(strategy) is DefaultStrategy and hasattr(dataset, "element_spec") and hasattr(dataset, "batch")
 
 
 def _requested_policy(options: InputOptions, dataset: Any) -> AutoShardPolicy:
@@ -244,11 +257,12 @@ class DistributedDataset:
         """Rows per replica in every batch (real examples plus padding); known after the first batch."""
         return self._layout.per_replica
 
-    def __len__(self) -> int:
-        length = dataset_length(self._datasets[0]) if self._mode == _GLOBAL else None
-        if length is None:
-            raise TypeError("The number of batches of this distributed dataset is not known in advance.")
-        return length
+    def known_length(self) -> int | None:
+        """The batches of one pass when the source knows them in advance, else None.
+
+        `len()` of a distributed dataset raises `TypeError`, as TF's does (TF 2.21, observed:
+        "object of type 'DistributedDataset' has no len()"); TF users read `cardinality` instead."""
+        return dataset_length(self._datasets[0]) if self._mode == _GLOBAL else None
 
     @property
     def cardinality(self) -> np.int64:

@@ -20,6 +20,7 @@ from jdist.strategy import (
     component_masks,
     context,
     dispatch,
+    even_rows,
     extensions,
     function_trace,
     leaf_checks,
@@ -155,6 +156,11 @@ class ReplicaRun(StrategyFields):
                 return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts)
             exposed = [i for i, e in enumerate(facts.exposed) if e]
             reads = [i for i, r in enumerate(facts.reads_row_count()) if r and i not in exposed]
+            trimmed = even_rows.trimmed_leaves(leaves, kinds, self.num_replicas_in_sync, self._counts) \
+                if exposed or reads else None
+            if trimmed is not None:  # equal real rows on every replica: the program on them alone (TF's values)
+                args, kwargs = jax.tree.unflatten(treedef, trimmed)
+                return self._run_compiled(fn, args, kwargs)
             if exposed or reads:
                 paths, row_count = _result_names(out_tree, exposed), _result_names(out_tree, reads)
                 why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "

@@ -28,8 +28,10 @@ import numpy as np
 
 from jdist.strategy import context
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization, combine
+from jdist.strategy.devices import tf_device_name
 from jdist.strategy.values import PerReplica
 from jdist.tf_compat import replica_updates
+from jdist.tf_compat.replica_variables import ReplicaVariable
 
 
 def _member(enum_type: type[enum.Enum], value: Any, what: str) -> Any:
@@ -78,6 +80,7 @@ class Distribution:
         self.aggregation = aggregation
         self.locals: Any = None  # ON_READ: the replicas' copies, stacked (PerReplica)
         self.drifted: Any = None  # aggregation NONE: (the value held, the replicas' copies) after `run`
+        self.replica_variables: tuple | None = None  # ON_WRITE: `experimental_local_results(v)`'s variables
 
     @property
     def class_name(self) -> str:
@@ -143,14 +146,44 @@ class Distribution:
         self.locals = self.strategy.experimental_distribute_values_from_function(
             lambda ctx: copies[ctx.replica_id_in_sync_group])
 
-    def components(self, variable: Any) -> tuple:
-        """The replicas' values, in replica order (`experimental_local_results`)."""
+    def copies(self, variable: Any) -> tuple:
+        """The replicas' values (arrays), in replica order."""
         if self.on_read:
             return tuple(self.locals.values)
         copies = self.drifted_copies(variable)
         if copies is not None:
             return tuple(copies.values)
-        return tuple(variable.value for _ in range(self.strategy.num_replicas_in_sync))
+        value, names = variable.value, self.strategy.extended.worker_devices
+        if not isinstance(value, jax.Array) or isinstance(value, jax.core.Tracer):  # pyright: ignore
+            return tuple(value for _ in names)
+        on_device = {tf_device_name(shard.device): shard.data for shard in value.addressable_shards}
+        if all(name in on_device for name in names):  # each replica's copy, already on its device
+            return tuple(on_device[name] for name in names)
+        return tuple(value for _ in names)
+
+    def components(self, variable: Any) -> tuple:
+        """`experimental_local_results(v)` and `v.values`: a MirroredVariable's per-replica variables
+        (`jdist.tf_compat.replica_variables`), a SyncOnReadVariable's copies (arrays)."""
+        if self.on_read:
+            return self.copies(variable)
+        if self.replica_variables is None:  # the same objects each time, as TF's
+            self.replica_variables = tuple(ReplicaVariable(variable, i)
+                                           for i in range(self.strategy.num_replicas_in_sync))
+        return self.replica_variables
+
+    def set_copy(self, variable: Any, index: int, value: Any) -> None:
+        """Replica `index`'s copy becomes `value` and the others stay (TF's assignment to one of
+        `experimental_local_results(v)`); replica 0's copy is the value `v` reads outside `run`."""
+        current = [np.asarray(c) for c in self.copies(variable)]
+        current[index] = np.asarray(value)
+        if index == 0:
+            variable._jdist_hold(current[0])
+        if all(np.array_equal(c, current[0]) for c in current[1:]):
+            self.drifted = None
+            return
+        copies = self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: jnp.asarray(current[ctx.replica_id_in_sync_group]))
+        self.drifted = (variable.value, copies)
 
 
 def show(variable: Any, distribution: Distribution, show_one: Any) -> str:
@@ -158,7 +191,7 @@ def show(variable: Any, distribution: Distribution, show_one: Any) -> str:
     ...>\\n}` (observed, TF 2.21)."""
     parts = []
     base = variable.name.removesuffix(":0")
-    for i, value in enumerate(distribution.components(variable)):
+    for i, value in enumerate(distribution.copies(variable)):
         name = base if i == 0 else f"{base}/replica_{i}"
         parts.append(f"  {i}: {show_one(name, np.asarray(value).astype(variable.dtype))}")
     return f"{distribution.class_name}:{{\n" + ",\n".join(parts) + "\n}"

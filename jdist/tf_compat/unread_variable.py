@@ -24,7 +24,7 @@ def _unread_class(base: type) -> type:
     def __repr__(self: Any) -> str:  # noqa: N807 (a dunder set on the class)
         distribution = getattr(self, "_jdist_replication", None)
         if distribution is not None and not distribution.on_read:
-            parts = [f"  {i}: {value!r}" for i, value in enumerate(distribution.components(self))]
+            parts = [f"  {i}: {value!r}" for i, value in enumerate(distribution.copies(self))]
             return "Mirrored:{\n" + ",\n".join(parts) + "\n}"
         return self._show("UnreadVariable", np.asarray(self.numpy()), suffix="")
 

@@ -208,10 +208,7 @@ class TrainerInput:
 
         known = steps
         if known is None and isinstance(dataset, DistributedDataset):
-            try:
-                known = len(dataset)
-            except TypeError:  # a stream of unknown length
-                known = None
+            known = dataset.known_length()  # None for a stream of unknown length
         return batches(), known
 
     # -------------------------------------------------------------- placement
