@@ -156,6 +156,9 @@ _OP_GENERATORS: dict[int, np.random.Generator] = {}
 def _host_only(name: str, seed: int | None) -> np.random.Generator:
     if is_jax(seed):
         raise ValueError(f"tf.random.{name}: `seed` must be a Python int (it draws on the host), got a JAX array")
+    in_dataset = seeding.op_generator(seed)  # inside a tf.data function: TF's per-pass sequence (seeding)
+    if in_dataset is not None:
+        return in_dataset
     if seed is None:
         return _GENERATOR[0]
     generator = _OP_GENERATORS.get(int(seed))

@@ -464,12 +464,12 @@ def counter(start: int = 0, step: int = 1, dtype: Any = np.int64, name: str | No
 
 def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None, name: str | None = None
            ) -> Dataset:
-    """Random int64 scalars forever (numpy's draws, reproducible from `seed`: not TF's numbers)."""
+    """Random int64 scalars in [0, 2**32) forever, as TF 2.21's (observed); numpy's draws, not TF's numbers."""
     base = seeding.op_seed(seed)
 
     def make(key: Key) -> Generated:
         rng = np.random.default_rng([base, *(key if rerandomize_each_iteration else ())])
-        return Generated(lambda: (np.int64(v) for v in iter(lambda: int(rng.integers(0, 1 << 63)), None)))
+        return Generated(lambda: (np.int64(v) for v in iter(lambda: int(rng.integers(0, 1 << 32)), None)))
     return dataset_class().range(1)._derive(make, INFINITE, lambda: structure.TensorSpec((), np.dtype(np.int64)),
                                              "RandomDataset")
 

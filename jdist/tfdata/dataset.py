@@ -29,7 +29,7 @@ import numpy as np
 
 import jdist.tfdata.spec as dataset_spec
 from jdist.strategy import function_trace
-from jdist.tfdata import combinators, files, grouping, saving, seeding, shape_inference, structure, user_functions
+from jdist.tfdata import combinators, compiled, files, grouping, mapping, saving, seeding, structure, user_functions
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
@@ -41,7 +41,7 @@ from jdist.tfdata._iterators import (
     window_permutation,
 )
 from jdist.tfdata.iterator import NumpyIterator, OwnedIterator
-from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN, Options
+from jdist.tfdata.options import INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
 
 Key = tuple
@@ -189,47 +189,19 @@ class Dataset(grain.IterDataset):
     # ---------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
             deterministic: bool | None = None, name: str | None = None) -> Dataset:
-        """`map_func` on each element (a tuple is spread into arguments), as TF; runs on the host, in numpy."""
-        if isinstance(map_func, grain.transforms.Map):  # grain's own loaders (Keras's adapter) map this way
-            transform = map_func
-
-            def apply(element: Any) -> Any:
-                return transform.map(element)
-        elif callable(map_func):
-            called = user_functions.quiet(map_func)  # its Python prints: once, at the trace below (TF's)
-
-            def apply(element: Any) -> Any:
-                out = structure.call(called, element)
-                # TF 2.21 (observed): a list returned by the function is a tuple of components (one inside a
-                # tuple stays one tensor)
-                return structure.normalize(tuple(out) if type(out) is list else out)
-        else:
-            raise TypeError(f"Dataset.map: `map_func` must be callable, got {type(map_func).__name__}")
-        threads = self._threads
-        if num_parallel_calls is not None and num_parallel_calls != 1:
-            threads = max(threads, 4 if num_parallel_calls == AUTOTUNE else _check_count("map", num_parallel_calls))
-
-        # TF traces the function now, once (observed): jdist.tfdata.user_functions
-        trace, traced_output, host = (None, None, []) if isinstance(map_func, grain.transforms.Map) else \
-            user_functions.trace_mapped(self, map_func)
-
-        def spec() -> Any:
-            with user_functions.silenced():  # TF's spec runs nothing: no print shows
-                out = shape_inference.mapped_spec(apply, trace, self.element_spec, self._elements((0,)),
-                                                  lambda: traced_output)
-            return out if trace is not None else user_functions.unknown_host_shapes(out, host)
-
-        kind = "MapDataset" if num_parallel_calls is None else "ParallelMapDataset"  # TF's class names
-        return self._derive(lambda key: self._build(key).map(apply), self._cardinality, spec, kind, threads,
-                            static=False)
+        """`map_func` on each element, as TF: traced once when the dataset is made (`jdist.tfdata.mapping`)."""
+        calls = None if num_parallel_calls is None else _check_count("map", num_parallel_calls)
+        return mapping.map_dataset(self, map_func, calls, deterministic, name)
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """The elements for which `predicate` is true (a boolean scalar)."""
         after = ", but its return type is {spec}."  # TF 2.21's text (observed); TF's trace, now:
-        called = user_functions.check_predicate(predicate, user_functions.input_spec_of(self), after)
+        input_spec = user_functions.input_spec_of(self)
+        called = user_functions.check_predicate(predicate, input_spec, after)
+        fast = compiled.compile_predicate(predicate, input_spec)  # TF runs the traced graph per element
 
         def keep(element: Any) -> bool:
-            return structure.verdict(called, element, after)
+            return fast(element) if fast is not None else structure.verdict(called, element, after)
         return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
                             lambda: self.element_spec, "FilterDataset")
 
@@ -464,10 +436,13 @@ class Dataset(grain.IterDataset):
         """Folds `reduce_func(state, element)` over one pass; the state a structure of tensors, as TF's (TF 2.21:
         `range(5).reduce(np.int64(0), add)` prints `tf.Tensor(10, shape=(), dtype=int64)`)."""
         state = structure.map_leaves(HostTensor.of, structure.normalize(initial_state))
-        user_functions.trace_fold(reduce_func, state, user_functions.input_spec_of(self))  # TF traces it once
+        input_spec = user_functions.input_spec_of(self)
+        user_functions.trace_fold(reduce_func, state, input_spec)  # TF traces it once
         called = user_functions.quiet(reduce_func)
+        fast = compiled.compile_fold(reduce_func, state, input_spec)  # TF runs the traced graph per element
         for element in self.begin_pass()[1]:
-            state = called(state, structure.map_leaves(HostTensor.of, element))
+            state = fast(state, element) if fast is not None else \
+                called(state, structure.map_leaves(HostTensor.of, element))
             state = structure.map_leaves(HostTensor.of, structure.normalize(state))
         return state
 

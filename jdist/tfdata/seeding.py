@@ -8,6 +8,10 @@ does, shuffles the same in every run, and its own `np.random` numbers stay as th
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+from typing import Any, Iterator
+
 import numpy as np
 
 _GLOBAL: list[int | None] = [None]
@@ -31,3 +35,66 @@ def op_seed(seed: int | None) -> int:
         _, keys, position, *_ = np.random.get_state()
         entropy = [*(int(k) for k in keys[:8]), int(position), _COUNT[0]]
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint64)[0] >> np.uint64(2))
+
+
+# ------------------------------------------------------------------ a tf.data function's random ops, per pass
+# TF 2.21 (observed): `range(4).map(lambda x: tf.random.uniform([], seed=1))` gives four different numbers, the
+# same four in every pass and in a new dataset with the same seeds (the op's state is made with each iterator
+# and moves on per element, also across a `repeat` inside the pass); unseeded, without a global seed, new
+# numbers each pass; after `tf.random.set_seed`, the same in every pass. (The numbers are numpy's, not TF's.)
+_DEFAULT_GRAPH_SEED = 87654321  # TF's global seed where only an op seed is given
+_LOCAL = threading.local()
+
+
+class PassRandom:
+    """The op-seeded generators of one pass of a `tf.data` function (`tf.random.uniform(..., seed=s)`)."""
+
+    def __init__(self) -> None:
+        self._generators: dict[Any, np.random.Generator] = {}
+        self._lock = threading.Lock()
+        self.drawn = False  # whether any draw was made (a trace then cannot be compiled: its draw is frozen)
+
+    def generator(self, seed: int | None) -> np.random.Generator:
+        with self._lock:
+            self.drawn = True
+            found = self._generators.get(seed)
+            if found is None:
+                if seed is None and _GLOBAL[0] is None:
+                    found = np.random.default_rng()  # fresh entropy: new numbers each pass, as TF's
+                else:
+                    base = _DEFAULT_GRAPH_SEED if _GLOBAL[0] is None else _GLOBAL[0]
+                    found = np.random.default_rng([base, 0 if seed is None else 1, 0 if seed is None else seed])
+                self._generators[seed] = found
+            return found
+
+
+@contextlib.contextmanager
+def drawing(table: PassRandom) -> Iterator[PassRandom]:
+    """While the block runs, this thread's `tf.random` op draws come from `table` (`op_generator`)."""
+    outer = getattr(_LOCAL, "table", None)
+    _LOCAL.table = table
+    try:
+        yield table
+    finally:
+        _LOCAL.table = outer
+
+
+def op_generator(seed: int | None) -> np.random.Generator | None:
+    """The generator for a `tf.random` op of `seed` inside a `tf.data` function's call (`drawing`), else None."""
+    table = getattr(_LOCAL, "table", None)
+    return None if table is None else table.generator(None if seed is None else int(seed))
+
+
+class PerPass:
+    """One `PassRandom` per pass of a dataset (its first key), the latest kept: the inner passes a `repeat`
+    makes continue its sequence."""
+
+    def __init__(self) -> None:
+        self._latest: tuple[Any, PassRandom] | None = None
+        self._lock = threading.Lock()
+
+    def of(self, key: tuple) -> PassRandom:
+        with self._lock:
+            if self._latest is None or self._latest[0] != key[:1]:
+                self._latest = (key[:1], PassRandom())
+            return self._latest[1]

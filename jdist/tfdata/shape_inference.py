@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from jdist.tfdata import structure, tensor_text
+from jdist.tfdata import seeding, structure, tensor_text
 
 _HOST_CALLS = "jdist.tf_compat.host_calls"  # where tf.py_function and tf.numpy_function are
 _ENSURED: list[dict[int, tuple]] = []  # while a map function is traced: id of a `tf.ensure_shape` output -> (it,
@@ -67,8 +67,10 @@ class Trace:
     """A map function traced by JAX on abstract inputs: its jaxpr, output shapes, and the shapes
     `tf.ensure_shape` asked for (None where it was not called on an output)."""
 
-    def __init__(self, closed: Any, shapes: list, asked: list):
+    def __init__(self, closed: Any, shapes: list, asked: list, host_random: bool = False):
         self.closed, self.shapes, self.asked = closed, shapes, asked
+        self.host_random = host_random  # a `tf.random` op drew on the host: its number is frozen in `closed`
+        self.host_calls = False  # it called a `tf.py_function` (set by `user_functions`)
 
 
 def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
@@ -80,8 +82,9 @@ def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
         raise TypeError("trace: text, or a component of unknown rank, cannot be traced")
     unknown = sum(d is None for s in specs for d in s.shape)
     symbols = iter(jax.export.symbolic_shape(",".join(f"d{i}" for i in range(unknown))) if unknown else ())
-    flat = [jax.ShapeDtypeStruct(tuple(next(symbols) if d is None else int(d) for d in s.shape),
-                                 jax.dtypes.canonicalize_dtype(np.dtype(s.dtype))) for s in specs]
+    with jax.enable_x64(True):
+        flat = [jax.ShapeDtypeStruct(tuple(next(symbols) if d is None else int(d) for d in s.shape),
+                                     jax.dtypes.canonicalize_dtype(np.dtype(s.dtype))) for s in specs]
 
     asked: list = []  # per output: the shape `tf.ensure_shape` gave it, or None
 
@@ -98,13 +101,16 @@ def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
 
     names: dict[int, tuple] = {}
     _ENSURED.append({})
+    # 64-bit on: the trace computes in the input's dtypes (int64 and float64 stay so), as the compiled
+    # per-element call does (jdist.tfdata.compiled)
     try:
-        with warnings.catch_warnings(), _symbolic(names):
+        with warnings.catch_warnings(), _symbolic(names), jax.enable_x64(True), \
+                seeding.drawing(seeding.PassRandom()) as draws:
             warnings.simplefilter("ignore")
             closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*flat)
     finally:
         _ENSURED.pop()
-    return Trace(closed, list(shapes), list(asked))
+    return Trace(closed, list(shapes), list(asked), draws.drawn)
 
 
 @contextlib.contextmanager

@@ -14,8 +14,9 @@ placeholder values of the input's spec (exact dtypes: its errors) and on abstrac
 text, not host-only ops); its Python prints go out once, and what TF only runs per element (`tf.print`,
 `tf.py_function`) is dropped; Keras variables are not assigned (a `StatelessScope`). The calls per element
 (`quiet`) then hold the function's Python prints back, while `tf.print` and `tf.py_function` still print. What a
-function does besides printing (a counter it increments) still happens on every call, at creation too: only
-compiling it would keep TF's "once" for that.
+function does besides printing (a counter it increments) happens at creation, and per element only where
+the map cannot run compiled (`jdist.tfdata.compiled`); a function that raises on any values (the JAX trace and
+the call on placeholders raise alike) raises at creation, as TF's (`staging`).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jdist import thread_stdout
-from jdist.tfdata import shape_inference, structure
+from jdist.tfdata import seeding, shape_inference, staging, structure
 
 _STATE = threading.local()
 
@@ -38,8 +39,19 @@ _STATE = threading.local()
 def tracing() -> bool:
     """Whether this thread is making a trace call: `tf.py_function` and `tf.numpy_function` then return
     placeholders of their `Tout` without calling their Python function (TF's trace does not run it: observed,
-    TF 2.21, a `py_function` counting its calls counts none when the dataset is made)."""
+    TF 2.21, a `py_function` counting its calls counts none when the dataset is made). Every such call asks:
+    counted (`_host_calls`), since a function that calls one cannot run compiled."""
+    _STATE.host_calls = getattr(_STATE, "host_calls", 0) + 1
     return getattr(_STATE, "depth", 0) > 0
+
+
+def _traced(fn: Callable[..., Any], input_spec: Any) -> Any:
+    """`shape_inference.trace(fn, input_spec)`, its `Trace` marked where `fn` called a `tf.py_function` or
+    `tf.numpy_function` (TF runs those per element: the trace is then not run compiled)."""
+    before = getattr(_STATE, "host_calls", 0)
+    out = shape_inference.trace(fn, input_spec)
+    out.host_calls = getattr(_STATE, "host_calls", 0) != before
+    return out
 
 
 def note_host_output(values: list) -> None:
@@ -64,6 +76,7 @@ class Call:
     def __init__(self, ok: bool, output: Any = None, error: BaseException | None = None):
         self.ok, self.output, self.error = ok, output, error
         self.host: list[bool] = []  # per output: a `tf.py_function`'s (set by `trace_map`)
+        self.trace_error: BaseException | None = None  # the JAX trace's error, where it raised (`trace_map`)
 
 
 _MISMATCH = re.compile(r"cannot compute (\w+) as input #1\(zero-based\) was expected to be a (\w+) tensor but is "
@@ -83,15 +96,20 @@ def graph_error(error: BaseException) -> TypeError | None:
                      f"{_GRAPH_NAMES.get(expected, expected)} of argument 'x'.")
 
 
-def _call_split(call: Callable[[], Any], host_calls: bool = False, graph_errors: bool = True
-                ) -> tuple[Call, str]:
+def _call_split(call: Callable[[], Any], host_calls: bool = False, graph_errors: bool = True,
+                stderr: bool = True) -> tuple[Call, str]:
     """`call()` with every print held back: its Python prints returned as text, what TF runs per element only
     (`tf.print` and `tf.py_function` print through `thread_stdout.shown`, to stdout or stderr) dropped.
     `host_calls`: `tf.py_function`s may call their function (on zeros, to learn their outputs' shapes).
-    `graph_errors`: an op on two dtypes raises TF's trace-time TypeError (`graph_error`) at once."""
+    `graph_errors`: an op on two dtypes raises TF's trace-time TypeError (`graph_error`) at once. `stderr`:
+    the streams replaced too (not in a JAX trace: a `tf.print` there keeps the stream it prints to per element;
+    this thread's Python prints are held back all the same)."""
     sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), thread_stdout.captured() as printed, \
-            (contextlib.nullcontext() if host_calls else _tracing()), _stateless():
+    with contextlib.redirect_stdout(sink) if stderr else contextlib.nullcontext(), \
+            contextlib.redirect_stderr(sink) if stderr else contextlib.nullcontext(), \
+            thread_stdout.captured() as printed, \
+            (contextlib.nullcontext() if host_calls else _tracing()), _stateless(), \
+            seeding.drawing(seeding.PassRandom()):  # a trace's draws move no sequence on (TF's do not)
         try:
             outcome = Call(True, output=call())
         except Exception as error:  # noqa: BLE001 (the caller decides what a failed trace means)
@@ -160,10 +178,13 @@ def trace_map(map_func: Callable[..., Any], input_spec: Any) -> tuple[shape_infe
             out = called.output
             called.host = [id(leaf) in host for leaf in structure.leaves(tuple(out) if type(out) is list else out)]
     for host_calls in (False, True):  # a py_function's output as a scalar first; else its shape from a call
-        outcome, traced_printed = _call_split(lambda: shape_inference.trace(map_func, input_spec), host_calls, False)
+        outcome, traced_printed = _call_split(lambda: _traced(map_func, input_spec), host_calls, False,
+                                              stderr=False)
         if outcome.ok:
             _show(traced_printed)
             return outcome.output, called
+        if not host_calls:
+            called.trace_error = outcome.error
     _show(printed)
     return None, called
 
@@ -191,6 +212,10 @@ def trace_mapped(dataset: Any, map_func: Callable[..., Any]) -> tuple[shape_infe
         raise InvalidArgumentError(None, None, "Length for attr 'output_types' of 0 must be at least minimum 1 (the "
                                                "`map` function returned None: return the element's new value)")
     if not outcome.ok:
+        error, abstract = outcome.error, outcome.trace_error
+        if trace is None and error is not None and abstract is not None and type(abstract) is type(error) \
+                and str(abstract) == str(error):
+            raise staging.staged(error) from error  # raised on any values, as TF's trace: at creation
         return trace, None, []
     out = outcome.output
     try:
@@ -273,3 +298,12 @@ def trace_dataset_function(dataset: Any, map_func: Callable[..., Any], what: str
         if outcome.ok and not hasattr(outcome.output, "element_spec"):
             raise not_a_dataset(what, outcome.output)
     return quiet(map_func)
+
+
+def trace_abstract(fn: Callable[..., Any], input_spec: Any) -> shape_inference.Trace | None:
+    """`fn` traced by JAX on `input_spec` (None where it cannot be), its prints held back: a second trace call,
+    after the one on placeholders showed them (`jdist.tfdata.compiled.compile_predicate`)."""
+    if input_spec is None:
+        return None
+    outcome, _ = _call_split(lambda: _traced(fn, input_spec), False, False, stderr=False)
+    return outcome.output if outcome.ok else None

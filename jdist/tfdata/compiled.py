@@ -1,0 +1,126 @@
+"""A `map` function run per element as TF runs it: the graph traced once, when the dataset is made.
+
+TF 2.21 (observed): `range(5).map(f)`, with `f` appending to a list or incrementing a counter, does so once,
+at `map`, and never while the dataset is iterated; a Python or numpy random number drawn in `f` is the same
+for every element and every pass (it was drawn at the trace). jdist traces the function by JAX when the
+dataset is made (`shape_inference.trace`, 64-bit on, so int64 and float64 compute as TF's); where that trace
+is a pure computation of the element, each element runs it compiled (one compilation per dataset, the element
+shapes being static), and the function's Python code runs no more. Where it is not — host-only parts
+(`tf.py_function`, `tf.numpy_function`, text), a `tf.random` op (TF draws per element: the Python path draws
+from `seeding`'s per-pass generators), a random key or a captured array (a variable TF reads when it runs),
+an unknown dimension, an output whose dtype differs from the call on placeholders — the Python function
+runs per element, as before. `filter`'s predicate and `reduce`'s function are run the same way.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.extend
+import numpy as np
+
+from jdist.tfdata import structure
+from jdist.tfdata.shape_inference import Trace
+
+# primitives whose per-element result TF computes afresh, or that call back into Python: never compiled here
+_UNCOMPILED = {"pure_callback", "io_callback", "random_bits", "random_seed", "random_wrap", "random_unwrap",
+               "random_fold_in", "random_split", "threefry2x32", "rng_bit_generator", "rng_uniform"}
+
+
+def _sub_jaxprs(params: dict) -> list:
+    found = []
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                found.append(inner)
+    return found
+
+
+def _pure(jaxpr: Any) -> bool:
+    """Whether `jaxpr` (and every jaxpr inside it) holds no primitive of `_UNCOMPILED`."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in _UNCOMPILED or any(not _pure(inner) for inner in _sub_jaxprs(eqn.params)):
+            return False
+    return True
+
+
+def _evaluate(jaxpr: Any, consts: Any, values: Any) -> list:
+    """`jaxpr` on `values`, nested jit calls inlined, each float division's divisor behind an optimization
+    barrier: XLA turns a division by a constant into a multiplication by its reciprocal, which rounds
+    differently (`3 / 255` in float32: 0.011764707, where TF 2.21 and numpy give 0.011764706, observed)."""
+    env: dict = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, values))
+
+    def read(var: Any) -> Any:
+        return var.val if isinstance(var, jax.extend.core.Literal) else env[var]
+
+    for eqn in jaxpr.eqns:
+        args = [read(v) for v in eqn.invars]
+        name = eqn.primitive.name
+        if name in ("pjit", "jit") and "jaxpr" in eqn.params:
+            inner = eqn.params["jaxpr"]
+            out = _evaluate(inner.jaxpr, inner.consts, args)
+        else:
+            if name == "div" and np.dtype(eqn.outvars[0].aval.dtype).kind in "fc":
+                args[1] = jax.lax.optimization_barrier(args[1])
+            out = eqn.primitive.bind(*args, **eqn.primitive.get_bind_params(eqn.params))
+            out = out if eqn.primitive.multiple_results else [out]
+        env.update(zip(eqn.outvars, out))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[Any], Any] | None:
+    """The function of `trace` as run per element (an element of `input_spec` in, `output`'s structure out),
+    or None where the Python function must run instead (see the module docstring). `output`: the function's
+    output on placeholder values, normalized (its dtypes and shapes are TF's)."""
+    if trace is None or trace.host_random or trace.host_calls or output is None:
+        return None
+    specs = structure.leaves(input_spec)
+    if any(not isinstance(s, structure.TensorSpec) or s.shape is None or any(d is None for d in s.shape)
+           for s in specs):
+        return None
+    closed = trace.closed
+    wanted = [np.asarray(leaf) for leaf in structure.leaves(output)]
+    avals = [v.aval for v in closed.jaxpr.outvars]
+    if len(avals) != len(wanted) or any(np.dtype(a.dtype) != w.dtype or tuple(a.shape) != w.shape
+                                        for a, w in zip(avals, wanted)):
+        return None
+    if any(isinstance(c, jax.Array) for c in closed.consts) or not _pure(closed.jaxpr):
+        return None
+    run = jax.jit(lambda *values: _evaluate(closed.jaxpr, closed.consts, values))
+    dtypes = [np.dtype(s.dtype) for s in specs]
+    cpu = jax.devices("cpu")[0]
+
+    def apply(element: Any) -> Any:
+        values = [np.asarray(v, dtype=d) for v, d in zip(structure.leaves(element), dtypes)]
+        with jax.enable_x64(True), jax.default_device(cpu):  # on the host, as TF's tf.data
+            out = run(*values)
+        it = iter(out)
+        return structure.map_leaves(lambda _: np.array(next(it)), output)  # writable host arrays, as TF's numpy()
+
+    return apply
+
+
+def compile_predicate(predicate: Callable[..., Any], input_spec: Any) -> Callable[[Any], bool] | None:
+    """`filter`'s predicate as run per element: compiled (`compile_map`) where its trace is a pure computation
+    of a boolean scalar, else None (the Python predicate then runs per element). TF 2.21 (observed): a counter
+    in a `filter` predicate counts 1 at `filter`, and no more while the dataset is iterated."""
+    from jdist.tfdata import user_functions
+
+    run = compile_map(user_functions.trace_abstract(predicate, input_spec), input_spec, np.zeros((), np.bool_))
+    return None if run is None else (lambda element: bool(run(element)))
+
+
+def compile_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:
+    """`reduce`'s `fn(state, element)` as run per element: compiled where its trace is a pure computation whose
+    new state has the initial state's dtypes and shapes, else None. TF 2.21 (observed): a counter in a `reduce`
+    function counts 1 (its trace), whatever the number of elements."""
+    from jdist.tfdata import user_functions
+
+    if input_spec is None:
+        return None
+    state_spec = structure.spec_of(state)
+    both = (state_spec, input_spec)
+    run = compile_map(user_functions.trace_abstract(fn, both), both, structure.placeholder(state_spec))
+    return None if run is None else (lambda current, element: run((current, element)))
