@@ -35,6 +35,7 @@ from jdist.interop import (
     keras_backup,
     keras_dispatch,
     keras_epochs,
+    keras_optimizer_scope,
     keras_replica_batch_norm,
     keras_replica_gradients,
     keras_replica_losses,
@@ -99,6 +100,7 @@ def strategy_distribution(strategy: Strategy) -> Any:
         keras_replica_batch_norm.install(lambda d: isinstance(d, _distribution_class()))  # each replica's statistics
         keras_replica_losses.install(lambda d: isinstance(d, _distribution_class()))  # add_loss once per replica
         keras_replica_gradients.install(lambda d: isinstance(d, _distribution_class()))  # each replica's gradients
+        keras_optimizer_scope.install()  # an optimizer made in the scope makes its slots there (TF's error)
     return cached
 
 

@@ -21,14 +21,14 @@ each chunk, `jax.vmap` over the replicas where the chunks are equal) in a jdist 
 loss scaling is TF's (`keras_replica_rules.install_loss_scaling`), and the optimizer is applied to them under
 `jax.vmap` over the replicas with `keras_replica_rules`' rule: Keras's own clipping per replica, then the sum
 before the update step (the rule `strategy.run`'s custom loops use). The logged loss is TF's loss tracker's:
-the replicas' unscaled losses weighed by their rows. Metrics and the model's state stay those of the
-whole-batch step.
+the replicas' unscaled losses weighed by their rows. The model runs once per replica's rows in such a step (its
+outputs feed the metrics, its state is the first replica's): Keras's own whole-batch pass is not run as well.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from jdist.input.split import chunk_sizes, chunk_starts
 from jdist.interop import keras_replica_means, keras_replica_rules
@@ -51,8 +51,7 @@ def install(is_strategy_distribution: Callable[[Any], bool]) -> None:
         if strategy is None or not (clips(self.optimizer) or computes_below_variables(self)
                                     or own_loss_is_scalar(self, state, data)):
             return original(self, state, data)
-        with _per_replica(self, strategy, state, data):
-            return original(self, state, data)
+        return per_replica_train_step(self, strategy, state, data)
 
     train_step._jdist_replica_gradients = True  # pyright: ignore[reportAttributeAccessIssue]
     JAXTrainer.train_step = train_step
@@ -126,67 +125,72 @@ def _strategy(is_strategy_distribution: Callable[[Any], bool]) -> Any:
 
 
 @contextlib.contextmanager
-def _per_replica(model: Any, strategy: Any, state: Any, data: Any) -> Iterator[None]:
-    """While Keras traces its train step: the optimizer's `stateless_apply` applies each replica's gradients
-    (computed here) in place of the whole batch's, and the loss tracker records TF's logged loss."""
+def in_replica(strategy: Any, axis: str | None) -> Iterator[None]:
+    """A jdist replica context of `strategy` on the mapped axis `axis` (None: one replica traced alone), as TF's
+    replica function runs in."""
+    from jdist.strategy import context
+    from jdist.strategy.replica_context import ReplicaContext
+
+    with context.push(strategy, ReplicaContext(strategy, axis)):
+        yield
+
+
+def per_replica_train_step(model: Any, strategy: Any, state: Any, data: Any) -> tuple[Any, Any]:
+    """Keras's JAX `train_step` with each replica's loss and gradients (one forward pass per replica's rows, whose
+    outputs the metrics get), the optimizer applied per replica, and TF's logged loss."""
     from keras.src.trainers.data_adapters import data_adapter_utils
 
-    optimizer = model.optimizer
     trainable, non_trainable, optimizer_variables, metrics_variables = state
     x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-    grads, logged = replica_gradients(model, strategy, trainable, non_trainable, metrics_variables,
-                                      optimizer_variables, x, y, sample_weight)
-
-    def stateless_apply(optimizer_variables: Any, _whole_batch_grads: Any, trainable_variables: Any) -> Any:
-        return apply_per_replica(optimizer, strategy, optimizer_variables, grads, trainable_variables)
-
-    update_metrics = model._update_metrics_variables
-
-    def update_metrics_logged(metrics_variables: Any, _unscaled_loss: Any, *args: Any) -> Any:
-        return update_metrics(metrics_variables, logged, *args)
-
-    before = optimizer.__dict__.get("stateless_apply")
-    optimizer.stateless_apply = stateless_apply
-    object.__setattr__(model, "_update_metrics_variables", update_metrics_logged)
-    try:
-        yield
-    finally:
-        object.__delattr__(model, "_update_metrics_variables")
-        if before is None:
-            del optimizer.stateless_apply
-        else:
-            optimizer.stateless_apply = before
+    step = replica_step(model, strategy, trainable, non_trainable, metrics_variables, optimizer_variables,
+                        x, y, sample_weight)
+    trainable, optimizer_variables = apply_per_replica(model.optimizer, strategy, optimizer_variables, step.grads,
+                                                       trainable)
+    logs, metrics_variables = model._update_metrics_variables(step.metrics_variables, step.logged, x, y,
+                                                              step.y_pred, sample_weight)
+    return logs, (trainable, step.non_trainable, optimizer_variables, metrics_variables)
 
 
-def replica_gradients(model: Any, strategy: Any, trainable: Any, non_trainable: Any, metrics_variables: Any,
-                      optimizer_variables: Any, x: Any, y: Any, sample_weight: Any) -> tuple[list, Any]:
-    """Each replica's gradients of its loss, as Keras computes it in TF's replica context, stacked on a leading
-    replica axis: of its chunk of rows in `fit`'s step, of the whole batch in `train_on_batch`'s. And the loss
-    TF logs: the replicas' unscaled losses (times replicas) weighed by their rows."""
+class ReplicaStep(NamedTuple):
+    """One step's replicas' results: `grads`, each variable's gradients stacked on a leading replica axis;
+    `logged`, the loss TF logs; `y_pred`, the outputs of the batch's rows in order (the first replica's in
+    `train_on_batch`, where each has the whole batch); `non_trainable`, the first replica's updated state (TF's
+    mirrored variables without aggregation keep it: Keras's moving statistics); `metrics_variables`, with every
+    replica's updates (Keras's per-output loss trackers) added in, as TF's summed metric variables."""
+
+    grads: list
+    logged: Any
+    y_pred: Any
+    non_trainable: Any
+    metrics_variables: Any
+
+
+def replica_step(model: Any, strategy: Any, trainable: Any, non_trainable: Any, metrics_variables: Any,
+                 optimizer_variables: Any, x: Any, y: Any, sample_weight: Any) -> ReplicaStep:
+    """Each replica's loss, gradients and outputs, as Keras computes them in TF's replica context: of its chunk of
+    rows in `fit`'s step, of the whole batch in `train_on_batch`'s. The logged loss is the replicas' unscaled
+    losses (times replicas) weighed by their rows."""
     import jax
     import jax.numpy as jnp
     from keras.src import tree
 
-    from jdist.strategy import context
-    from jdist.strategy.replica_context import ReplicaContext
-
     replicas, axis = strategy.num_replicas_in_sync, strategy.data_axis
 
-    def grads_of(rows_x: Any, rows_y: Any, rows_weight: Any, vmapped: bool = True) -> tuple[list, Any]:
+    def step_of(rows_x: Any, rows_y: Any, rows_weight: Any, metrics: Any, vmapped: bool = True) -> tuple:
         def loss_of(values: Any) -> Any:
-            loss, aux = model.compute_loss_and_updates(values, non_trainable, metrics_variables, rows_x, rows_y,
+            loss, aux = model.compute_loss_and_updates(values, non_trainable, metrics, rows_x, rows_y,
                                                        rows_weight, training=True,
                                                        optimizer_variables=optimizer_variables)
-            return loss, aux[0]
-        with keras_replica_means.one_replica(), \
-                context.push(strategy, ReplicaContext(strategy, axis if vmapped else None)):
-            grads, unscaled = jax.grad(loss_of, has_aux=True)(list(trainable))
-        return list(grads), unscaled * replicas  # Keras's `unscale_loss_for_distribution` on TF
+            return loss, aux
+        with keras_replica_means.one_replica(), in_replica(strategy, axis if vmapped else None):
+            grads, (unscaled, y_pred, state, metrics) = jax.grad(loss_of, has_aux=True)(list(trainable))
+        return list(grads), unscaled * replicas, y_pred, state, metrics  # `unscale_loss_for_distribution` on TF
 
     leaves = [leaf for leaf in tree.flatten(x) if leaf is not None and getattr(leaf, "ndim", 0)]
     if not keras_replica_means.split_over_replicas() or not leaves:  # every replica the whole batch
-        whole, logged = grads_of(x, y, sample_weight, vmapped=False)
-        return [jnp.broadcast_to(g, (replicas,) + g.shape) for g in whole], logged
+        whole, logged, y_pred, state, metrics = step_of(x, y, sample_weight, metrics_variables, vmapped=False)
+        return ReplicaStep([jnp.broadcast_to(g, (replicas,) + g.shape) for g in whole], logged, y_pred, state,
+                           metrics)
     rows = int(leaves[0].shape[0])
     sizes = chunk_sizes(rows, replicas)
 
@@ -194,22 +198,33 @@ def replica_gradients(model: Any, strategy: Any, trainable: Any, non_trainable: 
         def chunked(value: Any) -> Any:
             return tree.map_structure(
                 lambda v: None if v is None else jnp.reshape(v, (replicas, sizes[0]) + tuple(v.shape[1:])), value)
-        stacked, losses = jax.vmap(grads_of, axis_name=axis)(chunked(x), chunked(y), chunked(sample_weight))
-        return list(stacked), jnp.mean(losses)
+
+        def merged(value: Any) -> Any:
+            return tree.map_structure(lambda v: jnp.reshape(v, (rows,) + tuple(v.shape[2:])), value)
+
+        stacked, losses, y_pred, state, metrics = jax.vmap(step_of, in_axes=(0, 0, 0, None), axis_name=axis)(
+            chunked(x), chunked(y), chunked(sample_weight), metrics_variables)
+        added = jax.tree.map(lambda before, after: before + jnp.sum(after - before, axis=0).astype(before.dtype),
+                             metrics_variables, metrics)
+        return ReplicaStep(list(stacked), jnp.mean(losses), merged(y_pred), jax.tree.map(lambda v: v[0], state),
+                           added)
 
     def rows_of(value: Any, start: int, size: int) -> Any:
         return tree.map_structure(lambda v: None if v is None else v[start:start + size], value)
 
-    each, logged = [], 0.0
+    each, outputs, first, logged, metrics = [], [], None, 0.0, metrics_variables
     for start, size in zip(chunk_starts(rows, replicas), sizes):
         if size == 0:  # an empty replica's gradients are 0, and its loss weighs nothing
             each.append([jnp.zeros_like(v) for v in trainable])
             continue
-        grads, loss = grads_of(rows_of(x, start, size), rows_of(y, start, size), rows_of(sample_weight, start, size),
-                               vmapped=False)
+        grads, loss, y_pred, state, metrics = step_of(rows_of(x, start, size), rows_of(y, start, size),
+                                                      rows_of(sample_weight, start, size), metrics, vmapped=False)
+        first = state if first is None else first
         each.append(grads)
+        outputs.append(y_pred)
         logged = logged + loss * (size / rows)
-    return [jnp.stack(per_variable) for per_variable in zip(*each)], logged
+    y_pred = tree.map_structure(lambda *parts: jnp.concatenate(parts, axis=0), *outputs)
+    return ReplicaStep([jnp.stack(per_variable) for per_variable in zip(*each)], logged, y_pred, first, metrics)
 
 
 def apply_per_replica(optimizer: Any, strategy: Any, optimizer_variables: Any, grads: list,
@@ -219,16 +234,13 @@ def apply_per_replica(optimizer: Any, strategy: Any, optimizer_variables: Any, g
     import jax
     import keras
 
-    from jdist.strategy import context
-    from jdist.strategy.replica_context import ReplicaContext
-
     axis = strategy.data_axis
     # The class's method: `patched`'s own `stateless_apply` leaves the sum to functional code, which here is
     # Keras's `apply` inside it, as in a replica function's `optimizer.apply`.
     stateless_apply = type(optimizer).stateless_apply
 
     def replica(own_grads: list) -> Any:
-        with context.push(strategy, ReplicaContext(strategy, axis)), keras_replica_rules.patched([optimizer], keras):
+        with in_replica(strategy, axis), keras_replica_rules.patched([optimizer], keras):
             return stateless_apply(optimizer, optimizer_variables, own_grads, trainable_variables)
 
     out = jax.vmap(replica, axis_name=axis)(grads)
