@@ -12,6 +12,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from tf_parity_common import local_lists, replica_id  # noqa: E402
 
 import jdist.tf_compat as tf  # noqa: E402
 
@@ -23,12 +24,7 @@ def two():
     return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
 
-def _rid():
-    return tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
-
-
-def _locals(strategy, value):
-    return [np.asarray(part).tolist() for part in strategy.experimental_local_results(value)]
+_rid, _locals = replica_id, local_lists
 
 
 # --- tf.Variable.dtype: TF's DType ---

@@ -14,23 +14,13 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from tf_parity_common import B, W, X, Y, mirrored  # noqa: E402
 
 import jdist.tf_compat as tf  # noqa: E402
 
 keras = tf.keras
 
-_RS = np.random.RandomState(0)
-X = (_RS.normal(size=(22, 3)) * 3).astype("float32")
-Y = (_RS.normal(size=(22, 2)) * 5).astype("float32")
-W = np.array([[0.1, -0.2], [0.3, 0.4], [-0.5, 0.6]], "float32")
-B = np.array([0.05, -0.05], "float32")
-_STRATEGIES: dict = {}
-
-
-def _strategy(replicas: int):
-    if replicas not in _STRATEGIES:
-        _STRATEGIES[replicas] = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-    return _STRATEGIES[replicas]
+_strategy = mirrored
 
 
 def _model(strategy, optimizer, loss="mse"):
