@@ -394,3 +394,22 @@ BINARY_ERRORS = [  # (expression, TF's error type, TF's text)
 def test_binary_op_errors(expression: str, error: type, text: str) -> None:
     with pytest.raises(error, match=re.escape(text)):
         eval(expression)  # noqa: S307 - the table above
+
+
+# Observed in TF 2.21: text given with tf.string, or joined to a string tensor, is held as UTF-8 bytes; a number
+# is not text (data_performance's `tf.concat((steps, [["Train"]]), 0)` compares as bytes after).
+@pytest.mark.parametrize("make, expected", [
+    (lambda: tf.constant("a", dtype=tf.string), b"a"),
+    (lambda: tf.convert_to_tensor(["a", "b"], dtype=tf.string), [b"a", b"b"]),
+    (lambda: tf.concat((tf.constant([["a"]]), [["Train"]]), 0), [[b"a"], [b"Train"]]),
+    (lambda: tf.stack([tf.constant("a"), "b"]), [b"a", b"b"]),
+    (lambda: tf.constant(np.array(["x", "y"], dtype=object)), [b"x", b"y"]),
+    (lambda: tf.constant([b"q", "r"]), [b"q", b"r"]),
+])
+def test_text_is_held_as_bytes(make, expected):
+    assert np.asarray(make()).tolist() == expected
+
+
+def test_a_number_is_not_a_string_tensor():
+    with pytest.raises(TypeError, match="Cannot convert 1 to EagerTensor of dtype string"):
+        tf.constant(1, dtype=tf.string)

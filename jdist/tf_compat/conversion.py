@@ -60,6 +60,11 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
     """A numpy array with TF's dtypes for Python values (int -> int32, float -> float32)."""
     if dtype is not None:
         check_python_value(value, dtype)
+        if dtype.kind == "O":  # tf.string: text only, held as UTF-8 bytes (TF 2.21, observed)
+            text = np.asarray(value, dtype=object)
+            if any(not isinstance(s, (str, bytes)) for s in text.flat):
+                raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype string")
+            return as_tf_numpy(text)
         if dtype.kind in "iu" and isinstance(value, (int, list, tuple)) and not isinstance(value, bool):
             return np.asarray(value).astype(dtype)  # TF wraps a Python int out of range (-1 as uint8 is 255)
         with np.errstate(over="ignore"):  # TF: 1e40 as float32 is inf, silently

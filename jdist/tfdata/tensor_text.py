@@ -28,6 +28,9 @@ def as_tf_numpy(value: Any) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind in "SU":
         array = np.vectorize(lambda s: s.encode() if isinstance(s, str) else bytes(s), otypes=[object])(array)
+    elif array.dtype.kind == "O" and array.size and any(isinstance(s, str) for s in array.flat):
+        # an object array of Python text (`np.array(['x'], dtype=object)`): TF 2.21 holds bytes (observed)
+        array = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s, otypes=[object])(array)
     return array
 
 
