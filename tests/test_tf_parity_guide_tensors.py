@@ -238,13 +238,6 @@ DIVISIONS = [  # (expression, TF's dtype, TF's values)
 ]
 
 
-@pytest.mark.parametrize("expression, dtype, values", DIVISIONS)
-def test_division(expression: str, dtype: str, values: list) -> None:
-    out = eval(expression)  # noqa: S307 - the table above
-    assert out.dtype == np.dtype(dtype), expression
-    np.testing.assert_allclose(np.reshape(out.numpy(), -1), values, rtol=1e-6)
-
-
 DIVISION_ERRORS = [  # (expression, TF's error type, TF's text)
     ("tf.math.divide(_i32(), 2.5)", TypeError, "`x` and `y` must have the same dtype, got tf.int32 != tf.float32."),
     ("tf.divide(_i32(), 2.5)", TypeError, "`x` and `y` must have the same dtype, got tf.int32 != tf.float32."),
@@ -271,12 +264,6 @@ DIVISION_ERRORS = [  # (expression, TF's error type, TF's text)
      "`x` and `y` must have the same dtype, got tf.bool != tf.int32."),
     ("_i32() / tf.constant([1., 2.])", TypeError, "`x` and `y` must have the same dtype, got tf.int32 != tf.float32."),
 ]
-
-
-@pytest.mark.parametrize("expression, error, text", DIVISION_ERRORS)
-def test_division_errors(expression: str, error: type, text: str) -> None:
-    with pytest.raises(error, match=re.escape(text)):
-        eval(expression)  # noqa: S307 - the table above
 
 
 # --- one dtype for two tensors (operands.same_dtype) ----------------------------------------------------------
@@ -346,8 +333,8 @@ BINARY_VALUES = [  # (expression, TF's dtype, TF's values)
 ]
 
 
-@pytest.mark.parametrize("expression, dtype, values", BINARY_VALUES)
-def test_binary_op_operands(expression: str, dtype: str, values: list) -> None:
+@pytest.mark.parametrize("expression, dtype, values", DIVISIONS + BINARY_VALUES)
+def test_operands_take_tfs_dtype(expression: str, dtype: str, values: list) -> None:
     out = eval(expression)  # noqa: S307 - the table above
     assert out.dtype == np.dtype(dtype), expression
     np.testing.assert_allclose(np.reshape(out.numpy(), -1), values, rtol=1e-6)
@@ -390,8 +377,8 @@ BINARY_ERRORS = [  # (expression, TF's error type, TF's text)
 ]
 
 
-@pytest.mark.parametrize("expression, error, text", BINARY_ERRORS)
-def test_binary_op_errors(expression: str, error: type, text: str) -> None:
+@pytest.mark.parametrize("expression, error, text", DIVISION_ERRORS + BINARY_ERRORS)
+def test_operand_errors(expression: str, error: type, text: str) -> None:
     with pytest.raises(error, match=re.escape(text)):
         eval(expression)  # noqa: S307 - the table above
 
