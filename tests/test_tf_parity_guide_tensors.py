@@ -392,6 +392,9 @@ def test_operand_errors(expression: str, error: type, text: str) -> None:
     (lambda: tf.stack([tf.constant("a"), "b"]), [b"a", b"b"]),
     (lambda: tf.constant(np.array(["x", "y"], dtype=object)), [b"x", b"y"]),
     (lambda: tf.constant([b"q", "r"]), [b"q", b"r"]),
+    (lambda: tf.concat([tf.constant(["a"]), np.array(["x"])], 0), [b"a", b"x"]),
+    (lambda: tf.stack([tf.constant("a"), np.array("x")]), [b"a", b"x"]),
+    (lambda: tf.concat([tf.constant(["a"]), np.array(["y"], dtype=object)], 0), [b"a", b"y"]),
 ])
 def test_text_is_held_as_bytes(make, expected):
     assert np.asarray(make()).tolist() == expected

@@ -18,6 +18,7 @@ import numpy as np
 
 from jdist.errors import dtype_mismatch
 from jdist.tfdata import operands
+from jdist.tfdata.tensor_text import as_tf_numpy
 
 Convert = Callable[..., Any]  # `tf.convert_to_tensor(value, dtype=None)`
 
@@ -40,7 +41,7 @@ def matching(op: str, values: Sequence[Any], to_tensor: Convert, name: str = "")
             dtype = np.dtype(first.dtype)
             out.append(first)
         elif isinstance(value, (np.ndarray, np.generic)):
-            out.append(np.asarray(value).astype(dtype))
+            out.append(as_tf_numpy(np.asarray(value).astype(dtype)))  # text as TF holds it (bytes), observed
         else:
             out.append(to_tensor(value, dtype))
     return out
