@@ -96,8 +96,8 @@ def _signature(value: Any) -> Any:
             keys.append(("value", "number", leaf))
         elif isinstance(leaf, (str, bytes, type(None), np.generic)):
             keys.append(("value", type(leaf), leaf))
-        elif trace_type.trace_key(leaf) is not None:  # an object naming its own `tf.types` TraceType
-            keys.append(trace_type.trace_key(leaf))
+        elif (typed := trace_type.trace_key(leaf)) is not None:  # an object naming its own `tf.types` TraceType
+            keys.append(typed)
         elif hasattr(leaf, "__next__"):  # an iterator: TF traces by its element spec, not the object
             keys.append(("iterator", type(leaf)))
         else:
