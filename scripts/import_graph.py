@@ -38,7 +38,9 @@ ALLOWED = {("jdist.strategy.context", "jdist.strategy.default")}
 # The strategy runtime: the only modules that cycle may hold.
 RUNTIME = frozenset({"jdist.strategy.context", "jdist.strategy.replica_context", "jdist.strategy.base",
                      "jdist.strategy.run", "jdist.strategy.cross_replica", "jdist.strategy.default",
-                     "jdist.strategy.extended"})
+                     "jdist.strategy.extended",
+                     # the replicas of a short batch run as threads, each with a replica context (`run` uses it)
+                     "jdist.strategy.uneven_rows"})
 
 
 # Folders by layer, bottom first: each imports only from the layers below it.

@@ -185,10 +185,11 @@ def test_full_batches_run_the_one_compiled_program():
     assert len(per_replica()) == 1
 
 
-def test_a_row_count_read_from_a_shape_is_refused_where_the_replicas_communicate():
+def test_a_row_count_read_from_a_shape_is_each_replicas_own_where_the_replicas_communicate():
     """TF 2.21 (4 logical CPUs, one batch of 10 examples: rows 3, 3, 3, 1): `all_reduce(SUM, tf.shape(x)[0])` and
     the same of `tf.size(x)` are 10 on every replica. The padded shards hold 3 rows each, and a count read from a
-    shape is a constant of the program, not data computed from the padding: it gave 12. Now it is refused."""
+    shape is a constant of the program, not data computed from the padding: it gave 12. Now each replica runs on
+    its real rows, as TF's do."""
     strategy = _strategy(4)
     short = list(strategy.experimental_distribute_dataset([np.arange(10.0, dtype=np.float32)]))[0]
     reads = {
@@ -200,10 +201,16 @@ def test_a_row_count_read_from_a_shape_is_refused_where_the_replicas_communicate
         "ones like the batch": lambda x: _ctx().all_reduce("sum", jnp.sum(jnp.ones_like(x))),
         "a range as long as the batch": lambda x: (jnp.arange(x.shape[0]) * 1.0, _ctx().all_reduce("sum", 1.0)),
     }
-    for name, fn in reads.items():
-        with pytest.raises(ValueError, match=r"row count of a short batch.*example_mask"):
-            strategy.run(fn, args=(short,))
-            pytest.fail(name)
+    # Each replica runs on its own rows, meeting the others at the collective (jdist/strategy/uneven_rows.py)
+    for name in ("shape", "size", "ones like the batch"):
+        out = strategy.run(reads[name], args=(short,))
+        assert [float(v) for v in strategy.experimental_local_results(out)] == [10.0] * 4, name
+    scaled, _ = strategy.run(reads["rows scaled by the count"], args=(short,))
+    for got, want in zip(strategy.experimental_local_results(scaled), ([0, 1, 2], [3, 4, 5], [6, 7, 8], [9])):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want, np.float32) / len(want), rtol=1e-6)
+    ranged, _ = strategy.run(reads["a range as long as the batch"], args=(short,))
+    assert [np.asarray(v).tolist() for v in strategy.experimental_local_results(ranged)] == [
+        [0.0, 1.0, 2.0]] * 3 + [[0.0]]
     # The count of real rows from the mask is exact (TF's 10); without collectives each replica reads its own.
     counted = strategy.run(lambda x: _ctx().all_reduce("sum", jnp.sum(_ctx().example_mask.astype(jnp.float32))),
                            args=(short,))

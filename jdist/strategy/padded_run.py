@@ -18,7 +18,9 @@ decided per call before anything is returned:
   rows at all, row-aligned with the batch (its mask drops the padding rows, see
   `row_alignment`), or computed from the batch's mask (`get_replica_context().example_mask`,
   which `compute_average_loss` applies). Any other result would count padding rows,
-  so `run` raises, naming the fixes, instead of returning it.
+  so `run` raises, naming the fixes, instead of returning it. Unless every replica holds the same number of
+  real rows (`even_rows`: compiled on those rows alone) or the replicas can run as threads, each on its own
+  rows, meeting at the collectives (`uneven_rows`): then every result is TF's.
 
 This needs the replicas' real row counts: a dataset records them on the host when it
 builds the batch, so a full batch costs no device round trip.

@@ -36,9 +36,10 @@ def _same_form(ea: Any, eb: Any) -> bool:
 
 
 def _makes_rows(ea: Any, eb: Any) -> bool:
-    """Whether an equation of literal operands only (`iota`, `broadcast_in_dim` of a literal: `tf.ones_like(x)`)
-    makes an array as long as the batch: its shape parameter is the row count."""
-    if not all(_is_literal(v) for v in ea.invars) or _subjaxprs(ea):
+    """Whether an equation on no batch rows (`iota`, `broadcast_in_dim` of a literal: `tf.ones_like(x)`, or of a
+    value: `tf.fill(tf.shape(x), replica_id)`) makes an array as long as the batch: its shape parameter is the row
+    count (the caller has ruled out operands computed from the batch's rows)."""
+    if _subjaxprs(ea):
         return False
     for key, value in ea.params.items():
         other = eb.params.get(key)

@@ -28,6 +28,7 @@ from jdist.strategy import (
     python_control_flow,
     row_count_reads,
     traced_functions,
+    uneven_rows,
 )
 from jdist.strategy.distributed_batch import DistributedBatch, place_host_batches, unwrap_batches
 from jdist.strategy.replica_context import ReplicaContext
@@ -119,7 +120,8 @@ class ReplicaRun(StrategyFields):
         claimed = extensions.claimed_run(fn)  # e.g. Keras models, optimizers, metrics used as TF uses variables
         if claimed is not None:
             extension, claim = claimed
-            return extension.run(strategy, fn, args, kwargs, claim)
+            with uneven_rows.claimed():  # its state is the extension's: no replica threads (uneven_rows)
+                return extension.run(strategy, fn, args, kwargs, claim)
         leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
         leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
@@ -161,13 +163,24 @@ class ReplicaRun(StrategyFields):
             if trimmed is not None:  # equal real rows on every replica: the program on them alone (TF's values)
                 args, kwargs = jax.tree.unflatten(treedef, trimmed)
                 return self._run_compiled(fn, args, kwargs)
+            if (exposed or reads) and self._can_run_each_replica(facts, threads=True) and uneven_rows.free():
+                # different real rows per replica: each on its own rows, meeting at the collectives (TF's values)
+                try:
+                    return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts, threads=True)
+                except (NameError, uneven_rows.Unserved) as error:  # the mesh axis used beyond the collectives
+                    if isinstance(error, NameError) and "axis name" not in str(error):
+                        raise
+                    failure: Exception | None = error
+            else:
+                failure = None
             if exposed or reads:
                 paths, row_count = _result_names(out_tree, exposed), _result_names(out_tree, reads)
                 why = ("the function communicates between replicas (all_reduce, all_gather, merge_call), so its "
                        "replicas cannot run apart on their real rows" if facts.collectives
                        else "this strategy's replicas (several processes, several devices each, or parameters "
                        "laid out over the mesh) cannot run apart on their real rows")
-                raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why, row_count)
+                raise padded_run.unexact_error(fn, paths, next(c for c in counts if c is not None), why,
+                                               row_count) from failure
         outs = dispatch.dispatched(compiled(*dynamic))
         results = []
         for out, is_varying, rows_of, is_shared in zip(outs, varying, aligned, shared):
@@ -201,16 +214,18 @@ class ReplicaRun(StrategyFields):
                      for c, m in zip(counts, masks))
         return counts if padded else None
 
-    def _can_run_each_replica(self, facts: padded_run.PaddingFacts) -> bool:
+    def _can_run_each_replica(self, facts: padded_run.PaddingFacts, threads: bool = False) -> bool:
         """Whether the replicas can run apart, each on its own rows: no collectives (a single replica's are
-        the identity), one process, one device per replica, parameters not laid out over the mesh."""
-        return ((not facts.collectives or self.num_replicas_in_sync == 1) and jax.process_count() == 1
+        the identity; with `threads`, collectives are met between the replicas' threads), one process, one
+        device per replica, parameters not laid out over the mesh."""
+        return ((threads or not facts.collectives or self.num_replicas_in_sync == 1) and jax.process_count() == 1
                 and self._layout is None
                 and self._mesh.devices.size == self.num_replicas_in_sync)
 
     def _run_each_replica(self, fn: Callable, key: tuple, treedef: Any, kinds: tuple, leaves: list,
-                          dynamic: list, counts: list) -> Any:
-        """TF's short batch: `fn` on each replica's real rows, compiled once per row count."""
+                          dynamic: list, counts: list, threads: bool = False) -> Any:
+        """TF's short batch: `fn` on each replica's real rows, compiled once per row count (with `threads`:
+        eagerly, one thread per replica, its collectives met between them, `uneven_rows`)."""
         _, out_tree, varying, aligned, facts, _ = self._run_cache[key]
         exact_key = ("each replica",) + key
         if exact_key not in self._run_cache:
@@ -221,7 +236,12 @@ class ReplicaRun(StrategyFields):
         dyn_kinds = [k for k in kinds if k != "static"]
         inputs = padded_run.per_replica_inputs(dynamic, dyn_kinds, counts, devices)
         per_replica = []
-        for r, d in enumerate(devices):
+        if threads:
+            body = self._replica_body(fn, treedef, kinds, leaves)
+            per_replica = uneven_rows.run_threads(
+                lambda ctx, ins: body(ctx.replica_id_in_sync_group, *ins, ctx=ctx), inputs, strategy,
+                strategy.data_axis, devices, len(varying))
+        for r, d in enumerate(devices if not threads else ()):
             try:
                 with padded_run.alone(d):
                     per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
@@ -238,8 +258,10 @@ class ReplicaRun(StrategyFields):
             if mask is None and len(padded) == 1:  # one row per real example? checked by shape
                 mask = next(iter(padded.values()))[0]
             mask_counts = padded[id(mask)][1] if mask is not None else None
-            results.append(padded_run.assemble([outs[j] for outs in per_replica], is_varying,
-                                               facts.out_shapes[j], mask, mask_counts, devices, strategy))
+            parts = [outs[j] for outs in per_replica]
+            results.append(uneven_rows.single_result(parts, strategy) if threads and uneven_rows.one_object(parts)
+                           else padded_run.assemble(parts, is_varying, facts.out_shapes[j], mask, mask_counts,
+                                                    devices, strategy))
         return jax.tree.unflatten(out_tree, results)
 
     def _replica_body(self, fn: Callable, treedef: Any, kinds: tuple, leaves: list) -> Callable:
@@ -247,11 +269,14 @@ class ReplicaRun(StrategyFields):
         static_leaves = [leaf if kind == "static" else None for leaf, kind in zip(leaves, kinds)]
         strategy = self._as_strategy()
 
-        def body(replica_id, *dynamic):
+        def body(replica_id, *dynamic, ctx=None):
             it = iter(dynamic)
             full = [static_leaf if kind == "static" else next(it) for kind, static_leaf in zip(kinds, static_leaves)]
             (args, kwargs), masks = unwrap_batches(jax.tree.unflatten(treedef, full))
-            with context.push(strategy, ReplicaContext(strategy, None, example_masks=masks, replica_id=replica_id)):
+            if ctx is not None:
+                ctx._example_masks = tuple(masks)
+            with context.push(strategy, ctx or ReplicaContext(strategy, None, example_masks=masks,
+                                                               replica_id=replica_id)):
                 out = fn(*args, **kwargs)
             return [jnp.asarray(x) for x in jax.tree.leaves(_keep_python(out))]
 
