@@ -10,6 +10,7 @@ writes TF 2's form: `Summary.Value{tag=1, tensor=8 (TensorProto), metadata=9 (pl
 """
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import struct
@@ -133,6 +134,22 @@ def encode_event(wall_time: float, step: int = 0, *, scalars: Mapping[str, float
     return out
 
 
+def scalar_value(tag: str, value: float) -> bytes:
+    """A scalar as TF 2's `tf.summary.scalar` (and Keras's TensorBoard callback) writes it: a float32 0-d tensor
+    under the "scalars" plugin (observed in TF 2.21, Keras 3.15), not TF 1's `simple_value`."""
+    return encode_tensor_value(tag, np.asarray(value, dtype=np.float32), "scalars")
+
+
+_FILE_NUMBERS = itertools.count()
+
+
+def next_file_suffix(suffix: str | None = None) -> str:
+    """`.<n><suffix or .v2>`: TF 2.21 numbers the event files a process opens (`tf.summary` writers and Keras's
+    TensorBoard callback alike) from 0 and ends their names with `.v2` (observed:
+    `events.out.tfevents.<time>.<host>.<pid>.0.v2`, then `.1.v2` for the next writer)."""
+    return f".{next(_FILE_NUMBERS)}{suffix or '.v2'}"
+
+
 def frame_record(payload: bytes) -> bytes:
     header = struct.pack("<Q", len(payload))
     return header + struct.pack("<I", masked_crc32c(header)) + payload + struct.pack("<I", masked_crc32c(payload))
@@ -241,7 +258,8 @@ def _events(path: str | os.PathLike) -> Iterator[tuple[int, list[bytes]]]:
 
 
 def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
-    """`(step, tag, value)` for every scalar in an event file, in file order."""
+    """`(step, tag, value)` for every scalar in an event file (`simple_value` or TF 2's "scalars" tensor), in
+    file order."""
     out = []
     for step, summaries in _events(path):
         for summary in summaries:
@@ -249,7 +267,7 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
                 if number != 1:
                     continue
                 assert isinstance(value, bytes), "Summary.value is a message"
-                tag, scalar = None, None
+                tag, scalar, tensor, plugin = None, None, None, b""
                 for vnum, _, v in proto_fields(value):
                     if vnum == 1:
                         assert isinstance(v, bytes), "Summary.Value.tag is a string"
@@ -257,9 +275,24 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
                     elif vnum == 2:
                         assert isinstance(v, bytes), "Summary.Value.simple_value is a fixed32 float"
                         (scalar,) = struct.unpack("<f", v)
+                    elif vnum == 8 and isinstance(v, bytes):
+                        tensor = v
+                    elif vnum == 9 and isinstance(v, bytes):
+                        plugin = v
+                if scalar is None and tensor is not None and _plugin_name(plugin) == "scalars":
+                    scalar = float(_tensor(tensor).reshape(()))  # TF 2's form (scalar_value)
                 if tag is not None and scalar is not None:
                     out.append((step, tag, scalar))
     return out
+
+
+def _plugin_name(metadata: bytes) -> str:
+    """`SummaryMetadata.plugin_data.plugin_name` ("" where there is none)."""
+    for mnum, _, data in proto_fields(metadata):
+        if mnum == 1:
+            assert isinstance(data, bytes), "SummaryMetadata.plugin_data is a message"
+            return next((p.decode() for n, _, p in proto_fields(data) if n == 1 and isinstance(p, bytes)), "")
+    return ""
 
 
 def _tensor(buf: bytes) -> np.ndarray:
@@ -299,11 +332,7 @@ def read_tensors(path: str | os.PathLike) -> list[tuple[int, str, str, np.ndarra
                     elif vnum == 8:
                         tensor = _tensor(v)
                     elif vnum == 9:
-                        for mnum, _, data in proto_fields(v):
-                            if mnum == 1:
-                                assert isinstance(data, bytes), "SummaryMetadata.plugin_data is a message"
-                                plugin = next((p.decode() for n, _, p in proto_fields(data)
-                                               if n == 1 and isinstance(p, bytes)), "")
+                        plugin = _plugin_name(v)
                 if tag is not None and tensor is not None:
                     out.append((step, tag, plugin, tensor))
     return out

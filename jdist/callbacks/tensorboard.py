@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from jdist.callbacks.base import Callback, Logs
-from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value, histogram_buckets
+from jdist.callbacks.event_file import (
+    EventFileWriter,
+    encode_tensor_value,
+    histogram_buckets,
+    next_file_suffix,
+    scalar_value,
+)
 
 if TYPE_CHECKING:
     from jdist.trainer.trainer import Trainer
@@ -29,23 +35,35 @@ class SummaryLog:
     `evaluation_<metric>_vs_iterations` at the optimizer step; weight histograms and the model's config in
     `train/` (Keras 3's tags, observed in TF 2.21: `<weight path>/histogram` at the epoch, `keras` at step 0)."""
 
-    def __init__(self, log_dir: str | os.PathLike):
+    def __init__(self, log_dir: str | os.PathLike, tf_form: bool = False):
+        """`tf_form`: as `tf.keras.callbacks.TensorBoard` writes through `tf.summary` (observed in TF 2.21, Keras
+        3.15): scalars as float32 "scalars" tensors, one event each, in files named `...<pid>.<n>.v2`; otherwise
+        TF 1's `simple_value` scalars, one event per step."""
         self.log_dir = os.fspath(log_dir)
+        self.tf_form = tf_form
         self._writers: dict[str, EventFileWriter] = {}
 
     def _writer(self, kind: str) -> EventFileWriter:
         if kind not in self._writers:
-            self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
+            suffix = next_file_suffix() if self.tf_form else ""
+            self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind), suffix)
         return self._writers[kind]
 
+    def _scalars(self, kind: str, step: int, scalars: Logs) -> None:
+        writer = self._writer(kind)
+        if not self.tf_form:
+            writer.add_scalars(step, scalars)
+            return
+        for tag, value in scalars.items():
+            writer.add_values(step, [scalar_value(tag, value)])
+
     def batch(self, step: int, logs: Logs) -> None:
-        self._writer("train").add_scalars(step, {f"batch_{k}": v for k, v in logs.items()})
+        self._scalars("train", step, {f"batch_{k}": v for k, v in logs.items()})
 
     def evaluation(self, step: int, val_logs: Logs) -> None:
         """Validation results (names without `val_`) at the optimizer step, as Keras writes on test end."""
         if val_logs:
-            self._writer("validation").add_scalars(step, {f"evaluation_{k}_vs_iterations": v
-                                                          for k, v in val_logs.items()})
+            self._scalars("validation", step, {f"evaluation_{k}_vs_iterations": v for k, v in val_logs.items()})
 
     def epoch(self, epoch: int, logs: Logs, learning_rate: float | None) -> None:
         train = {f"epoch_{k}": v for k, v in logs.items() if not k.startswith("val_")}
@@ -53,9 +71,9 @@ class SummaryLog:
             train["epoch_learning_rate"] = learning_rate
         val = {f"epoch_{k[4:]}": v for k, v in logs.items() if k.startswith("val_")}
         if train:
-            self._writer("train").add_scalars(epoch, train)
+            self._scalars("train", epoch, train)
         if val:
-            self._writer("validation").add_scalars(epoch, val)
+            self._scalars("validation", epoch, val)
         for writer in self._writers.values():
             writer.flush()
 

@@ -56,7 +56,7 @@ def tensorboard_class() -> type:
                 raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int, got {update_freq!r}")
             self.log_dir = str(log_dir)
             self.update_freq = 1 if update_freq == "batch" else update_freq
-            self._log = SummaryLog(self.log_dir)
+            self._log = SummaryLog(self.log_dir, tf_form=True)
             self._train_batches = 0
 
         def set_model(self, model: Any) -> None:
@@ -78,6 +78,11 @@ def tensorboard_class() -> type:
                 self._log.evaluation(int(np.asarray(optimizer.iterations)), {k: float(v) for k, v in logs.items()})
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            # the epoch's scalars first, then the weights' histograms (Keras 3's order, observed in TF 2.21)
+            if is_chief():
+                logs = {k: float(v) for k, v in (logs or {}).items() if k != "learning_rate"}
+                rate = getattr(getattr(self.model, "optimizer", None), "learning_rate", None)
+                self._log.epoch(epoch, logs, None if rate is None else float(np.asarray(rate)))
             if self.histogram_freq and epoch % self.histogram_freq == 0:
                 # every process reads the weights (one may hold a piece another needs); the chief writes
                 weights = [(w.path, w.value) for layer in getattr(self.model, "layers", []) for w in layer.weights]
@@ -86,11 +91,6 @@ def tensorboard_class() -> type:
                     self._log.histograms(epoch, [(path, v) for (path, _), v in zip(weights, values)])
                     if self.write_images:
                         self._log.values(epoch, _weight_images(weights, values))
-            if not is_chief():
-                return
-            logs = {k: float(v) for k, v in (logs or {}).items() if k != "learning_rate"}
-            rate = getattr(getattr(self.model, "optimizer", None), "learning_rate", None)
-            self._log.epoch(epoch, logs, None if rate is None else float(np.asarray(rate)))
 
         def on_train_end(self, logs: dict | None = None) -> None:
             self._log.close()
@@ -265,7 +265,8 @@ def add_reset_states() -> None:
 def model_checkpoint_class() -> type:
     """`tf.keras.callbacks.ModelCheckpoint` that also takes tf_keras's extension-less path. tf_keras writes a
     SavedModel directory there (observed: TF 2.21 with TF_USE_LEGACY_KERAS=1); a SavedModel is a TF graph, so
-    jdist writes the Keras 3 format inside that directory instead (`<path>/model.keras`). With
+    jdist writes the Keras 3 format inside that directory instead (`<path>/model.keras`); `filepath` stays the
+    path given, as tf_keras's (observed), so a script listing it lists the directory. With
     save_weights_only=True tf_keras writes TF-format weights at the prefix and names them in the directory's
     `checkpoint` file (observed: `checkpoint`, `ckpt-1.data-00000-of-00001`, `ckpt-1.index` for `ckpt-{epoch}`),
     and so does jdist (`model.save_weights(prefix)`: `ckpt-1.npz` and `checkpoint`), which
@@ -280,15 +281,17 @@ def model_checkpoint_class() -> type:
         def __init__(self, filepath: Any, *args: Any, save_weights_only: bool = False, **kwargs: Any):
             path = os.fspath(filepath)
             self._jdist_prefix = not path.endswith((".keras", ".h5")) and save_weights_only
+            self._jdist_directory = not path.endswith((".keras", ".h5")) and not save_weights_only
             if self._jdist_prefix:
                 path += suffix  # Keras 3 checks the name; the prefix is what is saved (_get_file_path)
-            elif not path.endswith((".keras", ".h5")):
+            elif self._jdist_directory:
                 path = os.path.join(path, "model.keras")
             super().__init__(path, *args, save_weights_only=save_weights_only, **kwargs)
+            self.filepath = os.fspath(filepath)  # the path as given (tf_keras's `filepath`, observed)
 
         def _get_file_path(self, epoch: Any, batch: Any, logs: Any) -> str:
             path = super()._get_file_path(epoch, batch, logs)
-            return path[:-len(suffix)] if self._jdist_prefix else path
+            return os.path.join(path, "model.keras") if self._jdist_directory else path
 
         def _checkpoint_exists(self, filepath: str) -> bool:
             return os.path.exists(filepath + ".npz") if self._jdist_prefix else super()._checkpoint_exists(filepath)

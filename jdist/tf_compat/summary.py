@@ -13,19 +13,18 @@ value only, observed); the call returns True there once the writer and `record_i
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
-from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value, histogram_buckets
+from jdist.callbacks.event_file import EventFileWriter, encode_tensor_value, histogram_buckets, next_file_suffix
 from jdist.strategy.context import get_replica_context
 
 _STATE: dict[str, Any] = {"writer": None, "step": None, "record": True}
-_FILES = itertools.count()  # TF 2.21 numbers a process's event files: events.out.tfevents.<time>.<host>.<pid>.0.v2
 
 
 class WriterBase:
@@ -61,7 +60,7 @@ class SummaryWriter(WriterBase):
     """`tf.summary.create_file_writer`'s result: one event file in `logdir`."""
 
     def __init__(self, logdir: str, filename_suffix: str | None = None):
-        self._events = EventFileWriter(logdir, filename_suffix=f".{next(_FILES)}{filename_suffix or '.v2'}")
+        self._events = EventFileWriter(logdir, filename_suffix=next_file_suffix(filename_suffix))
         self.closed = False
 
     def _check_open(self) -> None:
@@ -122,20 +121,29 @@ def should_record_summaries() -> bool:
     return bool(condition() if callable(condition) else condition)
 
 
+def read_variables(value: Any) -> Any:
+    """`value` with each variable read (`step=optimizer.iterations`, `data=optimizer.learning_rate`, as TF's
+    custom loops pass them, observed in TF 2.21): inside compiled code a variable's value is traced, and a
+    variable object cannot be handed to the host callback that writes it."""
+    return jax.tree.map(lambda v: jnp.asarray(v) if hasattr(v, "__jax_array__") and not isinstance(
+        v, (jax.Array, Tracer)) else v, value)
+
+
 def _write(name: str, data: Any, step: Any, prepare: Callable[[np.ndarray], np.ndarray], plugin: str,
-           description: str | None) -> np.ndarray:
+           description: str | None) -> jax.Array:
     if not should_record_summaries():
-        return np.asarray(False)
+        return jnp.asarray(False)
     step = _STATE["step"] if step is None else step
     if step is None:
         raise ValueError("No step set. Please specify one either through the `step` argument or through "
                          "tf.summary.experimental.set_step()")
     writer: SummaryWriter = _STATE["writer"]
+    data, step = read_variables(data), read_variables(step)
     traced = any(isinstance(v, Tracer) for v in jax.tree.leaves((data, step)))
     if not traced:
         writer.write(int(np.asarray(step)), encode_tensor_value(name, prepare(np.asarray(data)), plugin,
                                                                 description or ""))
-        return np.asarray(True)
+        return jnp.asarray(True)
     if plugin == "text":
         raise TypeError(f"tf.summary.text({name!r}, ...) takes host strings: call it outside compiled code.")
     prepare(np.zeros(np.shape(data)))  # shape checks while tracing
@@ -148,7 +156,7 @@ def _write(name: str, data: Any, step: Any, prepare: Callable[[np.ndarray], np.n
                                                                   description or ""))
 
     jax.debug.callback(record, data, step, replica)
-    return np.asarray(True)
+    return jnp.asarray(True)
 
 
 def _scalar_value(data: np.ndarray) -> np.ndarray:
@@ -159,13 +167,13 @@ def _scalar_value(data: np.ndarray) -> np.ndarray:
     return data.astype(np.float32)
 
 
-def scalar(name: str, data: Any, step: Any = None, description: str | None = None) -> np.ndarray:
+def scalar(name: str, data: Any, step: Any = None, description: str | None = None) -> jax.Array:
     """`tf.summary.scalar`: a float32 scalar at `step` (or the default step); True if written."""
     return _write(name, data, step, _scalar_value, "scalars", description)
 
 
 def histogram(name: str, data: Any, step: Any = None, buckets: int | None = None,
-              description: str | None = None) -> np.ndarray:
+              description: str | None = None) -> jax.Array:
     """`tf.summary.histogram`: TensorBoard's bucketed histogram (30 buckets unless given); True if written."""
     return _write(name, data, step, lambda d: histogram_buckets(d, buckets or 30), "histograms", description)
 
@@ -176,6 +184,6 @@ def _text_value(data: np.ndarray) -> np.ndarray:
     return data
 
 
-def text(name: str, data: Any, step: Any = None, description: str | None = None) -> np.ndarray:
+def text(name: str, data: Any, step: Any = None, description: str | None = None) -> jax.Array:
     """`tf.summary.text`: a string (or array of strings) at `step`; True if written (host values only)."""
     return _write(name, data, step, _text_value, "text", description)

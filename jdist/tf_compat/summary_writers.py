@@ -15,13 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
 from jdist.callbacks.event_file import encode_tensor_value, proto_fields
 from jdist.strategy.context import get_replica_context
 from jdist.tf_compat.ops import convert_to_tensor
-from jdist.tf_compat.summary import _STATE, WriterBase, get_step, should_record_summaries
+from jdist.tf_compat.summary import _STATE, WriterBase, get_step, read_variables, should_record_summaries
 
 
 def default_writer() -> Any:
@@ -31,19 +32,20 @@ def default_writer() -> Any:
     return _STATE["writer"]
 
 
-def record(name: str, data: Any, step: Any, encode: Callable[[np.ndarray], bytes]) -> np.ndarray:
+def record(name: str, data: Any, step: Any, encode: Callable[[np.ndarray], bytes]) -> jax.Array:
     """Writes `encode(data)` (a serialized `Summary.Value`) to the default writer at `step`; True if written.
     Traced `data` or `step` are written when the compiled program runs, from replica 0 only."""
     writer = default_writer()
     if writer is None:
-        return np.asarray(False)
+        return jnp.asarray(False)
     step = get_step() if step is None else step
     if step is None:
         raise ValueError("No step set. Please specify one either through the `step` argument or through "
                          "tf.summary.experimental.set_step()")
+    data, step = read_variables(data), read_variables(step)
     if not any(isinstance(v, Tracer) for v in jax.tree.leaves((data, step))):
         writer.write(int(np.asarray(step)), encode(np.asarray(data)))
-        return np.asarray(True)
+        return jnp.asarray(True)
     encode(np.zeros(np.shape(data), np.dtype(data.dtype)))  # shape and dtype checks while tracing
     context = get_replica_context()
     replica = 0 if context is None else context.replica_id_in_sync_group
@@ -53,7 +55,7 @@ def record(name: str, data: Any, step: Any, encode: Callable[[np.ndarray], bytes
             writer.write(int(np.asarray(at)), encode(np.asarray(values)))
 
     jax.debug.callback(written, data, step, replica)
-    return np.asarray(True)
+    return jnp.asarray(True)
 
 
 def _message_fields(buf: bytes) -> dict[int, bytes]:
@@ -75,12 +77,12 @@ def _metadata(metadata: Any) -> tuple[str, bytes, str]:
     return plugin.get(1, b"").decode(), plugin.get(2, b""), fields.get(3, b"").decode()
 
 
-def write(tag: str, tensor: Any, step: Any = None, metadata: Any = None, name: str | None = None) -> np.ndarray:
+def write(tag: str, tensor: Any, step: Any = None, metadata: Any = None, name: str | None = None) -> jax.Array:
     """`tf.summary.write`: `tensor` (or what the callable `tensor` returns) under `tag`, with `metadata`'s
     plugin name, content and description; True if written."""
     plugin, content, description = _metadata(metadata)
     if default_writer() is None:
-        return np.asarray(False)
+        return jnp.asarray(False)
     value: Any = tensor() if callable(tensor) else tensor
     value = value if isinstance(value, (jax.Array, Tracer)) else convert_to_tensor(value)
     return record(tag, value, step, lambda v: encode_tensor_value(tag, v, plugin, description, content))

@@ -7,8 +7,23 @@ DOCS = "docs/tf_mapping.md"
 
 
 def not_provided(path: str) -> AttributeError:
-    """The error for a TensorFlow name outside jdist's surface."""
+    """The error for a TensorFlow name outside jdist's surface (with its way forward where `_NAMES` has one)."""
+    if path in _NAMES:
+        return AttributeError(_NAMES[path].format(name=path))
     return AttributeError(f"jdist does not provide `{path}`; {DOCS} lists the TensorFlow names it implements")
+
+
+# top-level TF1 names TF's guide/migrate/validate_correctness uses, each with its TF2 way (AttributeError on access)
+_NAMES = {
+    "tf.Graph": (
+        "jdist does not provide `{name}`: TF1 graphs have no JAX counterpart. Run TF2 code eagerly or compile it "
+        "with tf.function; to compare a TF1 model with its TF2 port, run the TF1 side under TensorFlow and save "
+        f"its outputs (np.save) for the TF2 side to compare with. See {DOCS}."),
+    "tf.variable_creator_scope": (
+        "jdist does not provide `{name}`: a variable is a Keras variable a layer makes in build(). To check that "
+        "later calls create no variables, compare [v.path for v in layer.variables] before and after the call. "
+        f"See {DOCS}."),
+}
 
 _SAVED_MODEL = (
     "jdist does not provide `{name}`: its tf.saved_model saves and loads Keras models (save, load, SaveOptions, "
@@ -71,7 +86,8 @@ _MESSAGES = {
     "tf.experimental.dtensor": _DTENSOR,
     "tf.keras.dtensor": _KERAS_DTENSOR,
     "tf.experimental": (
-        "jdist does not provide `{name}`: of tf.experimental it has dtensor (meshes and layouts on jax.sharding). "
+        "jdist does not provide `{name}`: of tf.experimental it has dtensor (meshes and layouts on jax.sharding) "
+        "and numpy (`tnp`, jdist.tf_compat.tf_numpy). "
         f"See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist's `{name}` takes a TPUClusterResolver of this host's TPUs only (nothing to connect): "
@@ -87,6 +103,38 @@ _MESSAGES = {
     "tf.compat.v1.estimator": (
         "jdist does not provide `{name}`: TensorFlow 2.21 has no tf.estimator either. Port the model_fn to a "
         "Keras model trained with model.fit under a jdist strategy, or with jdist.Trainer (docs/trainer.md). "
+        f"See {DOCS}."),
+    # the TF1 names TF's migration guides replace (guide/migrate: fault_tolerance, checkpoint_saver,
+    # early_stopping), each with the replacement those guides teach
+    "tf.compat.v1.train": (
+        "jdist does not provide `{name}`: TF1 graphs, sessions and placeholders have no JAX counterpart. TF2's "
+        "replacements: a SessionRunHook -> a tf.keras.callbacks.Callback (or code in a custom training loop), "
+        "tf1.train.*Optimizer -> tf.keras.optimizers, Saver / checkpoint hooks -> tf.train.Checkpoint with "
+        "tf.train.CheckpointManager or tf.keras.callbacks.ModelCheckpoint / BackupAndRestore, "
+        f"MonitoredTrainingSession -> model.fit or a tf.GradientTape loop. See {DOCS}."),
+    "tf.compat.v1.feature_column": (
+        "jdist does not provide `{name}`: feature columns feed TF1 graphs and Estimators. Use Keras "
+        "preprocessing layers instead, either directly or via the `tf.keras.utils.FeatureSpace` utility "
+        f"(TF 2.21's own deprecation advice). See {DOCS}."),
+    "tf.compat.v1.layers": (
+        "jdist does not provide `{name}`: tf1.layers build TF1 graphs (TF 2.21 with Keras 3 refuses them too). "
+        f"Use the same layer from tf.keras.layers (Flatten, Dense, ...). See {DOCS}."),
+    # guide/migrate: metrics_optimizers, logging_stop_hook, sessionrunhook_callback, validate_correctness
+    "tf.compat.v1.metrics": (
+        "jdist does not provide `{name}`: tf1.metrics return graph update ops. Use tf.keras.metrics (e.g. "
+        "tf1.metrics.accuracy -> tf.keras.metrics.Accuracy(): update_state(y_true, y_pred), result(), "
+        "reset_state()); an Estimator's eval_metric_ops or tf.estimator.add_metrics -> "
+        f"model.compile(metrics=[...]). See {DOCS}."),
+    "tf.compat.v1.Session": (
+        "jdist does not provide `{name}`: TF1 graphs and sessions have no JAX counterpart. TF2 code runs eagerly: "
+        f"sess.run(x) is x.numpy(); compile with tf.function. See {DOCS}."),
+    "tf.compat.v1.keras": (
+        "jdist does not provide `{name}`: TF 2.21's tf.compat.v1.keras is Keras 3, which has no TF1 shims "
+        "(DeterministicRandomTestTool, track_tf1_style_variables) either; use tf.keras, with "
+        f"tf.keras.utils.set_random_seed / tf.random.set_seed for reproducible random numbers. See {DOCS}."),
+    "tf.compat.v1.losses": (
+        "jdist does not provide `{name}`: tf1.losses build TF1 graphs. Use tf.keras.losses (for "
+        "sparse_softmax_cross_entropy: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)). "
         f"See {DOCS}."),
 }
 

@@ -6,7 +6,8 @@ first path a breadth-first walk finds (observed, TF 2.21 with tf_keras: the guid
 `iterator/.ATTRIBUTES/ITERATOR_STATE`, `save_counter/...`, `_CHECKPOINTABLE_OBJECT_GRAPH`). jdist walks:
 a `Checkpoint`'s attributes in the order they were set; lists and dicts by index and key; a Keras layer's own
 variables by their names, then its sublayers by attribute name, then the layers of a Sequential or functional
-model as `layer_with_weights-<j>` (tf_keras's names), then any variable still unnamed as `_variables/<i>`;
+model as `layer_with_weights-<j>` (tf_keras's names), then any variable still unnamed as `_variables/<i>`
+(random-seed states excepted: TF saves none);
 an optimizer's `_iterations`, `_learning_rate`, then `_variables/<i>`; a `tf.Module`'s attributes by name,
 in the order they were set (`net/layers/0/w/...`, as TF's); other objects with `variables` as `_variables/<i>`.
 Keras's instance-numbered names (`sequential_1/...`) never enter a key, so a checkpoint
@@ -78,8 +79,18 @@ def _keras_children(obj: Any) -> list[tuple[str, Any]]:
             children.insert(0, ("_iterations", obj._iterations))
         if is_variable(getattr(obj, "_learning_rate", None)):
             children.insert(1, ("_learning_rate", obj._learning_rate))
-    children.append(("_variables", list(getattr(obj, "variables", []))))
+    seeds = _seed_states(obj)
+    children.append(("_variables", [v for v in getattr(obj, "variables", []) if id(v) not in seeds]))
     return children
+
+
+def _seed_states(obj: Any) -> set[int]:
+    """The ids of the random-seed states (Keras `SeedGenerator`s: Dropout, GaussianNoise, ...) in `obj`'s layers.
+    They are no checkpoint values: neither TF's Keras 3 nor tf_keras saves them in a `tf.train.Checkpoint`
+    (observed, TF 2.21: a model with Dropout saves only its kernels and biases), so a checkpoint restores into
+    the same model with or without its random layers."""
+    layers: Any = obj._flatten_layers(include_self=True) if hasattr(obj, "_flatten_layers") else []
+    return {id(generator.state) for layer in layers for generator in getattr(layer, "_seed_generators", [])}
 
 
 def children(obj: Any) -> list[tuple[str, Any]]:
