@@ -135,10 +135,13 @@ class ConcreteFunction:
 
     def _check_dtype(self, index: int, value: Any, template: Any) -> None:
         expected = _dtype_of(template)
-        got = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+        got = _np_dtype(value.dtype) if hasattr(value, "dtype") else np.asarray(value).dtype  # no array of a ragged one
         if isinstance(value, (list, tuple, int, float)) and not isinstance(value, bool):
             return  # a Python value is converted to the spec's dtype
         if expected is not None and _kind(got) != _kind(expected):
+            if hasattr(template, "ragged_rank"):  # TF binds a ragged argument by its parts: a TypeError (observed)
+                raise self._binding_error(f"Can not cast {_flat_spec(value, got)} to "
+                                          f"{_flat_spec(template, expected)}", (value,), {})
             raise dtype_mismatch(self._op, index, _kind(expected), _kind(got))
 
     def _binding_error(self, reason: str, args: tuple, kwargs: dict) -> TypeError:
@@ -211,13 +214,26 @@ def _example(value: Any) -> Any:
         if value.shape is None or None in value.shape or np.dtype(value.dtype).kind in "OSU":
             return None
         return np.zeros(value.shape, value.dtype)
-    if is_tensor_like(value) and np.dtype(value.dtype).kind in "OSU":
+    if is_tensor_like(value) and _np_dtype(value.dtype).kind in "OSU":
         return None
     return value
 
 
 def _dtype_of(value: Any) -> np.dtype | None:
-    return np.dtype(value.dtype) if hasattr(value, "dtype") else None
+    return _np_dtype(value.dtype) if hasattr(value, "dtype") else None
+
+
+def _flat_spec(ragged: Any, dtype: np.dtype) -> TensorSpec:
+    """TF's spec of a ragged value's (or spec's) flat values: its ragged dimensions one unknown one."""
+    shape = getattr(ragged, "shape", None)
+    inner = tuple(shape)[ragged.ragged_rank + 1:] if shape is not None and len(tuple(shape)) else ()
+    values = getattr(ragged, "flat_values", None)
+    return TensorSpec(tuple(values.shape) if values is not None else (None, *inner), dtype)
+
+
+def _np_dtype(dtype: Any) -> np.dtype:
+    """numpy's dtype of a numpy/JAX dtype or of a TF `DType` (a `RaggedTensorSpec` holds one)."""
+    return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
 
 
 def _kind(dtype: np.dtype) -> str:
@@ -233,8 +249,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def _value_text(value: Any) -> str:
     """TF's text for one argument's trace type: TensorSpec, VariableSpec, Literal[...], List[...], Tuple[...]."""
-    if isinstance(value, TensorSpec):
-        return repr(value)
+    if isinstance(value, TensorSpec) or (hasattr(value, "ragged_rank") and not hasattr(value, "flat_values")):
+        return repr(value)  # a TensorSpec, or a RaggedTensorSpec as TF shows it
     if hasattr(value, "assign") and hasattr(value, "dtype"):
         return (f"VariableSpec(shape={tuple(value.shape)}, dtype=tf.{np.dtype(value.dtype).name}, "
                 f"trainable={bool(getattr(value, 'trainable', True))}, alias_id=0)")

@@ -105,6 +105,17 @@ def _signature(value: Any) -> Any:
     return treedef, tuple(keys)
 
 
+def _saved_dtype(name: str, function: Any) -> np.dtype:
+    """A saved signature's array dtype; a composite argument (a RaggedTensor, keyed by TF's dtype text) is refused."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise ValueError(f"tf.saved_model.save: {getattr(function, '__name__', 'the function')} was traced with a "
+                         f"composite tensor argument of dtype {name} (a RaggedTensor); jdist saves signatures of "
+                         "dense arrays and Python values only: pass rt.flat_values and rt.row_splits (or "
+                         "rt.to_tensor()) as separate arguments") from None
+
+
 def _relaxed(key: Any, known: list) -> Any:
     """TF's `reduce_retracing`: a signature whose arrays differ from a known one's only in dimension sizes is
     that one with those dimensions unknown (observed, TF 2.21: shapes (3,), (5,), (7,), (9,) trace twice); in
@@ -380,7 +391,7 @@ class Function:
             leaves = []
             for leaf_key in leaf_keys:
                 if leaf_key[0] == "array":
-                    leaves.append(jax.ShapeDtypeStruct(leaf_key[1], np.dtype(leaf_key[2])))
+                    leaves.append(jax.ShapeDtypeStruct(leaf_key[1], _saved_dtype(leaf_key[2], self.python_function)))
                 elif leaf_key[0] == "value":
                     leaves.append(leaf_key[2])
                 else:

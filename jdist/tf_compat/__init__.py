@@ -55,7 +55,7 @@ from jdist.tf_compat import (
     nest_ops as _nest,
     nn_ops as _nn_ops,
     ops as _ops,
-    ragged as _ragged,
+    ragged_factories as _ragged,
     reductions as _reductions,
     sparse as _sparse,
     strings as _strings,

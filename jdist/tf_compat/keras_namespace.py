@@ -56,6 +56,9 @@ def tf_keras() -> types.ModuleType:
     keras_saving.install()
     keras_epochs.install()  # an epoch ends at steps_per_epoch, whatever steps_per_execution is (tf_keras's)
     keras_tf_steps.install()  # a model's TF-style train_step(self, data) runs as TF's fit runs it
+    from jdist.tf_compat import keras_sparse
+
+    keras_sparse.install()  # a tf.SparseTensor into a model is Keras JAX's sparse BCOO (TF's Input(sparse=True))
     from jdist.tf_compat.sidecar import SidecarEvaluator
     from jdist.tf_compat.unsupported import Unsupported
 

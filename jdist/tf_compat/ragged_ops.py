@@ -16,7 +16,8 @@ from jdist.input.tensor_spec import TensorShape
 from jdist.tf_compat.dtype_table import as_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.host_tensors import as_tensors
-from jdist.tf_compat.ragged import RaggedTensor, concat_rows, constant, from_rows
+from jdist.tf_compat.ragged import RaggedTensor, concat_rows, from_rows
+from jdist.tf_compat.ragged_factories import constant
 from jdist.tf_compat.ragged_shape import DynamicRaggedShape, RowPartition, with_shape
 
 # ops whose first argument's values map one to one onto the result's (the rest are options)

@@ -21,6 +21,7 @@ from jax.typing import DTypeLike
 
 from jdist.input.tensor_spec import TensorShape
 from jdist.tf_compat.dtype_table import DType, as_dtype, numpy_dtype, string
+from jdist.tf_compat.host_tensors import as_tensors
 from jdist.tf_compat.linalg_ops import invalid
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tfdata import tensor_text
@@ -51,15 +52,15 @@ class SparseTensor:
 
     @property
     def indices(self) -> ArrayLike:
-        return self._indices
+        return as_tensors(self._indices)  # host parts are tensors with `.numpy()`, rows too, as in TF
 
     @property
     def values(self) -> ArrayLike:
-        return self._values
+        return as_tensors(self._values)
 
     @property
-    def dense_shape(self) -> np.ndarray:
-        return np.asarray(self._shape, np.int64)
+    def dense_shape(self) -> Any:
+        return as_tensors(np.asarray(self._shape, np.int64))
 
     @property
     def shape(self) -> TensorShape:
@@ -408,7 +409,8 @@ def slice(sp_input: SparseTensor, start: Sequence[int], size: Sequence[int],  # 
         raise ValueError("tf.sparse.slice has a data-dependent number of entries, which compiled code cannot "
                          "produce; slice tf.sparse.to_dense(sp) there")
     first = np.asarray(start, np.int64).reshape(-1)
-    end = np.minimum(first + np.asarray(size, np.int64).reshape(-1), np.asarray(sp.shape))
+    # a box past the shape's end is empty there (observed: TF gives a 0-length dimension, no error)
+    end = np.maximum(np.minimum(first + np.asarray(size, np.int64).reshape(-1), np.asarray(sp.shape)), first)
     idx = np.asarray(sp.indices)
     keep = ((idx >= first) & (idx < end)).all(axis=1)
     return SparseTensor(idx[keep] - first, np.asarray(sp.values)[keep], tuple((end - first).tolist()))
