@@ -8,6 +8,7 @@ prints it. `DistributedIterator.get_next_as_optional()` returns an `Optional`.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import jax
@@ -15,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jdist.errors import InvalidArgumentError
+from jdist.input import calling_code
+from jdist.input.calling_code import library_code
 from jdist.input.tensor_shape import TensorShape as TensorShape  # `tf.TensorShape`, read from here too
 
 
@@ -33,7 +36,8 @@ class TensorSpec:
             shape = None
         if shape is not None:
             dims = shape.as_list() if hasattr(shape, "as_list") else shape
-            shape = tuple(None if d is None else int(d) for d in dims)
+            # TF's `spec.shape`: a TensorShape; a symbolic dimension (jax.export's, in a saved function) is None
+            shape = TensorShape(None if d is None or jax.export.is_symbolic_dim(d) else int(d) for d in dims)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", np.dtype(getattr(self.dtype, "as_numpy_dtype", self.dtype)))
 
@@ -49,6 +53,33 @@ class TensorSpec:
         fits = self.shape is None or len(shape) == len(self.shape) and all(
             a is None or a == b for a, b in zip(self.shape, shape))
         return fits and np.dtype(getattr(value, "dtype", type(value))) == self.dtype
+
+
+def _spec_shape(spec: TensorSpec) -> Any:
+    """`spec.shape`: TF's `TensorShape(None)` (observed, TF 2.21: `tf.TensorSpec(shape=None).shape`, rank None,
+    printed `<unknown>`) for a script's code where the rank is unknown; jdist's own code reads None there."""
+    shape = spec.__dict__["shape"]
+    if shape is None and not library_code(sys._getframe(1)):
+        return TensorShape(None)
+    return shape
+
+
+def _set_spec_shape(spec: TensorSpec, shape: Any) -> None:
+    spec.__dict__["shape"] = shape
+
+
+def _spec_dtype(spec: TensorSpec) -> Any:
+    """`spec.dtype`: TF's `tf.DType` for a script's code (observed, TF 2.21: `print(spec.dtype)` is
+    `<dtype: 'float32'>`); numpy's dtype for jdist's own."""
+    return calling_code.dtype_for(spec.__dict__["dtype"], sys._getframe(1))
+
+
+def _set_spec_dtype(spec: TensorSpec, dtype: Any) -> None:
+    spec.__dict__["dtype"] = dtype
+
+
+TensorSpec.shape = property(_spec_shape, _set_spec_shape)  # pyright: ignore[reportAttributeAccessIssue]
+TensorSpec.dtype = property(_spec_dtype, _set_spec_dtype)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 

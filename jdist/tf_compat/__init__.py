@@ -373,6 +373,9 @@ globals().update(_additions.TOP_LEVEL)  # tf.name_scope, tf.custom_gradient, tf.
 lookup, bitwise, signal, sets, audio = (_additions.NEW[n] for n in ("lookup", "bitwise", "signal", "sets", "audio"))
 version = Namespace("tf.version", **_additions.version_names(__version__))
 experimental.__dict__.update(Optional=data.experimental.Optional)  # tf.experimental.Optional, as TF's
+from jdist.tf_compat import tf_numpy as _tf_numpy  # noqa: E402
+
+experimental.__dict__.update(numpy=_tf_numpy.namespace())  # tf.experimental.numpy (`tnp`), jdist.tf_compat.tf_numpy
 for _path, _names in _additions.ADDITIONS.items():
     _additions.namespace(globals(), _path).__dict__.update(_names)
 for _path in _additions.HOST_OPS:
@@ -380,6 +383,11 @@ for _path in _additions.HOST_OPS:
 # TF's ops dispatch on RaggedTensor arguments (after every op is in place), and tf.ragged's further names
 _ragged_ops.install(globals(), math, strings, nn, ragged, experimental)
 RaggedTensorSpec = _ragged_ops.RaggedTensorSpec
+# RaggedTensor and SparseTensor as tf.data elements (registered with jdist.tfdata.composites)
+from jdist.tf_compat import dataset_composites as _dataset_composites  # noqa: E402
+
+SparseTensorSpec = _dataset_composites.SparseTensorSpec
+
 # --- end of the namespaces' further names ---
 
 # TF's ops give tensors with `.numpy()`, also those computed with numpy on the host (jdist.tf_compat.host_tensors)
@@ -442,6 +450,7 @@ __all__ += ["experimental", "ragged", "strings", "test"]
 __all__ += ["types"]
 # --- end tf.image ... (__all__) ---
 # the namespaces' further names (jdist.tf_compat.namespace_additions)
+__all__ += ["SparseTensorSpec"]  # jdist.tf_compat.dataset_composites
 __all__ += ["RaggedTensorSpec", "audio", "bitwise", "lookup", "sets", "signal", "version",
             *sorted(_additions.TOP_LEVEL)]
 

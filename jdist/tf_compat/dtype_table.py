@@ -13,6 +13,8 @@ import ml_dtypes
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.input import calling_code as _calling_code
+
 
 class DType:
     """TF's `tf.DType`: `name`, `as_numpy_dtype`, `is_floating`, `is_integer`, `is_bool`, `size`, `min`, `max`."""
@@ -69,6 +71,12 @@ class DType:
 
     def __hash__(self) -> int:
         return hash(self.dtype)
+
+    def __getattr__(self, name: str) -> object:
+        """numpy's dtype attributes (`kind`, `itemsize`, `char`) for code written against numpy's `t.dtype`."""
+        if name.startswith("__") or name == "dtype":
+            raise AttributeError(name)
+        return getattr(self.dtype, name)
 
     def __repr__(self) -> str:
         return f"tf.{self.name}"
@@ -139,3 +147,6 @@ def numpy_dtype(dtype: DTypeLike | None) -> np.dtype | None:
 
 
 ALL = dict(_BY_NAME, half=half, double=double, string=string)
+
+# A host tensor's `t.dtype` and a TensorSpec's `dtype` in a script's code are TF's `DType` (jdist.input.calling_code).
+_calling_code.set_script_dtype(as_dtype)

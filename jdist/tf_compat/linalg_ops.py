@@ -82,7 +82,7 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False, transpose_b:
         y = matrix_transpose(y, conjugate=adjoint_b)
     if tuple(np.shape(x))[-1] != tuple(np.shape(y))[-2]:  # TF's message (observed, TF 2.21)
         a_text, b_text = (",".join(str(d) for d in shape) for shape in given)
-        raise invalid(f"Matrix size-incompatible: In[0]: [{a_text}], In[1]: [{b_text}]")
+        raise invalid(f"Matrix size-incompatible: In[0]: [{a_text}], In[1]: [{b_text}] [Op:MatMul]")
     target = numpy_dtype(output_type)
     if target is not None:
         return module.matmul(x.astype(target), y.astype(target))

@@ -27,6 +27,7 @@ from jdist.tf_compat import binary_operands, division, input_dtypes, kink_gradie
 from jdist.tf_compat.conversion import check_python_value, constant, convert_to_tensor, is_jax, xp  # noqa: F401
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
+from jdist.tfdata import tensor_numpy
 from jdist.tfdata.tensor_text import dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
@@ -66,6 +67,10 @@ def reshape(tensor: TensorLike, shape: ShapeLike, name: str | None = None) -> Ar
     tensor = convert_to_tensor(tensor)
     dims = tuple(int(s) for s in np.asarray(shape).reshape(-1))
     known = int(np.prod([d for d in dims if d != -1]))
+    if not isinstance(tensor.size, (int, np.integer)):  # symbolic sizes (a saved function's free dimensions):
+        # -1 becomes size // known, so the exported program checks divisibility when called, as TF checks at run
+        dims = tuple(tensor.size // known if d == -1 and known else d for d in dims)
+        return xp(tensor).reshape(tensor, dims)
     if -1 in dims and (known == 0 or tensor.size % known) or -1 not in dims and known != tensor.size:
         wanted = f"requires a multiple of {known}" if -1 in dims else f"has {known}"
         raise InvalidArgumentError(None, None, f"Input to reshape is a tensor with {tensor.size} values, but the "
@@ -116,6 +121,7 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
     """`tf.concat`: the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
     arrays = input_dtypes.matching("ConcatV2", values, convert_to_tensor, name)
+    tensor_numpy.check_concat([tuple(np.shape(a)) for a in arrays], axis, name)
     return xp(*arrays).concatenate(arrays, axis=axis)
 
 
@@ -237,7 +243,10 @@ def _binary(name: str):
         x, y = binary_operands.matching(x, y, fn_name)
         if fn_name in _KINKED and is_jax(x, y):
             return _KINKED[fn_name](x, y)
-        return getattr(xp(x, y), fn_name)(x, y)
+        try:
+            return getattr(xp(x, y), fn_name)(x, y)
+        except (ValueError, TypeError) as error:  # shapes that do not broadcast: TF's `[Op:AddV2]` error
+            raise tensor_numpy.op_error(fn_name, x, y, error) from None
 
     fn_name = name
     op.__name__ = name
@@ -326,11 +335,11 @@ def gather(params: TensorLike, indices: TensorLike, axis: int = 0, batch_dims: i
     if not isinstance(indices, Tracer):  # TF checks indices it can see (a traced one it cannot)
         where = np.asarray(indices)
         size = params.shape[axis]
-        bad = np.argwhere((where < 0) | (where >= size))
-        if bad.size:
-            at = tuple(int(i) for i in bad[0])
-            raise InvalidArgumentError(None, None, f"indices[{','.join(map(str, at))}] = {where[at]} is not in "
-                                                   f"[0, {size})")
+        bad = (where < 0) | (where >= size)
+        if bad.any():  # TF's text (observed, TF 2.21): "indices[0,1] = 3 is not in [0, 2) [Op:GatherV2]"
+            at = tuple(int(i) for i in np.argwhere(bad)[0]) if where.ndim else ()
+            label = f"indices[{','.join(map(str, at))}]" if at else "indices"
+            raise InvalidArgumentError(None, None, f"{label} = {where[at]} is not in [0, {size}) [Op:GatherV2]")
     return xp(params, indices).take(params, indices, axis=axis)
 
 

@@ -45,6 +45,8 @@ def _reduce(name: str, input_tensor: TensorLike, axis: Axis, keepdims: bool) -> 
     if name == "mean" and x.dtype.kind in "iub":
         count = x.size if axis is None else int(np.prod([x.shape[a] for a in np.atleast_1d(axis)]))
         total = module.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
+        if count == 0:  # TF 2.21 (observed): the mean of no ints is 0 (`reduce_mean(zeros([0, 3], int32), 0)`)
+            return total
         return module.trunc(total / count).astype(x.dtype) if x.dtype.kind != "b" else total
     if name in ("sum", "prod") and x.dtype.kind in "iu":
         return getattr(module, name)(x, axis=axis, keepdims=keepdims, dtype=x.dtype)

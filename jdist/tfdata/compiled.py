@@ -9,7 +9,9 @@ shapes being static), and the function's Python code runs no more. Where it is n
 (`tf.py_function`, `tf.numpy_function`, text), a `tf.random` op (TF draws per element: the Python path draws
 from `seeding`'s per-pass generators), a random key or a captured array (a variable TF reads when it runs),
 an unknown dimension, an output whose dtype differs from the call on placeholders — the Python function
-runs per element, as before. `filter`'s predicate and `reduce`'s function are run the same way.
+runs per element, as before. `filter`'s predicate, `reduce`'s and `scan`'s functions are run the same way. A
+small trace of exact arithmetic is evaluated on numpy instead of the compiled call (`host_eval`: the same
+results, without a compiled call's per-element dispatch).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import jax
 import jax.extend
 import numpy as np
 
-from jdist.tfdata import structure
+from jdist.tfdata import host_eval, structure
 from jdist.tfdata.shape_inference import Trace
 
 # primitives whose per-element result TF computes afresh, or that call back into Python: never compiled here
@@ -91,36 +93,67 @@ def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[
     run = jax.jit(lambda *values: _evaluate(closed.jaxpr, closed.consts, values))
     dtypes = [np.dtype(s.dtype) for s in specs]
     cpu = jax.devices("cpu")[0]
+    on_numpy = host_eval.evaluator(closed, [int(np.prod(s.shape)) for s in specs])  # tiny traces: no dispatch
 
     def apply(element: Any) -> Any:
         values = [np.asarray(v, dtype=d) for v, d in zip(structure.leaves(element), dtypes)]
-        with jax.enable_x64(True), jax.default_device(cpu):  # on the host, as TF's tf.data
-            out = run(*values)
+        if on_numpy is not None:
+            out = on_numpy(values)
+        else:
+            with jax.enable_x64(True), jax.default_device(cpu):  # on the host, as TF's tf.data
+                out = run(*values)
         it = iter(out)
         return structure.map_leaves(lambda _: np.array(next(it)), output)  # writable host arrays, as TF's numpy()
 
     return apply
 
 
-def compile_predicate(predicate: Callable[..., Any], input_spec: Any) -> Callable[[Any], bool] | None:
+def compile_predicate(predicate: Callable[..., Any], input_spec: Any, trace: Trace | None = None
+                      ) -> Callable[[Any], bool] | None:
     """`filter`'s predicate as run per element: compiled (`compile_map`) where its trace is a pure computation
     of a boolean scalar, else None (the Python predicate then runs per element). TF 2.21 (observed): a counter
-    in a `filter` predicate counts 1 at `filter`, and no more while the dataset is iterated."""
+    in a `filter` predicate counts 1 at `filter`, and no more while the dataset is iterated. `trace`: the
+    predicate's trace where it was made (`user_functions.single_trace`), else it is traced here."""
     from jdist.tfdata import user_functions
 
-    run = compile_map(user_functions.trace_abstract(predicate, input_spec), input_spec, np.zeros((), np.bool_))
+    if trace is None:
+        trace = user_functions.trace_abstract(predicate, input_spec)
+    run = compile_map(trace, input_spec, np.zeros((), np.bool_))
     return None if run is None else (lambda element: bool(run(element)))
 
 
-def compile_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:
+def compile_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any, trace: Trace | None = None
+                 ) -> Callable[[Any, Any], Any] | None:
     """`reduce`'s `fn(state, element)` as run per element: compiled where its trace is a pure computation whose
     new state has the initial state's dtypes and shapes, else None. TF 2.21 (observed): a counter in a `reduce`
-    function counts 1 (its trace), whatever the number of elements."""
+    function counts 1 (its trace), whatever the number of elements. `trace`: as `compile_predicate`'s."""
     from jdist.tfdata import user_functions
 
     if input_spec is None:
         return None
     state_spec = structure.spec_of(state)
     both = (state_spec, input_spec)
-    run = compile_map(user_functions.trace_abstract(fn, both), both, structure.placeholder(state_spec))
+    if trace is None:
+        trace = user_functions.trace_abstract(fn, both)
+    run = compile_map(trace, both, structure.placeholder(state_spec))
+    return None if run is None else (lambda current, element: run((current, element)))
+
+
+def compile_scan(trace: Trace | None, state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:
+    """`scan`'s `scan_func(state, element) -> (new_state, output)` as run per element: compiled where its trace
+    (`user_functions.fold_trace`) is a pure computation whose new state has the state's dtypes and shapes, else
+    None (the Python function then runs per element). TF 2.21 (observed): a counter in a scan function counts 1
+    after two passes, and a Python `random.random()` in it is drawn once, at the trace."""
+    if trace is None or input_spec is None or not isinstance(trace.output, tuple) or len(trace.output) != 2:
+        return None
+    try:
+        output = structure.normalize(trace.output)
+    except (TypeError, ValueError):
+        return None
+    state_spec = structure.spec_of(state)
+    have, want = structure.leaves(structure.spec_of(output[0])), structure.leaves(state_spec)
+    if len(have) != len(want) or any(np.dtype(h.dtype) != np.dtype(w.dtype) or h.shape != w.shape
+                                     for h, w in zip(have, want)):
+        return None
+    run = compile_map(trace, (state_spec, input_spec), output)
     return None if run is None else (lambda current, element: run((current, element)))

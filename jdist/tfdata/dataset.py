@@ -21,12 +21,15 @@ and returns a random one, replacing it with the next input.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any, Callable, Iterator
 
 import grain
 import numpy as np
 
+import jdist.tfdata.composite_batch as composite_batch
+import jdist.tfdata.generator_signature as generator_signature
 import jdist.tfdata.spec as dataset_spec
 from jdist.strategy import function_trace
 from jdist.tfdata import combinators, compiled, files, grouping, mapping, saving, seeding, structure, user_functions
@@ -102,6 +105,9 @@ class Dataset(grain.IterDataset):
     def from_tensor_slices(tensors: Any, name: str | None = None) -> Dataset:
         """One element per row of `tensors` (a tensor, or a tuple/dict of tensors sharing dim 0)."""
         components = structure.normalize(tensors)
+        if composite_batch.has_composite(components):  # ragged or sparse components: rows by their kind
+            rows, n, row_spec = composite_batch.slices(components)
+            return Dataset(lambda key: Slices(rows, n), n, lambda: row_spec, kind="TensorSliceDataset", static=True)
         parts = structure.leaves(components)
         if not parts:
             raise ValueError("from_tensor_slices: `tensors` holds no tensor")
@@ -146,10 +152,10 @@ class Dataset(grain.IterDataset):
         if output_signature is None and output_types is None:
             raise TypeError("from_generator: give `output_signature` (a structure of TensorSpecs), as TF requires")
         call_args = tuple(args or ())
-        signature = structure.signature_from(output_signature, output_types, output_shapes)
+        signature = generator_signature.signature_from(output_signature, output_types, output_shapes)
 
         def make(key: Key) -> grain.IterDataset:
-            return Generated(lambda: (structure.conform(element, signature)
+            return Generated(lambda: (generator_signature.conform(element, signature)
                                       for element in generator(*call_args)))
 
         return Dataset(make, UNKNOWN, lambda: signature, kind="FlatMapDataset", static=True)
@@ -197,13 +203,17 @@ class Dataset(grain.IterDataset):
         """The elements for which `predicate` is true (a boolean scalar)."""
         after = ", but its return type is {spec}."  # TF 2.21's text (observed); TF's trace, now:
         input_spec = user_functions.input_spec_of(self)
-        called = user_functions.check_predicate(predicate, input_spec, after)
-        fast = compiled.compile_predicate(predicate, input_spec)  # TF runs the traced graph per element
+        trace = user_functions.single_trace(predicate, input_spec)  # once, as TF's (None: two calls instead)
+        called = user_functions.check_predicate(predicate, input_spec, after, trace)
+        fast = compiled.compile_predicate(predicate, input_spec, trace)  # TF runs the traced graph per element
 
-        def keep(element: Any) -> bool:
-            return fast(element) if fast is not None else structure.verdict(called, element, after)
-        return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(keep), UNKNOWN,
-                            lambda: self.element_spec, "FilterDataset")
+        passes = seeding.PerPass()  # its `tf.random` ops draw per pass, as `map`'s (TF 2.21, observed)
+
+        def keep(table: seeding.PassRandom, element: Any) -> bool:
+            with seeding.drawing(table):
+                return fast(element) if fast is not None else structure.verdict(called, element, after)
+        return self._derive(lambda key: as_iter(self._build(key), self._threads).filter(
+            functools.partial(keep, passes.of(key))), UNKNOWN, lambda: self.element_spec, "FilterDataset")
 
     def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls: int | None = None,
               deterministic: bool | None = None, name: str | None = None) -> Dataset:
@@ -216,19 +226,22 @@ class Dataset(grain.IterDataset):
         card = self._cardinality
         if card >= 0:
             card = card // size if drop_remainder else -(-card // size)
+        # TF batches by the element spec: read where it reads no element (a static one, or one already read)
+        stack = composite_batch.stacker(lambda: self._spec if self._spec is not None or not self._static else
+                                        user_functions.input_spec_of(self))
         return self._derive(
-            lambda key: self._build(key).batch(size, drop_remainder=bool(drop_remainder), batch_fn=structure.stack),
-            card, lambda: structure.batched_spec(self.element_spec, size if drop_remainder else None),
+            lambda key: self._build(key).batch(size, drop_remainder=bool(drop_remainder), batch_fn=stack),
+            card, lambda: composite_batch.batched_spec(self.element_spec, size if drop_remainder else None),
             "BatchDataset")
 
     def unbatch(self, name: str | None = None) -> Dataset:
         """The rows of each element, one by one (the inverse of `batch`)."""
         def make(key: Key) -> grain.IterDataset:
-            return Generated(lambda: (row for batch in self._elements(key) for row in structure.unstack(batch)))
+            return Generated(lambda: (row for batch in self._elements(key) for row in composite_batch.unstack(batch)))
         card = self._cardinality
         if card >= 0:  # TF 2.21's (observed): times a static leading dimension, else unknown
             card = structure.unbatched_cardinality(card, self.element_spec) if self._static else UNKNOWN
-        return self._derive(make, card, lambda: structure.unbatched_spec(self.element_spec), "UnbatchDataset")
+        return self._derive(make, card, lambda: composite_batch.unbatched_spec(self.element_spec), "UnbatchDataset")
 
     def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
                 name: str | None = None) -> Dataset:
@@ -417,7 +430,7 @@ class Dataset(grain.IterDataset):
         """The next pass, as plain numpy values: numpy scalars and arrays, not tensors (TF's, observed: a map
         function's `tf.cast(x, tf.float32) * 2` gives `np.float32(0.0)`)."""
         return NumpyIterator(GuardedIterator(self.begin_pass()[1]), lambda: self.element_spec,
-                             lambda element: structure.map_leaves(structure.as_numpy, element))
+                             lambda element: structure.map_leaves(structure.as_numpy_read_only, element))
 
     def begin_pass(self, index: int | None = None) -> tuple[int, grain.DatasetIterator]:
         """Pass `index` (the next one when None) as a checkpointable grain iterator of numpy elements:
@@ -437,9 +450,9 @@ class Dataset(grain.IterDataset):
         `range(5).reduce(np.int64(0), add)` prints `tf.Tensor(10, shape=(), dtype=int64)`)."""
         state = structure.map_leaves(HostTensor.of, structure.normalize(initial_state))
         input_spec = user_functions.input_spec_of(self)
-        user_functions.trace_fold(reduce_func, state, input_spec)  # TF traces it once
+        trace = user_functions.fold_trace(reduce_func, state, input_spec)  # TF traces it once
         called = user_functions.quiet(reduce_func)
-        fast = compiled.compile_fold(reduce_func, state, input_spec)  # TF runs the traced graph per element
+        fast = compiled.compile_fold(reduce_func, state, input_spec, trace)  # TF runs the traced graph per element
         for element in self.begin_pass()[1]:
             state = fast(state, element) if fast is not None else \
                 called(state, structure.map_leaves(HostTensor.of, element))

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import combinators, grouping, saving, structure
+from jdist.tfdata import combinators, composite_batch, grouping, saving, structure
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.dataset import Dataset
 from jdist.tfdata.iterator import Optional, specs_compatible
@@ -105,15 +105,24 @@ def shuffle_and_repeat(buffer_size: int, count: int | None = None, seed: int | N
 
 def dense_to_ragged_batch(batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = np.int64
                           ) -> Transformation:
-    """`batch` of elements of one known shape (TF batches those densely too); elements whose shapes vary
-    would make ragged batches, which jdist's tf.data does not build."""
+    """`batch`, each component whose shape has an unknown dimension batched into a RaggedTensor (TF 2.21,
+    observed: rows of `tf.range(i)` give `<tf.RaggedTensor [[0], [0, 1]]>`); components of one known shape
+    are batched densely, as `batch` does."""
     def apply(dataset: Dataset) -> Dataset:
-        if any(s.shape is None or None in s.shape for s in structure.leaves(dataset.element_spec)):
-            raise NotImplementedError(
-                "dense_to_ragged_batch: the elements' shapes vary (element_spec "
-                f"{dataset.element_spec}), and jdist's tf.data has no ragged batches; pad them with "
-                "Dataset.padded_batch instead (docs/tf_mapping.md)")
-        return dataset.batch(batch_size, drop_remainder)
+        row = composite_batch.ragged_rows(dataset.element_spec)
+        batched = dataset.batch(batch_size, drop_remainder)
+        if not composite_batch.has_composite_spec(row):
+            if any(s.shape is None or None in s.shape for s in structure.leaves(row)):
+                raise NotImplementedError(  # no RaggedTensor registered (`jdist.tfdata.composites`)
+                    f"dense_to_ragged_batch: the elements' shapes vary (element_spec {row}); ragged batches need "
+                    "jdist.tf_compat's RaggedTensor (import jdist.tf_compat), or pad them with Dataset.padded_batch")
+            return batched
+        stack = composite_batch.stacker(lambda: row)
+        size = int(batch_size)
+        return dataset._derive(
+            lambda key: dataset._build(key).batch(size, drop_remainder=bool(drop_remainder), batch_fn=stack),
+            batched._cardinality, lambda: composite_batch.batched_spec(row, size if drop_remainder else None),
+            "_DenseToRaggedDataset")
     return apply
 
 
@@ -324,8 +333,8 @@ NAMES.update(save=save, load=load)
 
 def ragged_batch(self: Dataset, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = np.int64,
                  name: str | None = None) -> Dataset:
-    """`batch` for elements of one known shape (TF 2.21 batches those densely too, observed: `_BatchDataset`,
-    spec `(None, 2)`); elements whose shapes vary: NotImplementedError (`dense_to_ragged_batch`)."""
+    """`dense_to_ragged_batch` as a method: components of one known shape batched densely (TF 2.21, observed:
+    spec `(None, 2)`), the rest into RaggedTensors."""
     return dense_to_ragged_batch(batch_size, drop_remainder, row_splits_dtype)(self)
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from jdist.tfdata import seeding, structure, tensor_text
+from jdist.tfdata import composite_batch, seeding, structure, tensor_text
 
 _HOST_CALLS = "jdist.tf_compat.host_calls"  # where tf.py_function and tf.numpy_function are
 _ENSURED: list[dict[int, tuple]] = []  # while a map function is traced: id of a `tf.ensure_shape` output -> (it,
@@ -58,8 +58,7 @@ def mapped_spec(apply: Callable[[Any], Any], trace: Trace | None, input_spec: An
     outs += [structure.spec_of(apply(row)) for row in rows[1:]]
     out = merged_spec(outs)
     if structure.leading_unknown(input_spec):  # a batch's size: unknown in the output too
-        out = structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype) if s.shape else s,
-                                   out)
+        out = composite_batch.leading_unknown(out)
     return out
 
 
@@ -71,11 +70,17 @@ class Trace:
         self.closed, self.shapes, self.asked = closed, shapes, asked
         self.host_random = host_random  # a `tf.random` op drew on the host: its number is frozen in `closed`
         self.host_calls = False  # it called a `tf.py_function` (set by `user_functions`)
+        self.output: Any = None  # the function's output, each traced value as zeros of its dtype (`_as_zeros`)
+        self.leaf_ids: list[int] = []  # the ids of the function's output values, in order
+        self.host: list[bool] = []  # per output: whether a `tf.py_function` gave it (`user_functions`)
 
 
-def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
+def trace(map_func: Callable[..., Any], input_spec: Any, strict: bool = False) -> Trace:
     """`map_func` traced on elements of `input_spec` (unknown dimensions symbolic); raises where it cannot be
-    (text, host-only ops, shapes that need the values). Its prints go out: the caller decides (`user_functions`)."""
+    (text, host-only ops, shapes that need the values). Its prints go out: the caller decides (`user_functions`).
+    `strict`: JAX's strict dtype promotion, so that an op on two dtypes (TF's TypeError at the trace, where JAX
+    would promote) raises `jax.numpy_dtype_promotion`'s error (the caller then calls the function on host
+    placeholders, where TF's rule applies)."""
     specs = structure.leaves(input_spec)
     if any(not isinstance(s, structure.TensorSpec) or s.shape is None or np.dtype(s.dtype).kind in "OSU"
            for s in specs):
@@ -95,22 +100,46 @@ def trace(map_func: Callable[..., Any], input_spec: Any) -> Trace:
         element = structure.map_leaves(lambda _: next(it), input_spec)
         spread = isinstance(element, tuple) and not hasattr(element, "_fields")
         out = map_func(*element) if spread else map_func(element)
-        leaves = [jax.numpy.asarray(leaf) for leaf in structure.leaves(tuple(out) if type(out) is list else out)]
+        given = structure.leaves(tuple(out) if type(out) is list else out)
+        leaves = [jax.numpy.asarray(leaf) for leaf in given]
         asked[:] = [_ENSURED[-1].get(id(leaf), (None, None))[1] for leaf in leaves]
+        made[:] = [out, [id(leaf) for leaf in given]]
         return leaves
 
     names: dict[int, tuple] = {}
+    made: list = []  # the function's output and its leaves' ids
     _ENSURED.append({})
     # 64-bit on: the trace computes in the input's dtypes (int64 and float64 stay so), as the compiled
     # per-element call does (jdist.tfdata.compiled)
     try:
         with warnings.catch_warnings(), _symbolic(names), jax.enable_x64(True), \
+                jax.numpy_dtype_promotion("strict" if strict else "standard"), \
                 seeding.drawing(seeding.PassRandom()) as draws:
             warnings.simplefilter("ignore")
             closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*flat)
     finally:
         _ENSURED.pop()
-    return Trace(closed, list(shapes), list(asked), draws.drawn)
+    out = Trace(closed, list(shapes), list(asked), draws.drawn)
+    out.output = _as_zeros(made[0]) if made else None
+    out.leaf_ids = made[1] if made else []
+    return out
+
+
+def _as_zeros(out: Any) -> Any:
+    """The function's output as its call on host placeholders gives it: each traced value (a tracer, or a
+    tensor holding one) zeros of its dtype and shape (a symbolic dimension 1, as `structure.placeholder`'s);
+    a constant (a Python number, a numpy value) as it is, so that it takes TF's dtype when normalized."""
+    def one(leaf: Any) -> Any:
+        if isinstance(leaf, (int, float, complex, bool, str, bytes, np.ndarray, np.generic)) or leaf is None:
+            return leaf
+        array = jax.numpy.asarray(leaf)
+        try:
+            return np.asarray(array)  # a concrete value (a variable's)
+        except jax.errors.TracerArrayConversionError:
+            pass
+        shape = tuple(d if isinstance(d, int) else 1 for d in array.shape)
+        return np.zeros(shape, np.dtype(array.dtype)).view(structure.HostTensor)
+    return structure.map_leaves(one, tuple(out) if type(out) is list else out)
 
 
 @contextlib.contextmanager
@@ -183,6 +212,8 @@ def merged_spec(specs: list) -> Any:
 
     def merged(column: tuple) -> Any:
         first = column[0]
+        if composite_batch.has_composite_spec(first):  # ragged, sparse: merged by their own spec
+            return composite_batch.merged(column)
         if any(c.shape is None or len(c.shape) != len(first.shape) for c in column):
             return structure.TensorSpec(None, first.dtype)
         return structure.TensorSpec(tuple(d[0] if len(set(d)) == 1 else None for d in zip(*(c.shape for c in column))),

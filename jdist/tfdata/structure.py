@@ -15,12 +15,15 @@ from typing import Any, Callable
 import numpy as np
 
 from jdist.errors import InvalidArgumentError
+from jdist.input.calling_code import LIBRARIES, library_code
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.tfdata import operands, tensor_text
+from jdist.tfdata import composites, operands, tensor_numpy, tensor_text
 
 
 def to_leaf(value: Any) -> np.ndarray | np.generic:
     """One tensor: numpy keeps its dtype; Python numbers take TF's default dtypes; text becomes bytes."""
+    if composites.is_composite(value):  # a ragged or sparse tensor stays whole (`composite_batch`)
+        return value
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype.kind == "U":
             if not value.ndim:
@@ -156,7 +159,8 @@ def unstack(batch: Any) -> list:
 
 def spec_of(element: Any) -> Any:
     """The `TensorSpec` structure of one element."""
-    return map_leaves(lambda x: TensorSpec(tuple(np.shape(x)), _spec_dtype(np.asarray(x).dtype)), element)
+    return map_leaves(lambda x: composites.spec_of(x) or TensorSpec(tuple(np.shape(x)),
+                                                                     _spec_dtype(np.asarray(x).dtype)), element)
 
 
 def _spec_dtype(dtype: np.dtype) -> np.dtype:
@@ -181,9 +185,22 @@ def as_numpy(leaf: Any) -> Any:
     too: TF 2.21 gives `np.int32(1)`), text as bytes."""
     if isinstance(leaf, np.bytes_):
         return bytes(leaf)
+    if composites.is_composite(leaf):  # TF 2.21 (observed): a ragged tensor's `.numpy()`, a sparse one dense
+        return composites.to_numpy(leaf)
     if isinstance(leaf, HostTensor):
         return leaf.numpy()
     return leaf[()] if isinstance(leaf, np.ndarray) and leaf.ndim == 0 else leaf
+
+
+def as_numpy_read_only(leaf: Any) -> Any:
+    """`as_numpy`, an array (not a scalar) as a view that refuses writes: TF 2.21's `as_numpy_iterator()` gives
+    read-only arrays (observed: `flags.writeable` False, writing raises ValueError "assignment destination is
+    read-only"), while a tensor's `.numpy()` is writable."""
+    value = as_numpy(leaf)
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value
 
 
 def unbatched_cardinality(cardinality: int, spec: Any) -> int:
@@ -212,90 +229,16 @@ def as_spec(value: Any) -> TensorSpec:
     return value if isinstance(value, TensorSpec) else TensorSpec(getattr(value, "shape", ()), value.dtype)
 
 
-def signature_from(output_signature: Any, output_types: Any, output_shapes: Any) -> Any:
-    """`from_generator`'s structure of TensorSpecs, from `output_signature` or TF's older types/shapes pair
-    (`output_shapes` follows `output_types`' structure; each shape a list, tuple or TensorShape)."""
-    if output_signature is not None:
-        return map_leaves(as_spec, output_signature)
-
-    def pair(types: Any, shapes: Any) -> Any:
-        if isinstance(types, dict):
-            return {k: pair(v, None if shapes is None else shapes[k]) for k, v in types.items()}
-        if isinstance(types, tuple):
-            return tuple(pair(v, None if shapes is None else shapes[i]) for i, v in enumerate(types))
-        return TensorSpec(shapes, types)
-
-    return pair(output_types, output_shapes)
-
-
-def conform(element: Any, signature: Any) -> Any:
-    """`element` with each tensor cast to its spec's dtype (as TF converts generator output), or TF 2.21's
-    InvalidArgumentError (observed texts) for a structure, dtype or shape the signature does not allow. The
-    signature's structure leads: where it has one spec, the element's part is one tensor (TF 2.21, observed: a
-    generator yielding `(i,)` for `TensorSpec((1,), tf.int64)` gives `[i]`)."""
-    def mismatch() -> Exception:
-        return _generator_error(f"`generator` yielded an element that did not match the expected structure. The "
-                                f"expected structure was {_dtype_structure(signature)}, but the yielded element was "
-                                f"{element}.")
-
-    def walk(spec: Any, value: Any) -> Any:
-        if isinstance(spec, dict):
-            if not isinstance(value, dict) or set(value) != set(spec):
-                raise mismatch()
-            return {k: walk(spec[k], value[k]) for k in spec}
-        if isinstance(spec, tuple):
-            if not isinstance(value, tuple) or len(value) != len(spec):
-                raise mismatch()
-            items = [walk(s, v) for s, v in zip(spec, value)]
-            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-        return _conformed(spec, value)
-    return walk(signature, element)
-
-
-def _conformed(spec: Any, value: Any) -> Any:
-    dtype = np.dtype(spec.dtype)
-    try:
-        array = np.asarray(value) if dtype.kind == "O" else np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError):
-        raise _generator_error(f"`generator` yielded an element that could not be converted to the expected "
-                               f"type. The expected type was {tensor_text.dtype_name(dtype)}, but the yielded "
-                               f"element was {tensor_text.token_text(value)}.") from None
-    if not spec.is_compatible_with(np.empty(array.shape, dtype)):
-        shape = tuple(None if d is None else int(d) for d in spec.shape) if spec.shape is not None else None
-        raise _generator_error(f"`generator` yielded an element of shape {array.shape} where an element of "
-                               f"shape {shape} was expected.")
-    if dtype.kind == "O":
-        return to_leaf(value)
-    return array[()] if array.ndim == 0 else array  # scalars as numpy scalars, as slicing gives them
-
-
-def _dtype_structure(signature: Any) -> str:
-    """A signature as TF's generator errors name it: `(tf.int32, tf.int32)`."""
-    if isinstance(signature, dict):
-        return "{" + ", ".join(f"{k!r}: {_dtype_structure(v)}" for k, v in signature.items()) + "}"
-    if isinstance(signature, tuple):
-        inner = ", ".join(_dtype_structure(v) for v in signature)
-        return f"({inner},)" if len(signature) == 1 else f"({inner})"
-    return f"tf.{tensor_text.dtype_name(signature.dtype)}"
-
-
-def _generator_error(message: str) -> Exception:
-    return InvalidArgumentError(None, None, f"TypeError: {message}")
-
-
-# Packages whose own code takes host tensors as the numpy arrays they are (`np.testing` compares an int32 tensor
-# with an int64 array; jdist's ops compute on them): their operators keep numpy's rules. TF's tensors would have
-# been turned into plain arrays there; the operand rule is for the code of a TF script.
-_LIBRARIES = ("numpy", "jax", "jaxlib", "jdist", "keras", "scipy", "optax", "flax", "sklearn", "pandas", "grain")
-
-
-def library_code(frame: Any) -> bool:
-    return str(frame.f_globals.get("__name__", "")).split(".")[0] in _LIBRARIES
+# Library code takes host tensors as the numpy arrays they are; the operand rule is for a TF script's code.
+_LIBRARIES = LIBRARIES
 
 
 def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
     """A host tensor's binary operator and its reflected form, under TF's operand rule."""
     def apply(x: Any, y: Any) -> Any:
+        if tensor_numpy.NUMPY_BEHAVIOR["on"] and not any(
+                not isinstance(v, HostTensor) and operands.is_tensor(v) for v in (x, y)):
+            return tensor_numpy.numpy_operator(ufunc, x, y)  # `tnp.experimental_enable_numpy_behavior()`
         x, y = operands.check_pair(op, x, y)
         if any(not isinstance(v, HostTensor) and operands.is_tensor(v) for v in (x, y)):
             return NotImplemented  # a device array or variable computes it (JAX's or Keras's reflected operator)
@@ -306,7 +249,10 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
         a, b = np.asarray(x).view(np.ndarray), np.asarray(y).view(np.ndarray)
         quiet = np.result_type(a, b).kind in "fc"  # TF's float ops give inf and nan without a warning
         with np.errstate(all="ignore") if quiet else contextlib.nullcontext():
-            out = ufunc(a, b)
+            try:
+                out = ufunc(a, b)
+            except ValueError as error:  # TF's InvalidArgumentError, `[Op:AddV2]` (jdist.tfdata.tensor_numpy)
+                raise tensor_numpy.op_error(op, a, b, error) from None
         return np.asarray(out).view(HostTensor)
 
     def forward(self: Any, other: Any) -> Any:
@@ -317,6 +263,8 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
         if library_code(sys._getframe(1)) or not (operands.is_tensor(other) or operands.convertible(other)):
             return getattr(np.ndarray, f"__{op}__")(self, other)  # numpy's own
         return apply(self, other)
+
+    tensor_numpy.BY_UFUNC.setdefault(ufunc, apply)  # `np.float32(2) * t` (jdist.tfdata.tensor_numpy)
 
     def reflected(self: Any, other: Any) -> Any:
         if self.dtype.kind in "OSU":
@@ -337,7 +285,7 @@ class HostTensor(np.ndarray):
 
     @staticmethod
     def of(value: Any) -> Any:
-        if isinstance(value, (bytes, str)) or hasattr(value, "element_spec"):  # text, or a dataset (`window`'s)
+        if isinstance(value, (bytes, str)) or hasattr(value, "element_spec") or composites.is_composite(value):
             return value
         return np.asarray(value).view(HostTensor)
 
@@ -379,6 +327,23 @@ class HostTensor(np.ndarray):
         """An element is a 0-d tensor, as in TF (`t[0].numpy()`), not a numpy scalar."""
         item = super().__getitem__(key)
         return np.asarray(item).view(HostTensor) if isinstance(item, np.generic) else item
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        tensor_numpy.refuse_item_assignment(sys._getframe(1))  # TF's tensors are immutable (a script's `t[1] = 0`)
+        super().__setitem__(key, value)
+
+    __array_ufunc__ = tensor_numpy.array_ufunc  # numpy's result for a script's `np.add(t, 1)`, as TF's
+    __neg__, __pos__ = tensor_numpy.unary(np.negative), tensor_numpy.unary(np.positive)
+    __abs__, __invert__ = tensor_numpy.unary(np.absolute), tensor_numpy.unary(np.invert)
+
+    @property
+    def dtype(self) -> Any:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """numpy's dtype for library code; TF's `tf.DType` for a script's (jdist.tfdata.tensor_numpy)."""
+        return tensor_numpy.dtype_for(self, sys._getframe(1))
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        np.ndarray.dtype.__set__(self, value)  # pyright: ignore[reportAttributeAccessIssue]
 
     def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
         """numpy's ufuncs on tensors give tensors, also 0-d ones (`(a + b).numpy()` for scalars)."""

@@ -8,8 +8,10 @@ predicate that does not return a `tf.bool` scalar, a `flat_map` function that do
 function that returns None, an op on two dtypes (TypeError "Input 'y' of 'AddV2' Op has type int32 that does not
 match type int64 of argument 'x'.") raise at creation.
 
-jdist runs the Python function on each element (on numpy), so the trace is a call when the dataset is made, on
-placeholder values of the input's spec (exact dtypes: its errors) and on abstract JAX values
+jdist's trace is one call when the dataset is made where it can be (`single_trace`: by JAX, with strict dtype
+promotion, so that an op on two dtypes fails as TF's trace does; TF 2.21, observed, calls a `map`, `filter`,
+`reduce` or `scan` function once, a counter in it reading 1 after two passes); else, as before, a call on
+placeholder values of the input's spec (exact dtypes: its errors) and one on abstract JAX values
 (`shape_inference.trace`, whose inputs print as TF's `Tensor("args_0:0", ...)`) where those can be traced (not
 text, not host-only ops); its Python prints go out once, and what TF only runs per element (`tf.print`,
 `tf.py_function`) is dropped; Keras variables are not assigned (a `StatelessScope`). The calls per element
@@ -45,11 +47,11 @@ def tracing() -> bool:
     return getattr(_STATE, "depth", 0) > 0
 
 
-def _traced(fn: Callable[..., Any], input_spec: Any) -> Any:
+def _traced(fn: Callable[..., Any], input_spec: Any, strict: bool = False) -> Any:
     """`shape_inference.trace(fn, input_spec)`, its `Trace` marked where `fn` called a `tf.py_function` or
     `tf.numpy_function` (TF runs those per element: the trace is then not run compiled)."""
     before = getattr(_STATE, "host_calls", 0)
-    out = shape_inference.trace(fn, input_spec)
+    out = shape_inference.trace(fn, input_spec, strict)
     out.host_calls = getattr(_STATE, "host_calls", 0) != before
     return out
 
@@ -158,10 +160,40 @@ def on_placeholder(fn: Callable[..., Any], input_spec: Any) -> Call:
     return trace_call(lambda: structure.call(fn, element))
 
 
+def single_trace(fn: Callable[..., Any], input_spec: Any) -> shape_inference.Trace | None:
+    """`fn` called once, as TF 2.21 calls it once (observed: a counter in a `map` or `filter` function reads 1 after
+    two passes): traced by JAX with strict dtype promotion, so that an op on two dtypes, which TF's trace refuses
+    (`graph_error`), fails here too. Its Python prints shown; its output, as the call on placeholders gives it,
+    in `Trace.output` and which outputs a `tf.py_function` gave in `Trace.host`. None where it does not trace so
+    (text, host-only code, an op on two dtypes, an error): the caller then makes the calls it made before, on
+    placeholders (TF's dtype errors, its output) and by JAX (the function then runs more than once)."""
+    if input_spec is None:
+        return None
+    outer, made = getattr(_STATE, "host_outputs", None), []
+    _STATE.host_outputs = made
+    try:
+        outcome, printed = _call_split(lambda: _traced(fn, input_spec, strict=True), False, False, stderr=False)
+    finally:
+        _STATE.host_outputs = outer
+    if not outcome.ok:
+        return None
+    trace = outcome.output
+    host = {id(v) for v in made}
+    trace.host = [i in host for i in trace.leaf_ids]
+    _show(printed)
+    return trace
+
+
 def trace_map(map_func: Callable[..., Any], input_spec: Any) -> tuple[shape_inference.Trace | None, Call]:
-    """`map`'s trace: the function on placeholders (its output, TF's dtype errors: `Call`), then by JAX where it
-    traces (the `Trace` kept for the element spec); the function's Python prints shown once, from the JAX trace
-    where there is one, else from the call on placeholders."""
+    """`map`'s trace: once by JAX (`single_trace`) where it can; else the function on placeholders (its output,
+    TF's dtype errors: `Call`), then by JAX where it traces (the `Trace` kept for the element spec); the
+    function's Python prints shown once, from the JAX trace where there is one, else from the call on
+    placeholders."""
+    once = single_trace(map_func, input_spec)
+    if once is not None:
+        called = Call(True, output=once.output)
+        called.host = once.host
+        return once, called
     try:
         element = structure.placeholder(input_spec)
     except (ValueError, TypeError, AttributeError) as error:
@@ -242,13 +274,15 @@ def input_spec_of(dataset: Any) -> Any:
         return None
 
 
-def check_predicate(predicate: Callable[..., Any], input_spec: Any, after: str) -> Callable[..., Any]:
+def check_predicate(predicate: Callable[..., Any], input_spec: Any, after: str,
+                    trace: shape_inference.Trace | None = None) -> Callable[..., Any]:
     """`filter`'s and `take_while`'s check when the dataset is made (TF 2.21, observed): a predicate that does
     not return a `tf.bool` scalar raises ValueError ("... but its return type is TensorSpec(shape=(),
     dtype=tf.int64, name=None).", `after` the text following "scalar tensor"), one that returns a tuple
     AttributeError ("'tuple' object has no attribute 'is_compatible_with'"). Returns the predicate as called per
-    element (`quiet`)."""
-    outcome = on_placeholder(predicate, input_spec) if input_spec is not None else Call(False)
+    element (`quiet`). `trace`: the predicate's `single_trace`, whose output is checked (no call then)."""
+    outcome = Call(True, output=trace.output) if trace is not None else \
+        on_placeholder(predicate, input_spec) if input_spec is not None else Call(False)
     if not outcome.ok:
         return quiet(predicate)  # it needs real values (or raised on the placeholders): checked per element
     out = outcome.output
@@ -265,6 +299,15 @@ def check_predicate(predicate: Callable[..., Any], input_spec: Any, after: str) 
         raise ValueError("Invalid `predicate`. `predicate` must return a `tf.bool` scalar tensor"
                          + after.format(spec=spec))
     return quiet(predicate)
+
+
+def fold_trace(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any) -> shape_inference.Trace | None:
+    """`scan`'s and `reduce`'s trace, the function called once (`single_trace`, on the specs of `state` and of
+    the input); else as `trace_fold` calls it (None returned)."""
+    once = None if input_spec is None else single_trace(fn, (structure.spec_of(state), input_spec))
+    if once is None:
+        trace_fold(fn, state, input_spec)
+    return once
 
 
 def trace_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any) -> None:
