@@ -255,10 +255,11 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
     `fn_output_signature` (or TF1's `dtype`) casts the results to its dtypes; without it the results keep the
     dtypes `fn` gives (TF 2.21 refuses a dtype change without a signature)."""
     _check_callable(fn, "fn")
-    _leading_size(elems, "tf.map_fn")
-    elems = jax.tree.map(jnp.asarray, elems)
-    out = jax.lax.map(fn, elems)
+    size = _leading_size(elems, "tf.map_fn")
     signature = fn_output_signature if fn_output_signature is not None else dtype
+    out = _host_map(fn, elems, size, numbers_as_elems=signature is None)
+    if out is None:
+        out = jax.lax.map(fn, jax.tree.map(jnp.asarray, elems))
     if signature is None:
         return out
     dtypes = _signature_dtypes(signature)
@@ -266,6 +267,49 @@ def map_fn(fn: Callable[[Any], Any], elems: Any, dtype: Any = None, parallel_ite
         raise ValueError(f"tf.map_fn: fn's results {jax.tree.structure(out)} do not have the structure of "
                          f"fn_output_signature {jax.tree.structure(dtypes)}.")
     return jax.tree.map(lambda x, d: x.astype(d), out, dtypes)
+
+
+def _host_map(fn: Callable[[Any], Any], elems: Any, size: int, numbers_as_elems: bool) -> Any:
+    """`fn` over host (numpy) `elems` one element at a time, as TF's eager map_fn runs it, stacked: results keep
+    TF's dtypes (observed, TF 2.21: argmin over a map_fn result is int64, float32 results print
+    `<dtype: 'float32'>`), which a compiled `lax.map` would narrow (int64 to int32) and leave on the device.
+    None where an element is a JAX value: `lax.map` then.
+
+    Python numbers `fn` returns take the dtype of the matching element without a signature (TF's default
+    signature is the elements', observed: `map_fn(lambda x: 1.5, float32 elems)` float32, `lambda x: 1` over
+    int32 int32), else TF's default dtypes."""
+    leaves = jax.tree.leaves(elems)
+    if size == 0 or any(isinstance(leaf, jax.Array) or not isinstance(leaf, np.ndarray) for leaf in leaves):
+        return None  # no element to learn the results' structure from, or device values
+    results = [_numbers_as_tensors(fn(jax.tree.map(lambda e, i=i: e[i], elems)), elems, numbers_as_elems)
+               for i in range(size)]
+    return jax.tree.map(lambda *parts: (jnp if any(isinstance(p, jax.Array) for p in parts) else np).stack(parts),
+                        *results)
+
+
+def _numbers_as_tensors(result: Any, elems: Any, numbers_as_elems: bool) -> Any:
+    """`result`'s Python numbers as tensors: of the matching element's dtype where `result` has the elements'
+    structure and `numbers_as_elems`, else of TF's default dtypes (int32, float32)."""
+    def number(x: Any) -> bool:
+        return isinstance(x, (bool, int, float))
+    if not any(number(x) for x in jax.tree.leaves(result)):
+        return result
+    if numbers_as_elems and jax.tree.structure(result) == jax.tree.structure(elems):
+        return jax.tree.map(lambda x, e: _number_as(x, e.dtype) if number(x) else x, result, elems)
+    return jax.tree.map(lambda x: convert_to_tensor(x) if number(x) else x, result)
+
+
+def _number_as(value: bool | int | float, dtype: np.dtype) -> Any:
+    """`value` as a tensor of the elements' `dtype`, or TF's error for a number of another kind (observed, TF
+    2.21: `map_fn(lambda x: 1.5, int32 elems)` InvalidArgumentError "TensorArray dtype is int32 but Op is trying
+    to write dtype float32")."""
+    try:
+        return convert_to_tensor(value, dtype=dtype)
+    except TypeError:
+        written = np.dtype(convert_to_tensor(value).dtype).name
+        raise InvalidArgumentError(None, None, f"TensorArray dtype is {np.dtype(dtype).name} but Op is trying to "
+                                               f"write dtype {written}: tf.map_fn's results take the elements' "
+                                               "dtypes unless fn_output_signature names others") from None
 
 
 def _scan(fn: Callable[[Any, Any], Any], elems: Any, initializer: Any, reverse: bool, what: str) -> tuple[Any, Any]:

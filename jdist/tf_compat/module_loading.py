@@ -13,6 +13,8 @@ import jax
 import numpy as np
 
 from jdist.saved_model import format as fmt
+from jdist.tf_compat import host_tensors
+from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.module_saving import decode
 
 _NO_MATCH = "Could not find matching concrete function to call loaded from the SavedModel."  # TF 2.21's words
@@ -56,6 +58,9 @@ class _Program:
                 dtype = np.dtype(getattr(leaf, "dtype", None) or np.asarray(leaf).dtype)
                 if isinstance(leaf, (list, tuple, float)) and dtype == np.float64:
                     dtype = np.dtype(np.float32)  # TF reads Python floats as float32
+                if self.input_signature and not hasattr(leaf, "numpy") and not isinstance(leaf, jax.Array):
+                    dtype = np.dtype(spec["dtype"])  # numpy and Python values are converted to the input_signature's
+                    # dtype (observed, TF 2.21: a float32 array passed for a uint8 TensorSpec runs), tensors are not
                 if (len(shape) != len(spec["array"]) or dtype != np.dtype(spec["dtype"])
                         or any(d is not None and d != s for d, s in zip(spec["array"], shape))):
                     return False
@@ -65,10 +70,20 @@ class _Program:
 
     def __call__(self, variables: list, leaves: list) -> Any:
         arrays = [np.asarray(leaf, dtype=spec["dtype"]) for leaf, spec in zip(leaves, self.specs) if "array" in spec]
-        outputs, new_values = self.exported.call([v.value for v in variables], arrays)
+        try:
+            outputs, new_values = self.exported.call([v.value for v in variables], arrays)
+        except ValueError as error:  # free dimensions the program cannot take (TF 2.21: the op's
+            if "refining shapes" not in str(error) and "shape constraint" not in str(error):  # InvalidArgumentError)
+                if "Shape mismatch" not in str(error):  # a size saved as known (jdist.tf_compat.signature_dims)
+                    raise
+            shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays)
+            raise InvalidArgumentError(None, None, f"The saved function cannot run on inputs of shapes {shapes}: an op "
+                                       "in it (a reshape to [-1, n], say) needs sizes these do not have.") from None
         for variable, value in zip(variables, new_values):
             variable.assign(value)
-        return decode(self.outputs, list(outputs))
+        if not any(isinstance(leaf, jax.Array) for leaf in leaves):  # host inputs: host tensors out, as a
+            outputs = [np.asarray(leaf) for leaf in outputs]  # tf.function's (`.numpy()`, TF's dtype repr)
+        return host_tensors.function_outputs(decode(self.outputs, list(outputs)))
 
 
 class LoadedFunction:

@@ -22,6 +22,7 @@ import numpy as np
 from jdist.interop.keras_objects import holds_variables
 from jdist.interop.tf_function import Function
 from jdist.saved_model import format as fmt
+from jdist.tf_compat import signature_dims
 
 KIND = "tf.Module"
 _SERVING = "serving_default"
@@ -131,7 +132,18 @@ def _export(function: Function, variables: list, tree: Any, specs: list[dict]) -
     try:
         return _export_with(function, variables, tree, specs, by_axis=False)
     except Exception:
+        pass
+    try:
         return _export_with(function, variables, tree, specs, by_axis=True)
+    except Exception as error:  # a free size meets a known one (`x - mean`): pin it as TF's run time needs
+        pinned = signature_dims.pin(specs, error)
+        while pinned is not None:
+            try:
+                return _export_with(function, variables, tree, pinned, by_axis=True)
+            except Exception as again:
+                more = signature_dims.pin(pinned, again)
+                pinned = None if more == pinned else more
+        raise
 
 
 def _export_with(function: Function, variables: list, tree: Any, specs: list[dict],

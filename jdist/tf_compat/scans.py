@@ -8,6 +8,7 @@ of floats (ints are a TypeError); `count_nonzero` is int64; `bincount` is int32 
 from __future__ import annotations
 
 import numpy as np
+from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.tf_compat.dtype_table import numpy_dtype
@@ -141,6 +142,10 @@ def confusion_matrix(labels: TensorLike, predictions: TensorLike, num_classes: i
                      weights: TensorLike | None = None, dtype: DTypeLike = "int32", name: str | None = None) -> Tensor:
     """Counts (or summed `weights`) of each (label, prediction) pair: rows are labels, columns predictions."""
     labels, predictions = convert_to_tensor(labels), convert_to_tensor(predictions)
+    if not any(isinstance(v, Tracer) for v in (labels, predictions)):
+        # Eager JAX arrays (a `tf.cast` result) have known values: TF infers `num_classes` from them (observed,
+        # TF 2.21), so they are counted like host tensors; only traced ones need `num_classes` for the shape.
+        labels, predictions = np.asarray(labels), np.asarray(predictions)
     module = xp(labels, predictions, weights)
     if num_classes is None:
         if is_jax(labels, predictions):

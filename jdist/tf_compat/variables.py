@@ -26,7 +26,9 @@ import warnings
 import weakref
 from typing import Any, Iterator
 
+import jax
 import numpy as np
+from jax.core import Tracer
 
 from jdist.input.tensor_spec import TensorShape
 from jdist.strategy import context, function_trace
@@ -47,7 +49,7 @@ from jdist.tf_compat.name_scopes import get_current_name_scope
 from jdist.tf_compat.ops import check_python_value, convert_to_tensor
 from jdist.tf_compat.variable_handles import Reference, ResourceHandle
 from jdist.tfdata import operands
-from jdist.tfdata.structure import library_code
+from jdist.tfdata.structure import HostTensor, library_code
 from jdist.train import checkpoint as checkpoint_lib
 
 
@@ -343,9 +345,18 @@ def _checked(op: str, keras_operator: Any, reflected: bool) -> Any:
     """`keras_operator` after TF's check of the operands (TF 2.21: `tf.Variable(1) * 2.5` is TypeError "Cannot
     convert 2.5 to EagerTensor of dtype int32"; `tf.constant(1) + tf.Variable(1.)` InvalidArgumentError)."""
     def method(self: Any, other: Any) -> Any:
-        if not library_code(sys._getframe(1)) and (operands.is_tensor(other) or operands.convertible(other)):
+        script = not library_code(sys._getframe(1))
+        if script and (operands.is_tensor(other) or operands.convertible(other)):
             operands.check_pair(op, other, self) if reflected else operands.check_pair(op, self, other)
-        return keras_operator(self, other)
+        result = keras_operator(self, other)
+        if script and isinstance(result, jax.Array) and not isinstance(result, Tracer):
+            # eager, a script's `x - v` is a tensor as `tf.subtract(x, v)` gives it: its dtype a tf.DType (TF
+            # 2.21: EagerTensor, dtype tf.float32); a JAX array's is numpy's, without `is_floating`
+            value, own = np.asarray(result), np.dtype(self.dtype)
+            if value.dtype.kind == own.kind and value.dtype.itemsize < own.itemsize:
+                value = value.astype(own)  # a 64-bit variable's arithmetic (JAX's is 32 bits) keeps its dtype
+            return value.view(HostTensor)
+        return result
 
     method.__name__ = keras_operator.__name__
     return method
