@@ -341,6 +341,11 @@ def _distributed_class(name: str) -> type:
 _CHECKED_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lt", "le", "gt", "ge")
 
 
+def _on_one_cpu(array: jax.Array) -> bool:
+    devices = array.sharding.device_set
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
+
+
 def _checked(op: str, keras_operator: Any, reflected: bool) -> Any:
     """`keras_operator` after TF's check of the operands (TF 2.21: `tf.Variable(1) * 2.5` is TypeError "Cannot
     convert 2.5 to EagerTensor of dtype int32"; `tf.constant(1) + tf.Variable(1.)` InvalidArgumentError)."""
@@ -349,9 +354,10 @@ def _checked(op: str, keras_operator: Any, reflected: bool) -> Any:
         if script and (operands.is_tensor(other) or operands.convertible(other)):
             operands.check_pair(op, other, self) if reflected else operands.check_pair(op, self, other)
         result = keras_operator(self, other)
-        if script and isinstance(result, jax.Array) and not isinstance(result, Tracer):
+        if script and isinstance(result, jax.Array) and not isinstance(result, Tracer) and _on_one_cpu(result):
             # eager, a script's `x - v` is a tensor as `tf.subtract(x, v)` gives it: its dtype a tf.DType (TF
-            # 2.21: EagerTensor, dtype tf.float32); a JAX array's is numpy's, without `is_floating`
+            # 2.21: EagerTensor, dtype tf.float32); a JAX array's is numpy's, without `is_floating`. A result
+            # laid out over several devices (a DTensor's, a mirrored variable's) or on an accelerator stays there.
             value, own = np.asarray(result), np.dtype(self.dtype)
             if value.dtype.kind == own.kind and value.dtype.itemsize < own.itemsize:
                 value = value.astype(own)  # a 64-bit variable's arithmetic (JAX's is 32 bits) keeps its dtype
