@@ -227,10 +227,6 @@ class ReplicaRun(StrategyFields):
         """TF's short batch: `fn` on each replica's real rows, compiled once per row count (with `threads`:
         eagerly, one thread per replica, its collectives met between them, `uneven_rows`)."""
         _, out_tree, varying, aligned, facts, _ = self._run_cache[key]
-        exact_key = ("each replica",) + key
-        if exact_key not in self._run_cache:
-            self._run_cache[exact_key] = jax.jit(self._replica_body(fn, treedef, kinds, leaves))
-        single = self._run_cache[exact_key]
         strategy = self._as_strategy()
         devices = strategy._replica_devices()
         dyn_kinds = [k for k in kinds if k != "static"]
@@ -241,15 +237,20 @@ class ReplicaRun(StrategyFields):
             per_replica = uneven_rows.run_threads(
                 lambda ctx, ins: body(ctx.replica_id_in_sync_group, *ins, ctx=ctx), inputs, strategy,
                 strategy.data_axis, devices, len(varying))
-        for r, d in enumerate(devices if not threads else ()):
-            try:
-                with padded_run.alone(d):
-                    per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
-            except Exception as error:  # noqa: BLE001 (a replica without rows: see empty_replica_results)
-                if any(counts[i][r] for i in facts.padded_inputs):
-                    raise
-                per_replica.append(padded_run.empty_replica_results(
-                    fn, facts, aligned, r, d, lambda js: _result_names(out_tree, js), error))
+        else:
+            exact_key = ("each replica",) + key
+            if exact_key not in self._run_cache:
+                self._run_cache[exact_key] = jax.jit(self._replica_body(fn, treedef, kinds, leaves))
+            single = self._run_cache[exact_key]
+            for r, d in enumerate(devices):
+                try:
+                    with padded_run.alone(d):
+                        per_replica.append(single(jax.device_put(np.int32(r), d), *inputs[r]))
+                except Exception as error:  # noqa: BLE001 (a replica without rows: see empty_replica_results)
+                    if any(counts[i][r] for i in facts.padded_inputs):
+                        raise
+                    per_replica.append(padded_run.empty_replica_results(
+                        fn, facts, aligned, r, d, lambda js: _result_names(out_tree, js), error))
         masks = [self._input_mask(leaf, kind) for leaf, kind in zip(leaves, kinds) if kind != "static"]
         padded = {id(masks[i]): (masks[i], counts[i]) for i in facts.padded_inputs}
         results = []

@@ -72,10 +72,10 @@ class _Program:
         arrays = [np.asarray(leaf, dtype=spec["dtype"]) for leaf, spec in zip(leaves, self.specs) if "array" in spec]
         try:
             outputs, new_values = self.exported.call([v.value for v in variables], arrays)
-        except ValueError as error:  # free dimensions the program cannot take (TF 2.21: the op's
-            if "refining shapes" not in str(error) and "shape constraint" not in str(error):  # InvalidArgumentError)
-                if "Shape mismatch" not in str(error):  # a size saved as known (jdist.tf_compat.signature_dims)
-                    raise
+        except ValueError as error:  # sizes the program cannot take (TF 2.21: the op's InvalidArgumentError):
+            # free dimensions an op constrains, or a size saved as known (jdist.tf_compat.signature_dims)
+            if not any(text in str(error) for text in ("refining shapes", "shape constraint", "Shape mismatch")):
+                raise
             shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays)
             raise InvalidArgumentError(None, None, f"The saved function cannot run on inputs of shapes {shapes}: an op "
                                        "in it (a reshape to [-1, n], say) needs sizes these do not have.") from None

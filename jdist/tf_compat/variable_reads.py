@@ -10,7 +10,7 @@ property. TF 2.21's (observed):
   a bound method.
 
 Keras's, JAX's and jdist's own code read both as Keras's (a dtype name, the `value` property), so TF's forms
-are what a script's own code gets: the calling frame's module says which (`jdist.tfdata.structure.library_code`).
+are what a script's own code gets: the calling frame's module says which (`jdist.input.calling_code.library_code`).
 """
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
+from jdist.input.calling_code import library_code
 from jdist.input.tensor_spec import TensorShape
 from jdist.strategy import context, function_trace
 from jdist.strategy.aggregation import VariableAggregation, VariableSynchronization
@@ -49,7 +50,7 @@ from jdist.tf_compat.name_scopes import get_current_name_scope
 from jdist.tf_compat.ops import check_python_value, convert_to_tensor
 from jdist.tf_compat.variable_handles import Reference, ResourceHandle
 from jdist.tfdata import operands
-from jdist.tfdata.structure import HostTensor, library_code
+from jdist.tfdata.structure import HostTensor
 from jdist.train import checkpoint as checkpoint_lib
 
 

@@ -15,7 +15,7 @@ A device array (JAX's, what `strategy.run` returns) is a tensor too, but JAX hol
 a host tensor and a device array of one kind (int and int, float and float) are taken as they are. The rule is
 for a script's own operators: a host tensor is a numpy array, and numpy's, JAX's, Keras's and jdist's own code
 (`np.testing` comparing an int32 tensor with an int64 array) keeps numpy's rules
-(`jdist.tfdata.structure.library_code`); TF's tensors would have become plain arrays there.
+(`jdist.input.calling_code.library_code`); TF's tensors would have become plain arrays there.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import linecache
 import traceback
 
-from jdist.tfdata import structure
+from jdist.input import calling_code
 
 _KEPT = (AssertionError, AttributeError, NotImplementedError, RuntimeError, StopIteration, TypeError,
          UnboundLocalError, ValueError, KeyError)
@@ -47,6 +47,6 @@ def staged(error: BaseException) -> BaseException:
 
 
 def _library(filename: str) -> bool:
-    """Whether a file is a library's (`structure._LIBRARIES`) or Python's own, not the user's."""
+    """Whether a file is a library's (`calling_code.LIBRARIES`) or Python's own, not the user's."""
     parts = filename.replace("\\", "/").split("/")
-    return filename.startswith("<frozen") or any(p in structure._LIBRARIES or p == "contextlib.py" for p in parts)
+    return filename.startswith("<frozen") or any(p in calling_code.LIBRARIES or p == "contextlib.py" for p in parts)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jdist.errors import InvalidArgumentError
-from jdist.input.calling_code import LIBRARIES, library_code
+from jdist.input.calling_code import library_code
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.tfdata import composites, operands, tensor_numpy, tensor_text
 
@@ -227,10 +227,6 @@ def leading_unknown(spec: Any) -> bool:
 def as_spec(value: Any) -> TensorSpec:
     """A TensorSpec from a TensorSpec-like value (jdist's, or anything with `shape` and `dtype`)."""
     return value if isinstance(value, TensorSpec) else TensorSpec(getattr(value, "shape", ()), value.dtype)
-
-
-# Library code takes host tensors as the numpy arrays they are; the operand rule is for a TF script's code.
-_LIBRARIES = LIBRARIES
 
 
 def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
