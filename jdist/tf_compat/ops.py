@@ -195,6 +195,8 @@ def where(condition: TensorLike, x: TensorLike | None = None, y: TensorLike | No
                              "code (strategy.run, jax.jit) cannot produce; use jnp.nonzero(condition, size=n) "
                              "with a fixed size, or tf.where(condition, x, y)")
         return np.argwhere(np.asarray(condition)).astype(np.int64)
+    if isinstance(x, (int, float, bool, list)) != isinstance(y, (int, float, bool, list)):  # TF 2.21 (observed):
+        x, y = binary_operands.matching(x, y, "SelectV2")  # a Python value takes the tensor's dtype
     x, y = convert_to_tensor(x), convert_to_tensor(y)
     return xp(condition, x, y).where(condition, x, y)
 

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from jdist.tfdata import compiled, seeding, structure, tensor_text, user_functions
+from jdist.tfdata import compiled, dataset_plan, seeding, structure, tensor_text, user_functions
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN
 from jdist.tfdata.padding import padded_batch
+from jdist.tfdata.shape_inference import merged_spec
 from jdist.tfdata.sources import choose_from_datasets, counter, random, sample_from_datasets
 from jdist.tfdata.streaming import _DATASET, Key, common_spec, dataset_class, specs_match, streamed
 
@@ -53,23 +54,41 @@ def _inner(map_func: Callable, element: Any, what: str, table: seeding.PassRando
 def _first_inner_spec(self: Dataset, map_func: Callable, what: str) -> Callable[[], Any]:
     def spec() -> Any:
         with user_functions.silenced():  # TF's spec runs nothing: no print shows
-            for element in self._elements((0,)):
-                return _inner(map_func, element, what).element_spec
+            specs = [_inner(map_func, element, what).element_spec
+                     for element in itertools.islice(self._elements((0,)), 2)]
+        if specs:  # a dimension that differs between the first two datasets is None (TF's traced spec has it so)
+            return merged_spec(specs) if len(specs) > 1 else specs[0]
         raise ValueError(f"element_spec: the dataset is empty, so the datasets of its {what} cannot be inspected")
     return spec
 
 
 def flat_map(self: Dataset, map_func: Callable[..., Dataset], name: str | None = None) -> Dataset:
     """The elements of the dataset `map_func` makes of each element, one dataset after the other."""
-    map_func = user_functions.trace_dataset_function(self, map_func, "flat_map")
+    inner, spec = _traced_once(self, map_func, "flat_map")
     passes = seeding.PerPass()
 
     def elements(key: Key) -> Iterator:
         table = passes.of(key)
         for element in self._elements(key):
-            yield from iter(_inner(map_func, element, "flat_map", table))
-    return streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "flat_map"), "FlatMapDataset",
-                    static=False)
+            yield from iter(inner(element, table))
+    return streamed(self, elements, UNKNOWN, spec, "FlatMapDataset", static=False)
+
+
+def _traced_once(self: Dataset, map_func: Callable, what: str) -> tuple[Callable, Callable[[], Any]]:
+    """`map_func`'s dataset per element and their spec: from its one trace (`dataset_plan`, TF 2.21's one call,
+    observed), else from a call per element (`_inner`, the spec off the first element's dataset)."""
+    traced = dataset_plan.trace(self, map_func)
+    if traced is None:
+        called = user_functions.trace_dataset_function(self, map_func, what)
+        return (lambda element, table: _inner(called, element, what, table)), _first_inner_spec(self, called, what)
+    first = _first_inner_spec(self, lambda *args: traced.dataset(args[0] if len(args) == 1 else args), what)
+
+    def spec() -> Any:
+        try:
+            return traced.spec()
+        except Exception:  # noqa: BLE001 (a plan that cannot be built on ones: the first element's spec)
+            return first()
+    return traced.dataset, spec
 
 
 def cores() -> int:
@@ -99,7 +118,7 @@ def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: in
     `from_tensors(x).repeat(6)` with cycle 2, block 4 gives 1 1 1 1 2 2 2 2 1 1 2 2 3 3 3 3 ...). The default
     cycle length is TF's (`_cycle_length`); elements come in this order also when `num_parallel_calls` is set
     (TF's deterministic order)."""
-    map_func = user_functions.trace_dataset_function(self, map_func, "interleave")
+    inner, spec = _traced_once(self, map_func, "interleave")
     cycle = _cycle_length(cycle_length, num_parallel_calls)
     block = 1 if block_length is None or block_length < 1 else int(block_length)
     passes = seeding.PerPass()
@@ -134,11 +153,11 @@ def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: in
                 except StopIteration:
                     ended = True
                     continue
-                slots[index], open_ = iter(_inner(map_func, element, "interleave", table)), open_ + 1
+                slots[index], open_ = iter(inner(element, table)), open_ + 1
             else:
                 index, taken = (index + 1) % cycle, 0
     kind = "InterleaveDataset" if num_parallel_calls is None else "ParallelInterleaveDataset"  # TF's class names
-    return streamed(self, elements, UNKNOWN, _first_inner_spec(self, map_func, "interleave"), kind, static=False)
+    return streamed(self, elements, UNKNOWN, spec, kind, static=False)
 
 
 

@@ -22,54 +22,8 @@ import jax.extend
 import numpy as np
 
 from jdist.tfdata import host_eval, structure
+from jdist.tfdata.jaxpr_eval import evaluate, pure
 from jdist.tfdata.shape_inference import Trace
-
-# primitives whose per-element result TF computes afresh, or that call back into Python: never compiled here
-_UNCOMPILED = {"pure_callback", "io_callback", "random_bits", "random_seed", "random_wrap", "random_unwrap",
-               "random_fold_in", "random_split", "threefry2x32", "rng_bit_generator", "rng_uniform"}
-
-
-def _sub_jaxprs(params: dict) -> list:
-    found = []
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                found.append(inner)
-    return found
-
-
-def _pure(jaxpr: Any) -> bool:
-    """Whether `jaxpr` (and every jaxpr inside it) holds no primitive of `_UNCOMPILED`."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name in _UNCOMPILED or any(not _pure(inner) for inner in _sub_jaxprs(eqn.params)):
-            return False
-    return True
-
-
-def _evaluate(jaxpr: Any, consts: Any, values: Any) -> list:
-    """`jaxpr` on `values`, nested jit calls inlined, each float division's divisor behind an optimization
-    barrier: XLA turns a division by a constant into a multiplication by its reciprocal, which rounds
-    differently (`3 / 255` in float32: 0.011764707, where TF 2.21 and numpy give 0.011764706, observed)."""
-    env: dict = dict(zip(jaxpr.constvars, consts))
-    env.update(zip(jaxpr.invars, values))
-
-    def read(var: Any) -> Any:
-        return var.val if isinstance(var, jax.extend.core.Literal) else env[var]
-
-    for eqn in jaxpr.eqns:
-        args = [read(v) for v in eqn.invars]
-        name = eqn.primitive.name
-        if name in ("pjit", "jit") and "jaxpr" in eqn.params:
-            inner = eqn.params["jaxpr"]
-            out = _evaluate(inner.jaxpr, inner.consts, args)
-        else:
-            if name == "div" and np.dtype(eqn.outvars[0].aval.dtype).kind in "fc":
-                args[1] = jax.lax.optimization_barrier(args[1])
-            out = eqn.primitive.bind(*args, **eqn.primitive.get_bind_params(eqn.params))
-            out = out if eqn.primitive.multiple_results else [out]
-        env.update(zip(eqn.outvars, out))
-    return [read(v) for v in jaxpr.outvars]
 
 
 def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[Any], Any] | None:
@@ -88,9 +42,9 @@ def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[
     if len(avals) != len(wanted) or any(np.dtype(a.dtype) != w.dtype or tuple(a.shape) != w.shape
                                         for a, w in zip(avals, wanted)):
         return None
-    if any(isinstance(c, jax.Array) for c in closed.consts) or not _pure(closed.jaxpr):
+    if any(isinstance(c, jax.Array) for c in closed.consts) or not pure(closed.jaxpr):
         return None
-    run = jax.jit(lambda *values: _evaluate(closed.jaxpr, closed.consts, values))
+    run = jax.jit(lambda *values: evaluate(closed.jaxpr, closed.consts, values))
     dtypes = [np.dtype(s.dtype) for s in specs]
     cpu = jax.devices("cpu")[0]
     on_numpy = host_eval.evaluator(closed, [int(np.prod(s.shape)) for s in specs])  # tiny traces: no dispatch

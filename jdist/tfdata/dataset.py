@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 import grain
 import numpy as np
 
+import jdist.tfdata.batch_text as batch_text
 import jdist.tfdata.composite_batch as composite_batch
 import jdist.tfdata.generator_signature as generator_signature
 import jdist.tfdata.spec as dataset_spec
@@ -205,8 +206,8 @@ class Dataset(grain.IterDataset):
         input_spec = user_functions.input_spec_of(self)
         trace = user_functions.single_trace(predicate, input_spec)  # once, as TF's (None: two calls instead)
         called = user_functions.check_predicate(predicate, input_spec, after, trace)
-        fast = compiled.compile_predicate(predicate, input_spec, trace)  # TF runs the traced graph per element
-
+        fast = compiled.compile_predicate(predicate, input_spec, trace) or \
+            user_functions.drawn_predicate(trace, input_spec)  # TF runs the traced graph per element
         passes = seeding.PerPass()  # its `tf.random` ops draw per pass, as `map`'s (TF 2.21, observed)
 
         def keep(table: seeding.PassRandom, element: Any) -> bool:
@@ -226,9 +227,7 @@ class Dataset(grain.IterDataset):
         card = self._cardinality
         if card >= 0:
             card = card // size if drop_remainder else -(-card // size)
-        # TF batches by the element spec: read where it reads no element (a static one, or one already read)
-        stack = composite_batch.stacker(lambda: self._spec if self._spec is not None or not self._static else
-                                        user_functions.input_spec_of(self))
+        stack = batch_text.stacker(self)  # TF batches by the element spec; TF's text for shapes that differ
         return self._derive(
             lambda key: self._build(key).batch(size, drop_remainder=bool(drop_remainder), batch_fn=stack),
             card, lambda: composite_batch.batched_spec(self.element_spec, size if drop_remainder else None),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import grain
 
-from jdist.tfdata import compiled, seeding, shape_inference, structure, user_functions
+from jdist.tfdata import compiled, seeding, shape_inference, structure, traced_draws, user_functions
 from jdist.tfdata.options import AUTOTUNE
 
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ def map_dataset(self: Dataset, map_func: Callable[..., Any], num_parallel_calls:
         user_functions.trace_mapped(self, map_func)
     fast = None if traced_output is None else compiled.compile_map(trace, user_functions.input_spec_of(self),
                                                                   traced_output)
+    drawn = None if fast is not None or traced_output is None else \
+        traced_draws.compile_drawing(trace, user_functions.input_spec_of(self), traced_output)  # tf.random ops
 
     def spec() -> Any:
         with user_functions.silenced():  # TF's spec runs nothing: no print shows
@@ -59,6 +61,9 @@ def map_dataset(self: Dataset, map_func: Callable[..., Any], num_parallel_calls:
         if fast is not None:
             return self._build(key).map(fast)
         table = passes.of(key)
+        if drawn is not None:
+            run = drawn
+            return self._build(key).map(lambda element: run(element, table))
         return self._build(key).map(lambda element: apply(element, table))
 
     kind = "MapDataset" if num_parallel_calls is None else "ParallelMapDataset"  # TF's class names

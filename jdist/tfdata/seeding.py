@@ -80,7 +80,11 @@ def drawing(table: PassRandom) -> Iterator[PassRandom]:
 
 
 def op_generator(seed: int | None) -> np.random.Generator | None:
-    """The generator for a `tf.random` op of `seed` inside a `tf.data` function's call (`drawing`), else None."""
+    """The generator for a `tf.random` op of `seed` inside a `tf.data` function's call (`drawing`), else None;
+    while the function is traced once, one whose draws are made per element (`jdist.tfdata.traced_draws`)."""
+    traced = getattr(_LOCAL, "traced", None)
+    if traced is not None:
+        return traced(None if seed is None else int(seed))
     table = getattr(_LOCAL, "table", None)
     return None if table is None else table.generator(None if seed is None else int(seed))
 

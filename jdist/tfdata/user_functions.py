@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jdist import thread_stdout
-from jdist.tfdata import seeding, shape_inference, staging, structure
+from jdist.tfdata import seeding, shape_inference, staging, structure, traced_draws
 
 _STATE = threading.local()
 
@@ -172,7 +172,9 @@ def single_trace(fn: Callable[..., Any], input_spec: Any) -> shape_inference.Tra
     outer, made = getattr(_STATE, "host_outputs", None), []
     _STATE.host_outputs = made
     try:
-        outcome, printed = _call_split(lambda: _traced(fn, input_spec, strict=True), False, False, stderr=False)
+        with traced_draws.drawing():  # `tf.random` ops: drawn per element when the trace runs (TF's)
+            outcome, printed = _call_split(lambda: _traced(fn, input_spec, strict=True), False, False,
+                                           stderr=False)
     finally:
         _STATE.host_outputs = outer
     if not outcome.ok:
@@ -350,3 +352,8 @@ def trace_abstract(fn: Callable[..., Any], input_spec: Any) -> shape_inference.T
         return None
     outcome, _ = _call_split(lambda: _traced(fn, input_spec), False, False, stderr=False)
     return outcome.output if outcome.ok else None
+
+
+def drawn_predicate(trace: shape_inference.Trace | None, input_spec: Any) -> Callable[[Any], bool] | None:
+    """`filter`'s predicate run from its one trace where that holds `tf.random` draws (`traced_draws`)."""
+    return traced_draws.compile_predicate(trace, input_spec)
