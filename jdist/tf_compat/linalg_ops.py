@@ -18,6 +18,7 @@ from jdist.tf_compat import numpy_operands
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor, xp
+from jdist.tfdata import tensor_numpy
 from jdist.typing import Axis, Tensor, TensorLike
 
 
@@ -65,12 +66,10 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False, transpose_b:
     # a numpy operand takes the other's dtype, as in TF
     pair = numpy_operands.matched(a, b, "matmul", convert_to_tensor)
     x, y = pair if pair is not None else (convert_to_tensor(a), convert_to_tensor(b))
-    for arg, transpose, adjoint_, side in ((x, transpose_a, adjoint_a, "a"), (y, transpose_b, adjoint_b, "b")):
+    for transpose, adjoint_, side in ((transpose_a, adjoint_a, "a"), (transpose_b, adjoint_b, "b")):
         if transpose and adjoint_:
             raise ValueError(f"Only one of `transpose_{side}` and `adjoint_{side}` can be True.")
-        if arg.ndim < 2:
-            raise invalid(f"tf.linalg.matmul: In[{'01'[side == 'b']}] ndims must be >= 2, got shape "
-                          f"{tuple(arg.shape)}; for a matrix-vector product use tf.linalg.matvec")
+    tensor_numpy.check_matmul(x, y, name)  # TF's text for a vector (observed, TF 2.21)
     if output_type is None and x.dtype != y.dtype:
         raise invalid(f"tf.linalg.matmul: both inputs must have one dtype, got {x.dtype} and {y.dtype}; "
                       "cast one with tf.cast")

@@ -236,6 +236,8 @@ def _operator(op: str, ufunc: Any) -> tuple[Callable[[Any, Any], Any], Callable[
                 not isinstance(v, HostTensor) and operands.is_tensor(v) for v in (x, y)):
             return tensor_numpy.numpy_operator(ufunc, x, y)  # `tnp.experimental_enable_numpy_behavior()`
         x, y = operands.check_pair(op, x, y)
+        if op == "matmul":
+            tensor_numpy.check_matmul(x, y)  # `v @ m`: TF's InvalidArgumentError for a vector
         if any(not isinstance(v, HostTensor) and operands.is_tensor(v) for v in (x, y)):
             return NotImplemented  # a device array or variable computes it (JAX's or Keras's reflected operator)
         if op == "truediv":

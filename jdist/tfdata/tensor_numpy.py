@@ -15,6 +15,7 @@ The library packages (`jdist.input.calling_code.library_code`) keep numpy's form
 """
 from __future__ import annotations
 
+import dis
 import re
 import sys
 from typing import Any, Callable
@@ -42,9 +43,12 @@ BY_UFUNC: dict[Any, Callable[[Any, Any], Any]] = {}
 _SHAPES = re.compile(r"(?:broadcast together with shapes|incompatible shapes for broadcasting:) ?\(([^)]*)\),? ?"
                      r"\(([^)]*)\)")
 
+_NUMPY_DTYPE = np.ndarray.dtype.__get__  # numpy's own `array.dtype`, past a subclass's property
+
+
 def dtype_for(array: np.ndarray, frame: Any) -> Any:
     """`array.dtype` as the code in `frame` reads it: numpy's in library code, TF's `DType` in a script's."""
-    return calling_code.dtype_for(np.ndarray.dtype.__get__(array), frame)
+    return calling_code.dtype_for(_NUMPY_DTYPE(array), frame)
 
 
 def op_error(op: str, x: Any, y: Any, error: Exception) -> Exception:
@@ -67,24 +71,56 @@ def _plain(value: Any, tensor_type: type) -> Any:
     return value
 
 
+# The calling instruction of an operator (`np.float32(2) * t`, `s < t`), not of a call (`np.multiply(s, t)`).
+_OPERATOR_CODES = frozenset(code for name, code in dis.opmap.items()
+                            if name.startswith(("BINARY_", "INPLACE_")) or name == "COMPARE_OP")
+
+
+def _operator_call(frame: Any) -> bool:
+    """Whether `frame` is running an operator (numpy calls a ufunc for a numpy scalar's `*`), not a function."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] in _OPERATOR_CODES
+    except (AttributeError, IndexError):
+        return False
+
+
+_NUMPY_MODULES: dict[Any, bool] = {}
+
+
+def _numpy_module(name: Any) -> bool:
+    """Whether a frame's module name is numpy's own (cached per name, as `calling_code` caches its decision)."""
+    known = _NUMPY_MODULES.get(name)
+    if known is None:
+        known = isinstance(name, str) and name.split(".")[0] == "numpy"
+        if len(_NUMPY_MODULES) < 4096:
+            _NUMPY_MODULES[name] = known
+    return known
+
+
 def array_ufunc(self: np.ndarray, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
     """`HostTensor.__array_ufunc__`: numpy's result for a script's code (a numpy scalar on an operator's left
     under TF's operand rule); a host tensor, as before, for library code."""
     tensor_type = type(self)
     frame, inner = sys._getframe(1), ""
-    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "numpy":
-        inner = str(frame.f_globals["__name__"])  # `np.sum(t)` runs numpy's code first: its caller decides
+    while frame is not None and _numpy_module(frame.f_globals.get("__name__")):
+        inner = frame.f_globals["__name__"]  # `np.sum(t)` runs numpy's code first: its caller decides
         frame = frame.f_back
-    user = frame is not None and not library_code(frame)
+    user = frame is not None and not calling_code.module_is_library(frame.f_globals.get("__name__", ""))
     if user:  # a numpy function (`np.add(t, 1)`, `np.sum(t)`) gives numpy's value; a method (`t.sum()`,
         # `t.mean()`: numpy's `_methods`) a tensor, as TF's tensors under numpy behavior
         user = method == "__call__" if not inner else not inner.endswith("._methods")
     if (user and method == "__call__" and not kwargs and len(inputs) == 2 and ufunc in BY_UFUNC
-            and isinstance(inputs[0], np.generic) and inputs[1] is self):
-        return BY_UFUNC[ufunc](inputs[0], self)  # `np.float32(2) * t`: TF's operator
+            and isinstance(inputs[0], np.generic) and inputs[1] is self and not inner and _operator_call(frame)):
+        # `np.float32(2) * t`: TF's operator (observed, TF 2.21: an int32 tensor's dtype); a call
+        # `np.multiply(np.float32(2), t)` is numpy's (a float64 np.ndarray)
+        return BY_UFUNC[ufunc](inputs[0], self)
+    if (user and ufunc is np.matmul and method == "__call__" and not NUMPY_BEHAVIOR["on"] and not inner
+            and _operator_call(frame)):
+        check_matmul(*inputs)  # `np_v @ t` (TF 2.21: the tensor's `__rmatmul__`, InvalidArgumentError)
     if "out" in kwargs:
         kwargs["out"] = _plain(kwargs["out"], tensor_type)
-    result = getattr(ufunc, method)(*_plain(inputs, tensor_type), **kwargs)
+    plain = [v.view(np.ndarray) if isinstance(v, tensor_type) else _plain(v, tensor_type) for v in inputs]
+    result = ufunc(*plain, **kwargs) if method == "__call__" else getattr(ufunc, method)(*plain, **kwargs)
     if user or result is NotImplemented:
         return result
 
@@ -117,6 +153,24 @@ def refuse_item_assignment(frame: Any) -> None:
         raise TypeError("'tensorflow.python.framework.ops.EagerTensor' object does not support item assignment: "
                         "tensors are immutable; use tf.tensor_scatter_nd_update(t, indices, updates) or a "
                         "tf.Variable")
+
+
+def check_matmul(x: Any, y: Any, name: str | None = None) -> None:
+    """TF's InvalidArgumentError for a matrix product with an operand of rank 0 or 1 (observed, TF 2.21, `v @ m`
+    and `tf.matmul(v, m)`: "In[0] and In[1] has different ndims: [2] vs. [2,2] [Op:MatMul] name: "; `v @ v`:
+    "In[0] and In[1] ndims must be == 2: 1 [Op:MatMul] name: "). Ranks 2 and more (batches) pass."""
+    a, b = (tuple(v.shape) if hasattr(v, "shape") else np.shape(v) for v in (x, y))
+    if len(a) >= 2 and len(b) >= 2:
+        return
+
+    def text(shape: tuple[int, ...]) -> str:
+        return "[" + ",".join(str(d) for d in shape) + "]"
+    problem = (f"In[0] and In[1] has different ndims: {text(a)} vs. {text(b)}" if len(a) != len(b)
+               else f"In[0] and In[1] ndims must be == 2: {len(a)}")
+    raise InvalidArgumentError(None, None, f"{problem} [Op:MatMul] name: {name or ''}\nBoth operands' ndims must "
+                                           "be >= 2 (matrices, or batches of them): a vector's product is "
+                                           "tf.linalg.matvec(m, v) or tf.tensordot(v, m, 1), or give the vector "
+                                           "rank 2 (tf.reshape(v, [1, -1])).")
 
 
 def check_concat(shapes: list[tuple[int, ...]], axis: int, name: str | None) -> None:
