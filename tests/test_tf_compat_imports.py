@@ -94,8 +94,8 @@ def test_the_packages_own_modules_still_import_as_files():
 # "No module named 'tf'" (what the namespaces' own name, `tf.math`, sent Python's import machinery looking for).
 # TF 2.21 imports every one of these (`from tensorflow.experimental import dtensor`, how its DTensor tutorials
 # begin, imports jdist's DTensor: tests/test_tf_compat_dtensor.py).
-MISSING_FROM = [("experimental", "ExtensionType",
-                 r"`tf\.experimental\.ExtensionType`: of tf\.experimental it has dtensor .* and numpy"),
+MISSING_FROM = [("experimental", "async_scope",
+                 r"`tf\.experimental\.async_scope`: of tf\.experimental it has dtensor .* and numpy"),
                 ("experimental.dtensor", "DTensorDataset", r"`tf\.experimental\.dtensor\.DTensorDataset`.*pack"),
                 ("math", "nosuch", r"`tf\.math\.nosuch`.*docs/tf_mapping\.md"),
                 ("estimator", "Estimator", r"`tf\.estimator\.Estimator`: TensorFlow 2\.21 has no tf\.estimator"),

@@ -185,8 +185,8 @@ def test_dtensor_and_estimator_name_jdists_equivalents():
     with pytest.raises(AttributeError, match=r"TF 2.21's tf.keras \(Keras 3\) has no tf.keras.dtensor either.*"
                                              r"jdist.Layout.*docs/layouts.md"):
         tf.keras.dtensor.experimental.optimizers.Adam  # noqa: B018
-    with pytest.raises(AttributeError, match=r"tf.experimental.ExtensionType.*of tf.experimental it has dtensor"):
-        tf.experimental.ExtensionType  # noqa: B018
+    with pytest.raises(AttributeError, match=r"tf.experimental.async_scope.*of tf.experimental it has dtensor"):
+        tf.experimental.async_scope  # noqa: B018
     with pytest.raises(AttributeError, match=r"tf.experimental.dtensor.DTensorCheckpoint.*tf.train.Checkpoint"):
         tf.experimental.dtensor.DTensorCheckpoint  # noqa: B018
     for reach in (lambda: tf.estimator.ModeKeys, lambda: tf.estimator.RunConfig, lambda: tf.estimator.Estimator):

@@ -97,6 +97,15 @@ class TensorShape(ShapeMethods, tuple):
     def as_list(self) -> list:
         return list(self)
 
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        item = tuple.__getitem__(self, key)
+        if not isinstance(key, slice):
+            return item
+        try:
+            return TensorShape(item)  # TF's: a slice is a TensorShape (observed, TF 2.21)
+        except Exception:  # noqa: BLE001 - symbolic dimensions (jax.export): the tuple as it is
+            return item
+
     @property
     def rank(self) -> int:
         return len(self)

@@ -34,6 +34,8 @@ class TensorSpec:
         shape = self.shape
         if getattr(shape, "rank", 0) is None:  # TensorShape(None): kept as None
             shape = None
+        if isinstance(shape, int):  # TF's: `tf.TensorSpec(2)` has shape (2,) (observed, TF 2.21)
+            shape = TensorShape([shape])
         if shape is not None:
             dims = shape.as_list() if hasattr(shape, "as_list") else shape
             # TF's `spec.shape`: a TensorShape; a symbolic dimension (jax.export's, in a saved function) is None

@@ -204,12 +204,16 @@ class AtomicFunction:
 
 def is_tensor_like(value: Any) -> bool:
     """A tensor or its spec, not a variable (a signature keeps a tensor by its spec, a variable as itself)."""
+    if getattr(value, "_jdist_composite_spec", False):  # an ExtensionType's Spec (jdist.tf_compat.extension_type)
+        return True
     return isinstance(value, TensorSpec) or (hasattr(value, "shape") and hasattr(value, "dtype")
                                              and not hasattr(value, "assign"))
 
 
 def _example(value: Any) -> Any:
     """An array to trace with for a spec (None if a dimension is unknown or it is text); other values as they are."""
+    if getattr(value, "_jdist_composite_spec", False):  # traced on its first call
+        return None
     if isinstance(value, TensorSpec):
         if value.shape is None or None in value.shape or np.dtype(value.dtype).kind in "OSU":
             return None

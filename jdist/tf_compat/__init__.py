@@ -43,6 +43,7 @@ from jdist.strategy.aggregation import VariableAggregation, VariableSynchronizat
 from jdist.tf_compat import (
     config_switches as _switches,
     dtensor as _dtensor,
+    dtensor_keras_names as _dtensor_keras_names,
     dtype_table as _dtypes,
     error_types as _errors,
     gfile as _gfile,
@@ -361,6 +362,7 @@ io.__dict__.update(_file_io.NAMES, decode_raw=_strings.decode_raw)
 strings = Namespace("tf.strings", **_strings.NAMES)
 ragged = Namespace("tf.ragged", **{k: v for k, v in _ragged.NAMES.items() if k != "RaggedTensor"})
 # --- end tf.image ... (names) ---
+_keras_namespace.EXTENSIONS.append(_dtensor_keras_names.legacy_keras_names)  # TF_USE_LEGACY_KERAS=1's names
 # DTensor's meshes and layouts on jax.sharding (jdist.tf_compat.dtensor); tf.experimental's other names raise
 # unsupported.py's message.
 experimental = Namespace("tf.experimental", dtensor=Namespace("tf.experimental.dtensor", **_dtensor.NAMES))
@@ -376,6 +378,11 @@ experimental.__dict__.update(Optional=data.experimental.Optional)  # tf.experime
 from jdist.tf_compat import tf_numpy as _tf_numpy  # noqa: E402
 
 experimental.__dict__.update(numpy=_tf_numpy.namespace())  # tf.experimental.numpy (`tnp`), jdist.tf_compat.tf_numpy
+from jdist.tf_compat import extension_type_names as _extension_types  # noqa: E402
+
+experimental.__dict__.update(_extension_types.EXPERIMENTAL)  # tf.experimental.ExtensionType, dispatch_for_api, ...
+type_spec_from_value = _extension_types.type_spec_from_value
+saved_model.__dict__.update(save=_extension_types.refusing_extension_types(saved_model.save))  # extension_type_saving
 for _path, _names in _additions.ADDITIONS.items():
     _additions.namespace(globals(), _path).__dict__.update(_names)
 for _path in _additions.HOST_OPS:

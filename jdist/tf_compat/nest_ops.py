@@ -105,11 +105,19 @@ def map_structure(func: Callable[..., object], *structure: PyTree, check_types: 
         treedef = jax.tree.structure(first, is_leaf=_is_none)
         leaves = [flatten(s) for s in structure]
         return _in_order_of(first, jax.tree.unflatten(treedef, [func(*args) for args in zip(*leaves)]))
-    return _in_order_of(first, jax.tree.map(func, *structure, is_leaf=_is_none))
+    return _in_order_of(first, jax.tree.map(func, *structure, is_leaf=_leaf_test(expand_composites)))
+
+
+def _leaf_test(expand_composites: bool) -> Callable[[object], bool]:
+    """`_is_none`, and an ExtensionType value a leaf unless `expand_composites` (TF 2.21: `tf.nest.flatten(mt)` is
+    `[mt]`, with expand_composites its tensors, observed)."""
+    if expand_composites:
+        return _is_none
+    return lambda x: _is_none(x) or hasattr(type(x), "_tf_extension_type_fields")
 
 
 def flatten(structure: PyTree, expand_composites: bool = False) -> list:
-    return jax.tree.leaves(_elements(structure), is_leaf=_is_none)
+    return jax.tree.leaves(_elements(structure), is_leaf=_leaf_test(expand_composites))
 
 
 def _elements(structure: PyTree) -> PyTree:
