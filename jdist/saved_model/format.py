@@ -30,3 +30,30 @@ def read_variables(directory: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
                 groups[group].append(data[f"{group}/{i}"])
                 i += 1
     return groups["trainable"], groups["non_trainable"]
+
+
+def tf_keras_name(variable: Any) -> str:
+    """tf_keras's name of a Keras 3 variable: its layer's name and its own, `dense/kernel:0` (observed in
+    TF 2.21 with tf_keras: the loaded SavedModel's `trainable_variables` of a Sequential are `conv2d/kernel:0`,
+    ..., `batch_normalization/moving_mean:0`); Keras 3's path is `sequential/dense/kernel`."""
+    return "/".join(str(getattr(variable, "path", variable.name)).split("/")[-2:]) + ":0"
+
+
+class SavedArray(np.ndarray):
+    """A loaded weight: its array, with the `name` and `trainable` a TF variable has (the guide prints them)."""
+
+    name: str
+    trainable: bool
+
+    @classmethod
+    def of(cls, array: np.ndarray, name: str, trainable: bool) -> "SavedArray":
+        out = np.asarray(array).view(cls)
+        out.name, out.trainable = name, trainable
+        return out
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.name = getattr(obj, "name", "")
+        self.trainable = getattr(obj, "trainable", False)
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self).view(np.ndarray)

@@ -83,6 +83,18 @@ class ConcreteFunction:
         return f"<ConcreteFunction (*, {inputs}) -> Dict[{outputs}]>"
 
 
+class _Endpoint:
+    """A method of the loaded object (`model.export`'s `serve`): the input positionally, the model's output
+    (one tensor, or the list of them); observed in TF 2.21, Keras 3.15: `loaded.serve(x)` is a tf.Tensor."""
+
+    def __init__(self, function: ConcreteFunction):
+        self._function = function
+
+    def __call__(self, x: Any) -> Any:
+        outputs = list(self._function(x).values())
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
 class _SignatureMap(Mapping):
     """`loaded.signatures`: signature key -> `ConcreteFunction`."""
 
@@ -112,14 +124,19 @@ class Loaded:
     def __init__(self, directory: str, description: dict):
         self._directory = directory
         trainable, non_trainable = fmt.read_variables(directory)
-        self.trainable_variables = tuple(trainable)
-        self.non_trainable_variables = tuple(non_trainable)
+        names = description.get("variable_names", {})
+        self.trainable_variables = tuple(fmt.SavedArray.of(a, n, True) for a, n in zip(
+            trainable, names.get("trainable", [f"variable_{i}:0" for i in range(len(trainable))])))
+        self.non_trainable_variables = tuple(fmt.SavedArray.of(a, n, False) for a, n in zip(
+            non_trainable, names.get("non_trainable", [f"non_trainable_{i}:0" for i in range(len(non_trainable))])))
         self.variables = self.trainable_variables + self.non_trainable_variables
         functions = {}
         for name, entry in description["signatures"].items():
             with open(os.path.join(directory, fmt.FUNCTIONS, name), "rb") as f:
                 functions[name] = ConcreteFunction(name, f.read(), entry, (trainable, non_trainable))
         self.signatures = _SignatureMap(functions)
+        for name in description.get("endpoints", []):  # `model.export`'s `serve`: the output, not a dict
+            setattr(self, name, _Endpoint(functions[name]))
 
     def __call__(self, inputs: Any, training: Any = False, mask: Any = None) -> Any:
         """The saved model's output for `inputs` (tf_keras's loaded model is callable so; training=True is not

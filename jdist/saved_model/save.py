@@ -97,10 +97,22 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: SaveOptions
     if not isinstance(obj, keras.Model):
         raise TypeError(f"tf.saved_model.save got a {type(obj).__name__}. {_ALTERNATIVE}.")
     if signatures is not None:
-        raise ValueError("tf.saved_model.save(signatures=...): jdist writes the model's call as "
-                         f"'{DEFAULT_SERVING_SIGNATURE_DEF_KEY}' and takes no other signatures; leave signatures out.")
+        raise ValueError("jdist.saved_model.save(signatures=...): this writes the model's call as "
+                         f"'{DEFAULT_SERVING_SIGNATURE_DEF_KEY}' and takes no other signatures; leave signatures out, "
+                         "or save through jdist.tf_compat (tf.saved_model.save / model.save(path, signatures=...)), "
+                         "which saves tf.function signatures.")
     if options is not None and not isinstance(options, SaveOptions):
         raise TypeError(f"options must be a tf.saved_model.SaveOptions, got {type(options).__name__}")
+    write(obj, export_dir)
+
+
+def write(obj: Any, export_dir: Any, input_name: str = "inputs", keys: tuple[str, ...] = (
+        DEFAULT_SERVING_SIGNATURE_DEF_KEY,), endpoints: tuple[str, ...] = (), spec: Any = None) -> None:
+    """The directory for a built Keras model: its call under each signature key (input keyword `input_name`),
+    `endpoints` the loaded object's methods calling it (`model.export`'s `serve`), `spec` (shape, dtype) the
+    input's when given, else the model's."""
+    import keras
+
     directory = os.fspath(export_dir)
     os.makedirs(directory, exist_ok=True)
     for stale in (fmt.DESCRIPTION, fmt.ARCHIVE):
@@ -108,17 +120,20 @@ def save(obj: Any, export_dir: Any, signatures: Any = None, options: SaveOptions
             os.remove(os.path.join(directory, stale))
     shutil.rmtree(os.path.join(directory, fmt.FUNCTIONS), ignore_errors=True)
     description: dict[str, Any] = {"format": fmt.FORMAT, "version": fmt.VERSION, "signatures": {}, "archive": None,
-                                   "model": type(obj).__name__}
-    spec = input_spec(obj)
+                                   "model": type(obj).__name__, "endpoints": list(endpoints)}
+    spec = input_spec(obj) if spec is None else spec
     if spec is not None:
         program, outputs, output_specs = _export(obj, *spec)
         os.makedirs(os.path.join(directory, fmt.FUNCTIONS), exist_ok=True)
-        with open(os.path.join(directory, fmt.FUNCTIONS, DEFAULT_SERVING_SIGNATURE_DEF_KEY), "wb") as f:
-            f.write(program)
-        description["signatures"][DEFAULT_SERVING_SIGNATURE_DEF_KEY] = {
-            "inputs": {"inputs": {"shape": list(spec[0]), "dtype": spec[1]}},
-            "outputs": {name: {"shape": list(s), "dtype": d} for name, (s, d) in zip(outputs, output_specs)}}
+        for key in keys:
+            with open(os.path.join(directory, fmt.FUNCTIONS, key), "wb") as f:
+                f.write(program)
+            description["signatures"][key] = {
+                "inputs": {input_name: {"shape": list(spec[0]), "dtype": spec[1]}},
+                "outputs": {name: {"shape": list(s), "dtype": d} for name, (s, d) in zip(outputs, output_specs)}}
     fmt.write_variables(directory, obj)
+    description["variable_names"] = {group: [fmt.tf_keras_name(v) for v in getattr(obj, f"{group}_variables")]
+                                     for group in ("trainable", "non_trainable")}
     try:
         keras.saving.save_model(obj, os.path.join(directory, fmt.ARCHIVE))
         description["archive"] = fmt.ARCHIVE

@@ -54,6 +54,9 @@ def install() -> None:
 
     if getattr(keras.Model.save, "_jdist_saved_model", False):
         return
+    from jdist.saved_model import keras_export
+
+    keras_export.install()  # model.export(path): jdist's SavedModel with Keras's `serve` endpoint
     keras_save = keras.Model.save
 
     @functools.wraps(keras_save)
@@ -68,6 +71,10 @@ def install() -> None:
         unknown = set(kwargs) - {"options", "save_format", "include_optimizer", "signatures"}
         if unknown:
             raise TypeError(f"Model.save got unexpected keyword arguments {sorted(unknown)}")
+        if kwargs.get("signatures") is not None:  # tf_keras's (observed): the model, serving those signatures
+            from jdist.tf_compat.module_saving import save_keras
+
+            return save_keras(self, path, signatures=kwargs["signatures"], options=kwargs.get("options"))
         save_model(self, path, signatures=kwargs.get("signatures"), options=kwargs.get("options"))
 
     save._jdist_saved_model = True  # pyright: ignore[reportAttributeAccessIssue]

@@ -11,11 +11,12 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from jdist.saved_model import format as fmt
 from jdist.tf_compat import host_tensors
 from jdist.tf_compat.error_types import InvalidArgumentError
-from jdist.tf_compat.module_saving import decode
+from jdist.tf_compat.module_saving import METHODS, decode
 
 _NO_MATCH = "Could not find matching concrete function to call loaded from the SavedModel."  # TF 2.21's words
 
@@ -33,6 +34,7 @@ class _Program:
         self.outputs = entry["outputs"]
         self.parameters: list[str] = entry["parameters"]
         self.input_signature: bool = entry["input_signature"]
+        self.writes: list[int] | None = entry.get("writes")  # the variables the function assigns (None: all)
 
     def leaves(self, args: tuple, kwargs: dict) -> list | None:
         """The call's argument leaves in the saved order, or None when its structure differs."""
@@ -47,7 +49,10 @@ class _Program:
         names = self.parameters[:len(saved_args)] + sorted(saved_kwargs)  # jax.tree's order of the kwargs
         if set(bound) != set(names):
             return None
-        return [leaf for name in names for leaf in jax.tree.leaves(bound[name])]
+        nodes = dict(zip(self.parameters, saved_args)) | saved_kwargs
+        # a list where the saved call had one tensor is that tensor (TF 2.21: f([5., 6.]) runs f's (2,) program)
+        return [leaf for name in names
+                for leaf in ([bound[name]] if nodes.get(name) == "leaf" else jax.tree.leaves(bound[name]))]
 
     def matches(self, leaves: list) -> bool:
         if len(leaves) != len(self.specs):
@@ -56,8 +61,10 @@ class _Program:
             if "array" in spec:
                 shape = np.shape(leaf)
                 dtype = np.dtype(getattr(leaf, "dtype", None) or np.asarray(leaf).dtype)
-                if isinstance(leaf, (list, tuple, float)) and dtype == np.float64:
+                if isinstance(leaf, (list, tuple, float)) and not isinstance(leaf, np.generic) and dtype == np.float64:
                     dtype = np.dtype(np.float32)  # TF reads Python floats as float32
+                if _python_fits(leaf, np.dtype(spec["dtype"])):
+                    dtype = np.dtype(spec["dtype"])  # TF 2.21: l.f(5) runs f's float32 program; l.g(5.) no int one
                 if self.input_signature and not hasattr(leaf, "numpy") and not isinstance(leaf, jax.Array):
                     dtype = np.dtype(spec["dtype"])  # numpy and Python values are converted to the input_signature's
                     # dtype (observed, TF 2.21: a float32 array passed for a uint8 TensorSpec runs), tensors are not
@@ -69,7 +76,7 @@ class _Program:
         return True
 
     def __call__(self, variables: list, leaves: list) -> Any:
-        arrays = [np.asarray(leaf, dtype=spec["dtype"]) for leaf, spec in zip(leaves, self.specs) if "array" in spec]
+        arrays = [_array(leaf, spec["dtype"]) for leaf, spec in zip(leaves, self.specs) if "array" in spec]
         try:
             outputs, new_values = self.exported.call([v.value for v in variables], arrays)
         except ValueError as error:  # sizes the program cannot take (TF 2.21: the op's InvalidArgumentError):
@@ -79,10 +86,12 @@ class _Program:
             shapes = ", ".join(str(tuple(np.shape(a))) for a in arrays)
             raise InvalidArgumentError(None, None, f"The saved function cannot run on inputs of shapes {shapes}: an op "
                                        "in it (a reshape to [-1, n], say) needs sizes these do not have.") from None
-        for variable, value in zip(variables, new_values):
-            variable.assign(value)
-        if not any(isinstance(leaf, jax.Array) for leaf in leaves):  # host inputs: host tensors out, as a
-            outputs = [np.asarray(leaf) for leaf in outputs]  # tf.function's (`.numpy()`, TF's dtype repr)
+        writes = range(len(variables)) if self.writes is None else self.writes
+        for i in writes:
+            variables[i].assign(new_values[i])
+        traced = any(isinstance(o, Tracer) for o in outputs)  # under a tape's replay or jax.jit
+        if not traced and not any(isinstance(leaf, jax.Array) for leaf in leaves):  # host inputs: host tensors
+            outputs = [np.asarray(leaf) for leaf in outputs]  # out, as a tf.function's (`.numpy()`, TF's repr)
         return host_tensors.function_outputs(decode(self.outputs, list(outputs)))
 
 
@@ -116,7 +125,15 @@ class _Signature:
         self._function = LoadedFunction(name, programs, variables)
         self._programs = programs
 
-    def __call__(self, **kwargs: Any) -> dict:
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        names = self._programs[0].parameters[:len(self._programs[0].specs)]
+        if args and (len(names) != 1 or len(args) > 1 or kwargs):  # TF 2.21: only a one-input signature
+            raise TypeError(  # takes its input positionally; others are called with keywords
+                f"Binding inputs to tf.function failed due to `too many positional arguments`. Received "
+                f"{len(args)} positional argument(s) for signature (*, {', '.join(names)}); call it with keywords: "
+                f"{', '.join(f'{n}=...' for n in names)}.")
+        if args:
+            kwargs = {names[0]: args[0]}
         return self._named(self._function(**kwargs))
 
     @staticmethod
@@ -163,6 +180,23 @@ class LoadedModule:
         if function is None:
             raise TypeError("The saved module had no @tf.function __call__.")
         return function(*args, **kwargs)
+
+
+def _python_fits(leaf: Any, dtype: np.dtype) -> bool:
+    """Whether a Python number (or list of them) converts to `dtype` as TF converts it for a saved signature
+    (observed, TF 2.21: 5 and True run a float32 program, 5. does not run an int32 one)."""
+    if not isinstance(leaf, (bool, int, float, list, tuple)) or isinstance(leaf, np.generic):  # np.float64 is
+        # a float, but TF 2.21 refuses it for a float32 program (a float64 tensor)
+        return False
+    kind = np.asarray(leaf).dtype.kind
+    return dtype.kind in {"b": "biuf", "i": "iufc", "u": "iufc", "f": "fc"}.get(kind, "")
+
+
+def _array(leaf: Any, dtype: str) -> Any:
+    """An argument as the program's input: traced values (a tape's replay, jax.jit) stay traced."""
+    if isinstance(leaf, Tracer):
+        return jax.numpy.asarray(leaf, dtype=dtype)
+    return np.asarray(leaf, dtype=dtype)
 
 
 def _describe(value: Any) -> str:
@@ -220,4 +254,13 @@ def load_any(export_dir: Any, tags: Any = None, options: Any = None) -> Any:
     description = read_description(directory)
     if description.get("kind") == "tf.Module":
         return load(directory, description)
-    return saved_model.load(export_dir, tags=tags, options=options)
+    loaded = saved_model.load(export_dir, tags=tags, options=options)
+    methods = os.path.join(directory, METHODS)
+    if os.path.isdir(methods):  # a Keras model's @tf.function methods and signatures (`module_saving.save_keras`)
+        module = load(methods, read_description(methods))
+        for name, value in vars(module).items():
+            if isinstance(value, LoadedFunction):
+                setattr(loaded, name, value)
+        if module.signatures:  # `model.save(path, signatures=...)`: those, as tf_keras's
+            loaded.signatures = module.signatures  # pyright: ignore[reportAttributeAccessIssue]
+    return loaded

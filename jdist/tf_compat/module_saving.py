@@ -9,11 +9,15 @@ values, which the loaded function assigns. Observed in TF 2.21: a call that matc
 ValueError ("Could not find matching concrete function ..."), one against an `input_signature` a TypeError;
 `signatures` is {} unless exactly one function with an `input_signature` returns tensors (then it is
 `serving_default`) or `signatures=` names them; the loaded object has no `variables` attribute.
+Programs are serialized with their VJP, so a tape differentiates a loaded function (the guide trains one).
+A Keras model is saved by `jdist.saved_model`, with its `@tf.function` methods and any `signatures=` saved as
+a module's under `methods/` (`save_keras`).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 import jax
@@ -25,6 +29,7 @@ from jdist.saved_model import format as fmt
 from jdist.tf_compat import signature_dims
 
 KIND = "tf.Module"
+METHODS = "methods"  # in a Keras model's directory: its @tf.function methods, saved as a tf.Module's
 _SERVING = "serving_default"
 _MAX_RANK = 4  # an argument of unknown rank (TensorSpec(None)) is exported for each rank up to this
 
@@ -71,6 +76,11 @@ def _spec_of(value: Any) -> dict:
     """A JSON description of one argument leaf: an array spec (None for a free dimension) or a Python value."""
     from jdist.input.tensor_spec import TensorSpec
 
+    if hasattr(value, "ragged_rank"):  # a RaggedTensorSpec (or RaggedTensor): not one dense array
+        raise ValueError(f"tf.saved_model.save: a signature takes {value!r}. jdist's saved programs take dense "
+                         "arrays, and its ragged tensors are host values that a compiled program cannot take; "
+                         "give the function dense inputs instead: rt.to_tensor() (padded) with the row lengths, or "
+                         "rt.flat_values with rt.value_rowids() and tf.math.segment_sum-style ops.")
     if isinstance(value, TensorSpec):
         if value.shape is None:  # unknown rank: exported for ranks 0 to _MAX_RANK (`_ranked`)
             return {"array": None, "dtype": str(np.dtype(value.dtype))}
@@ -127,7 +137,8 @@ def decode(structure: Any, leaves: list) -> Any:
 
 
 def _export(function: Function, variables: list, tree: Any, specs: list[dict]) -> tuple[bytes, Any]:
-    """`_export_with` each free dimension its own size, or, when the function needs some to agree (`x - y`
+    """(program, (output structure, indices of the variables it assigns)): `_export_with` each free
+    dimension its own size, or, when the function needs some to agree (`x - y`
     of two [None, 1] arguments), one size per axis position across the arguments."""
     try:
         return _export_with(function, variables, tree, specs, by_axis=False)
@@ -147,7 +158,7 @@ def _export(function: Function, variables: list, tree: Any, specs: list[dict]) -
 
 
 def _export_with(function: Function, variables: list, tree: Any, specs: list[dict],
-                 by_axis: bool) -> tuple[bytes, Any]:
+                 by_axis: bool) -> tuple[bytes, tuple[Any, list[int]]]:
     """One program: (variable values, array arguments) -> (flat outputs, new variable values)."""
     import keras
     from jax import export
@@ -163,6 +174,7 @@ def _export_with(function: Function, variables: list, tree: Any, specs: list[dic
 
     arrays = [abstract(spec) for spec in specs if "array" in spec]
     structure: list = []
+    written: list = []
 
     def program(values: list, array_args: list) -> tuple[list, list]:
         it = iter(array_args)
@@ -172,13 +184,18 @@ def _export_with(function: Function, variables: list, tree: Any, specs: list[dic
             outputs = function.python_function(*args, **kwargs)
             new_values = [stateless.get_current_value(v) for v in variables]
         structure.append(_encode(outputs))
+        written.append([i for i, n in enumerate(new_values) if n is not None])
         flat = [jax.numpy.asarray(leaf) for leaf in _flat(outputs)]
         return flat, [v if n is None else n for v, n in zip(values, new_values)]
 
     weights = [jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype)) for v in variables]
     with jax.set_mesh(None):  # saved in a strategy's scope: the program is still one device's, as TF's
         exported = export.export(jax.jit(program))(weights, arrays)
-    return bytes(exported.serialize()), structure[0]
+    try:  # vjp_order=1: a loaded function differentiates (TF's guide trains a loaded module's variable with a tape)
+        serialized = exported.serialize(vjp_order=1)
+    except Exception:  # a program JAX cannot differentiate (a host callback, say) is saved for calls only
+        serialized = exported.serialize()
+    return bytes(serialized), (structure[0], written[0])
 
 
 def _write(function: Function, variables: list, tree: Any, specs: list[dict], functions_dir: str,
@@ -187,7 +204,7 @@ def _write(function: Function, variables: list, tree: Any, specs: list[dict], fu
     entries = []
     for i, concrete in enumerate(_ranked(specs)):
         try:
-            program, outputs = _export(function, variables, tree, concrete)
+            program, (outputs, writes) = _export(function, variables, tree, concrete)
         except Exception:
             if concrete is specs:  # no unknown rank: the error is the user's to see
                 raise
@@ -195,7 +212,7 @@ def _write(function: Function, variables: list, tree: Any, specs: list[dict], fu
         with open(os.path.join(functions_dir, f"{file}.{i}"), "wb") as f:
             f.write(program)
         entries.append({"file": f"{file}.{i}", "specs": concrete, "tree": _tree_json(tree), "outputs": outputs,
-                        "input_signature": input_signature, "parameters": _parameters(function)})
+                        "input_signature": input_signature, "parameters": _parameters(function), "writes": writes})
     if not entries:
         raise ValueError(f"tf.saved_model.save: {function.python_function.__name__} could not be exported for any "
                          "rank of its TensorSpec(None) arguments; give their shapes.")
@@ -263,16 +280,44 @@ def _given_signatures(signatures: Any, variables: list, functions_dir: str) -> d
     """`signatures=`: a concrete function (`serving_default`), or a dict of them by signature key."""
     given = signatures if isinstance(signatures, dict) else {_SERVING: signatures}
     chosen = {}
-    for key, concrete in given.items():
+    for key, value in given.items():
+        concrete: Any = value
+        if isinstance(value, Function) and value.options.get("input_signature") is not None:
+            concrete = value.get_concrete_function()  # TF 2.21 takes a tf.function with an input_signature
         function = getattr(concrete, "function", None)
-        if not isinstance(function, Function):
-            raise TypeError(f"tf.saved_model.save(signatures=...): {key!r} is a {type(concrete).__name__}; pass "
-                            "f.get_concrete_function(tf.TensorSpec(...)) of a @tf.function method.")
+        if not isinstance(function, Function):  # TF 2.21's ValueError and words
+            raise ValueError(f"Expected a TensorFlow function for which to generate a signature, but got "
+                             f"{concrete!r} (signature {key!r}). Only `tf.functions` with an input signature or "
+                             "concrete functions can be used as a signature: pass "
+                             "f.get_concrete_function(tf.TensorSpec(...)) of a @tf.function.")
         leaves, tree = jax.tree.flatten((tuple(concrete.args), dict(concrete.kwargs)), is_leaf=lambda x: x is None)
         specs = [_spec_of(leaf) for leaf in leaves]
         chosen[key] = (function.python_function.__name__, _write(function, variables, tree, specs, functions_dir,
                                                  f"signature.{key}", True))
     return chosen
+
+
+def save_keras(model: Any, export_dir: Any, signatures: Any = None, options: Any = None) -> None:
+    """A Keras model's directory (`jdist.saved_model`), with its @tf.function methods (TF 2.21, observed:
+    `loaded.serve(x)`) and `signatures=` (tf_keras's `model.save(path, signatures={...})`, observed: the loaded
+    signatures are those, and `load_model` reads the model) saved as a tf.Module's under `methods/`."""
+    from jdist import saved_model
+
+    saved_model.save(model, export_dir, options=options)
+    methods = os.path.join(os.fspath(export_dir), METHODS)
+    shutil.rmtree(methods, ignore_errors=True)
+    if _functions(model) or signatures is not None:
+        try:
+            save(model, methods, signatures=signatures if signatures is not None else {})
+        except BaseException:  # no half-written methods/: the directory stays the model's alone
+            shutil.rmtree(methods, ignore_errors=True)
+            raise
+
+
+def _is_keras_model(obj: Any) -> bool:
+    import keras
+
+    return isinstance(obj, keras.Model)
 
 
 def is_module(obj: Any) -> bool:
@@ -285,8 +330,11 @@ def save_any(obj: Any, export_dir: Any, signatures: Any = None, options: Any = N
     """`tf.saved_model.save`: a `tf.Module` (this module), else a Keras model (`jdist.saved_model`)."""
     from jdist import saved_model
 
-    if not is_module(obj):
-        saved_model.save(obj, export_dir, signatures=signatures, options=options)
+    if not is_module(obj) and (signatures is None or not _is_keras_model(obj)):
+        if _is_keras_model(obj):
+            save_keras(obj, export_dir, options=options)
+        else:
+            saved_model.save(obj, export_dir, signatures=signatures, options=options)
         return
     directory = os.fspath(export_dir)
     os.makedirs(directory, exist_ok=True)
