@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from jdist.tf_compat import checkpoint_reader
 from jdist.tf_compat.error_types import NotFoundError
-from jdist.train import checkpoint as checkpoint_lib, reader
+from jdist.train import checkpoint as checkpoint_lib
 
 
 class CheckpointState:
@@ -60,11 +61,7 @@ def get_checkpoint_state(checkpoint_dir: Any, latest_filename: str | None = None
 def load_variable(ckpt_dir_or_file: Any, name: str) -> Any:
     """`tf.train.load_variable`: the value saved under `name` in the newest checkpoint of a directory (or the
     checkpoint at a prefix)."""
-    try:
-        checkpoint = reader.load_checkpoint(ckpt_dir_or_file)
-    except FileNotFoundError:
-        raise NotFoundError(None, None, "Unsuccessful TensorSliceReader constructor: Failed to find any matching "
-                                        f"files for {os.fspath(ckpt_dir_or_file)}") from None
+    checkpoint = checkpoint_reader.load_checkpoint(ckpt_dir_or_file)
     name = name[:-2] if name.endswith(":0") else name
     if not checkpoint.has_tensor(name):
         raise NotFoundError(None, None, f"Key {name} not found in checkpoint")
@@ -158,4 +155,5 @@ class Coordinator:
 
 
 NAMES = dict(get_checkpoint_state=get_checkpoint_state, load_variable=load_variable,
-             CheckpointOptions=CheckpointOptions, Coordinator=Coordinator)
+             CheckpointOptions=CheckpointOptions, Coordinator=Coordinator,
+             **checkpoint_reader.NAMES)  # load_checkpoint, list_variables, CheckpointReader: TF's types and errors

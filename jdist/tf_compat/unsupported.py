@@ -44,7 +44,8 @@ _KERAS_DTENSOR = (
     "jdist does not provide `{name}`: TF 2.21's tf.keras (Keras 3) has no tf.keras.dtensor either. Lay out a "
     "Keras model's weights with a jdist.Layout rule ([(regex over parameter paths, PartitionSpec), ...]) or a "
     "keras.distribution.LayoutMap under a jdist strategy (docs/layouts.md); DTensor's own API is "
-    "tf.experimental.dtensor. " + f"See {DOCS}."
+    "tf.experimental.dtensor. With TF_USE_LEGACY_KERAS=1 set before tf.keras is first used, tf.keras serves "
+    "tf_keras's tf.keras.dtensor, as TF does. " + f"See {DOCS}."
 )
 
 _MESSAGES = {
@@ -111,7 +112,10 @@ _MESSAGES = {
         "replacements: a SessionRunHook -> a tf.keras.callbacks.Callback (or code in a custom training loop), "
         "tf1.train.*Optimizer -> tf.keras.optimizers, Saver / checkpoint hooks -> tf.train.Checkpoint with "
         "tf.train.CheckpointManager or tf.keras.callbacks.ModelCheckpoint / BackupAndRestore, "
-        f"MonitoredTrainingSession -> model.fit or a tf.GradientTape loop. See {DOCS}."),
+        "MonitoredTrainingSession -> model.fit or a tf.GradientTape loop; Saver(var_list={{'a': a}}) -> "
+        "tf.train.Checkpoint(var_list={{'a': a}}), init_from_checkpoint -> "
+        "v.assign(tf.train.load_checkpoint(path).get_tensor(key)). jdist reads its own checkpoints only: read a "
+        f"TensorFlow checkpoint under TensorFlow (tf.train.load_checkpoint) and assign its values. See {DOCS}."),
     "tf.compat.v1.feature_column": (
         "jdist does not provide `{name}`: feature columns feed TF1 graphs and Estimators. Use Keras "
         "preprocessing layers instead, either directly or via the `tf.keras.utils.FeatureSpace` utility "
@@ -137,6 +141,30 @@ _MESSAGES = {
         "sparse_softmax_cross_entropy: tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)). "
         f"See {DOCS}."),
 }
+
+# guide/migrate: migrating_checkpoints, model_mapping: the TF1 variable and Saver names, each with its TF2 way
+_MESSAGES.update({
+    "tf.compat.v1.variable_scope": (
+        "jdist does not provide `{name}`: TF1 variable scopes name graph variables. In TF2 a Keras layer names its "
+        "own weights (TF 2.21 with Keras 3 leaves them unscoped inside a variable_scope, observed), so drop the "
+        f"scope, or use tf.name_scope for tf.Variable names. See {DOCS}."),
+    "tf.compat.v1.get_variable": (
+        "jdist does not provide `{name}`: make the variable once, as tf.Variable(initial_value, name=...) or "
+        "self.add_weight(...) in a Keras layer's build(); tf1.layers.* -> tf.keras.layers.*. " + f"See {DOCS}."),
+    "tf.compat.v1.make_template": (
+        "jdist does not provide `{name}`: a template shares the variables it made on first call; make them once "
+        f"in a tf.keras.layers.Layer (build) or a tf.Module (__init__) and call that object. See {DOCS}."),
+    "tf.compat.v1.global_variables": (
+        "jdist does not provide `{name}`: there are no graph collections; use model.variables / "
+        "module.variables, and tf.train.Checkpoint(var_list={{name: variable}}) to save them by name. "
+        f"See {DOCS}."),
+})
+for _init in ("initializers", "zeros_initializer", "ones_initializer", "constant_initializer",
+              "glorot_normal_initializer", "glorot_uniform_initializer", "random_normal_initializer"):
+    _MESSAGES[f"tf.compat.v1.{_init}"] = (
+        "jdist does not provide `{name}`: TF1 initializers feed tf1.get_variable. Use tf.keras.initializers "
+        "(Zeros, Ones, Constant, GlorotNormal, GlorotUniform, RandomNormal) or an initial value for tf.Variable. "
+        f"See {DOCS}.")
 
 # TF 2.21's quantized and runtime-handle dtypes: JAX has no such array types.
 _QUANTIZED = (

@@ -144,7 +144,7 @@ class DictWrapper(dict):
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
         if self._owner is not None:
-            self._owner._restore_late(object_graph.join(self._path, str(key)), value)
+            self._owner._restore_late(object_graph.join(self._path, object_graph.escape(str(key))), value)
 
 
 class Checkpoint(object_graph.Trackable):

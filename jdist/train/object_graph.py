@@ -69,6 +69,8 @@ def _keras_children(obj: Any) -> list[tuple[str, Any]]:
         name = own_name if names[own_name] == 1 else f"{own_name}_{seen[own_name]}"
         seen[own_name] += 1
         children.append((name, v))
+    kept = {id(v) for v in own}  # a tf.Variable attribute is no Keras weight (TF's Keras 3), yet TF saves it
+    children += [(attr, v) for attr, v in vars(obj).items() if is_tf_variable(v) and id(v) not in kept]
     for attr, value in vars(obj).items():
         if not attr.startswith("_") and isinstance(value, keras.layers.Layer) and value is not obj:
             children.append((attr, value))
@@ -93,10 +95,21 @@ def _seed_states(obj: Any) -> set[int]:
     return {id(generator.state) for layer in layers for generator in getattr(layer, "_seed_generators", [])}
 
 
+def escape(name: str) -> str:
+    """TF's escaping of one name in a key: `.` becomes `..` and `/` becomes `.S`, so a dict key "scoped/c"
+    saves as `var_list/scoped.Sc/.ATTRIBUTES/VARIABLE_VALUE` (observed, TF 2.21)."""
+    return name.replace(".", "..").replace("/", ".S")
+
+
 def children(obj: Any) -> list[tuple[str, Any]]:
-    """The named dependencies of `obj`, in TF's walk order."""
+    """The named dependencies of `obj`, in TF's walk order, each name escaped as in TF's keys (a `Trackable`'s
+    are key names already: a `Checkpoint(root)` gives its root's escaped names)."""
     if isinstance(obj, Trackable):
         return list(obj._dependencies().items())
+    return [(escape(name), child) for name, child in _children(obj)]
+
+
+def _children(obj: Any) -> list[tuple[str, Any]]:
     if isinstance(obj, (list, tuple)):
         return [(str(i), v) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
