@@ -59,6 +59,13 @@ def tf_keras() -> types.ModuleType:
     from jdist.tf_compat import keras_sparse
 
     keras_sparse.install()  # a tf.SparseTensor into a model is Keras JAX's sparse BCOO (TF's Input(sparse=True))
+    from jdist.tf_compat import keras_iterations, keras_shims
+
+    keras_shims.install()  # TF's Keras 3 `compiled_loss` / `compiled_metrics` shims for a TF-style train_step
+    keras_iterations.install()  # `optimizer.iterations` reads as TF's int64 counter
+    from jdist.tf_compat import keras_tf_variables
+
+    keras_tf_variables.install()  # before any layer is made: a tf.Variable attribute is none of its weights
     from jdist.tf_compat.sidecar import SidecarEvaluator
     from jdist.tf_compat.unsupported import Unsupported
 
@@ -75,7 +82,13 @@ def tf_keras() -> types.ModuleType:
                                               "IntegerLookup": integer_lookup.integer_lookup_class(),
                                               "Hashing": keras_hashing.hashing_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),
+        **{name: value for extend in EXTENSIONS for name, value in extend(namespace, _Overlay).items()},
     })
+
+
+# Providers of more `tf.keras` names, given the namespace and the overlay class (added by `jdist.tf_compat`, so
+# this module needs none of theirs): `dtensor_keras_names.legacy_keras_names`, tf_keras's under TF_USE_LEGACY_KERAS
+EXTENSIONS: list[Any] = []
 
 
 class _Overlay(types.ModuleType):
