@@ -8,8 +8,10 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from tests.tf_parity_common import local_lists, mirrored  # noqa: E402
 
 import jdist.tf_compat as tf  # noqa: E402
 
@@ -175,3 +177,125 @@ def test_collectives_on_a_short_batch_with_equal_real_rows_use_the_real_rows(str
         assert local(total) == [70.0, 70.0] and local(rows) == [2, 2]
         assert local(doubled) == [[16], [18]]
         assert np.asarray(strategy.gather(doubled, axis=0)).tolist() == [16, 18]
+
+
+def test_default_strategy_reduce_mean_of_integers_is_float64():
+    # observed, TF 2.21, tf.distribute.get_strategy() outside any scope: reduce(MEAN, tf.constant([1, 2]), axis=0)
+    # float64 1.5; axis=None hands the int32 tensor back; MEAN along axis 1 of [[1, 2], [3, 4]] float64
+    # [1.5, 3.5]; SUM along axis 0 int32 3; MEAN of float32 [1., 2.] float32 1.5
+    default = tf.distribute.get_strategy()
+    assert tf.distribute.get_strategy() is default and not tf.distribute.has_strategy()
+    mean = default.reduce(tf.distribute.ReduceOp.MEAN, tf.constant([1, 2]), axis=0)
+    assert mean.dtype == tf.float64 and mean.numpy() == 1.5
+    plain = default.reduce("MEAN", tf.constant([1, 2]), axis=None)
+    assert plain.dtype == tf.int32 and np.asarray(plain).tolist() == [1, 2]
+    rows = default.reduce("MEAN", tf.constant([[1, 2], [3, 4]]), axis=1)
+    assert rows.dtype == tf.float64 and rows.numpy().tolist() == [1.5, 3.5]
+    total = default.reduce("SUM", tf.constant([1, 2]), axis=0)
+    assert total.dtype == tf.int32 and int(total) == 3
+    assert default.reduce("MEAN", tf.constant([1.0, 2.0]), axis=0).dtype == tf.float32
+    with default.scope():  # its own scope: still the default strategy
+        assert tf.distribute.get_strategy() is default and not tf.distribute.has_strategy()
+
+
+def test_indexing_a_variable_gives_a_tensor_that_remembers_its_variable():
+    # observed, TF 2.21, eager, x = tf.Variable([1., 2., 3.]): x[None], x[0], x[1:], x[...], x[:, tf.newaxis],
+    # x[tf.constant(1)], x[-1] are each an EagerTensor on /job:localhost/replica:0/task:0/device:CPU:0, shapes
+    # (1, 3), (), (2,), (3,), (3, 1), (), (); hasattr(x[0], "assign") True, of x[0] + 1 and x[None][0] False; x[1:]
+    # read before x.assign([7., 8., 9.]) stays [2., 3.]; x[1].assign(5.) gives [7., 5., 9.]; a float64 variable's
+    # x[None] and x[0] are float64, an int32 one's int32
+    x = tf.Variable([1.0, 2.0, 3.0])
+    forms = {"None": (lambda: x[None], [[1.0, 2.0, 3.0]]), "int": (lambda: x[0], 1.0),
+             "slice": (lambda: x[1:], [2.0, 3.0]), "ellipsis": (lambda: x[...], [1.0, 2.0, 3.0]),
+             "newaxis": (lambda: x[:, tf.newaxis], [[1.0], [2.0], [3.0]]),
+             "tensor": (lambda: x[tf.constant(1)], 2.0), "negative": (lambda: x[-1], 3.0)}
+    for name, (read, expected) in forms.items():
+        item = read()
+        assert item.device == CPU.format(0), name
+        assert item.dtype == tf.float32 and np.asarray(item.numpy()).tolist() == expected, name
+        assert item.shape == np.shape(expected), name
+    assert hasattr(x[0], "assign") and not hasattr(x[0] + 1, "assign") and not hasattr(x[None][0], "assign")
+    before = x[1:]
+    x.assign([7.0, 8.0, 9.0])
+    assert before.numpy().tolist() == [2.0, 3.0]
+    x[1].assign(5.0)
+    assert x.numpy().tolist() == [7.0, 5.0, 9.0]
+    assert "shape=(1, 3), dtype=float32" in repr(x[None])
+    wide = tf.Variable([1.0, 2.0], dtype=tf.float64)
+    assert wide[None].dtype == tf.float64 and wide[0].dtype == tf.float64
+    assert tf.Variable([1, 2])[None].dtype == tf.int32
+
+
+def test_keras_objects_and_variables_on_replicas_holding_different_real_rows(strategy):
+    # observed, TF 2.21 (Keras 3.15), 2 CPUs: range(3).batch(4) gives [0., 1.] and [2.]; v = Variable(2.) made in
+    # the scope, all_reduce(SUM, v * reduce_sum(x)) 6. on both replicas (v stays 2.); a step updating a Sum and a
+    # Mean metric with x and returning (all_reduce(SUM, reduce_sum(model(x))) for a Dense(1) of ones, tf.shape(x)[0])
+    # gives 3., 3. and [2, 1], the metrics 3. and 1.; w = Variable(0., aggregation=SUM), w.assign_add(reduce_sum(x))
+    # read back 3. on both replicas, w 3.; a tape step (SGD(0.1), loss compute_average_loss(model(x) * x,
+    # global_batch_size=4)) losses [0.25, 1.], kernel 0.875; again [0.21875, 0.875], kernel 0.75
+    ds = tf.data.Dataset.range(3).map(lambda x: tf.cast(x, tf.float32)).batch(4)
+    last = list(strategy.experimental_distribute_dataset(ds))[-1]
+    ctx = tf.distribute.get_replica_context
+
+    def local(value):
+        return [np.asarray(t).tolist() for t in strategy.experimental_local_results(value)]
+
+    assert local(last) == [[0.0, 1.0], [2.0]]
+    with strategy.scope():
+        v = tf.Variable(2.0)
+        w = tf.Variable(0.0, aggregation=tf.VariableAggregation.SUM)
+        total, mean = keras.metrics.Sum(), keras.metrics.Mean()
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+        optimizer = keras.optimizers.SGD(0.1)
+    assert local(strategy.run(lambda x: ctx().all_reduce("SUM", v * tf.reduce_sum(x)), args=(last,))) == [6.0] * 2
+    assert float(v.numpy()) == 2.0
+
+    def metric_step(x):
+        total.update_state(x)
+        mean.update_state(x)
+        return ctx().all_reduce("SUM", tf.reduce_sum(model(tf.reshape(x, (-1, 1))))), tf.shape(x)[0]
+
+    summed, rows = strategy.run(metric_step, args=(last,))
+    assert local(summed) == [3.0] * 2 and local(rows) == [2, 1]
+    assert float(total.result()) == 3.0 and float(mean.result()) == 1.0
+    assert "update_state" not in vars(total) and "update_state" not in vars(mean)  # no patch left behind
+
+    def assign_step(x):
+        w.assign_add(tf.reduce_sum(x))
+        return w.read_value()
+
+    assert local(strategy.run(assign_step, args=(last,))) == [3.0] * 2 and float(w.numpy()) == 3.0
+
+    def train_step(x):
+        column = tf.reshape(x, (-1, 1))
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(tf.reshape(model(column) * column, (-1,)), global_batch_size=4)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    for losses, kernel in (([0.25, 1.0], 0.875), ([0.21875, 0.875], 0.75)):
+        np.testing.assert_allclose(local(strategy.run(train_step, args=(last,))), losses, rtol=1e-6)
+        np.testing.assert_allclose(model.trainable_variables[0].numpy().ravel(), [kernel], rtol=1e-6)
+
+
+def test_keras_objects_on_replicas_without_rows():
+    # observed, TF 2.21 (Keras 3.15), 4 CPUs: range(10).batch(8)'s last batch gives [8.], [9.], [], []; a step
+    # updating a Sum and a Mean metric with x, returning all_reduce(SUM, reduce_sum(model(x))) (a Dense(1) of ones)
+    # and tf.shape(x)[0]: 17. on every replica and [1, 1, 0, 0]; the metrics hold 17. and 8.5
+    four = mirrored(4)
+    ds = tf.data.Dataset.range(10).map(lambda x: tf.cast(x, tf.float32)).batch(8)
+    last = list(four.experimental_distribute_dataset(ds))[-1]
+    with four.scope():
+        total, mean = keras.metrics.Sum(), keras.metrics.Mean()
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+
+    def step(x):
+        total.update_state(x)
+        mean.update_state(x)
+        summed = tf.distribute.get_replica_context().all_reduce("SUM", tf.reduce_sum(model(tf.reshape(x, (-1, 1)))))
+        return summed, tf.shape(x)[0]
+
+    summed, rows = four.run(step, args=(last,))
+    assert local_lists(four, summed) == [17.0] * 4 and local_lists(four, rows) == [1, 1, 0, 0]
+    assert float(total.result()) == 17.0 and float(mean.result()) == 8.5

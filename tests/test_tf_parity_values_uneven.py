@@ -62,11 +62,10 @@ def test_collectives_combine_the_real_rows_of_each_replica(four):
     assert float(strategy.reduce("SUM", doubled, axis=0)) == 34.0
 
 
-def test_merge_call_on_uneven_rows_and_variables_keep_the_padding_error(four):
+def test_merge_call_on_uneven_rows_and_a_variable_read_in_the_step(four):
     # observed, TF 2.21, 4 CPUs: merge_call(lambda s, v: s.reduce(SUM, v, axis=None), reduce_sum(x)) gives one
     # tensor 17. (one local result); merge_call handing back its PerReplica gives each replica its own rows;
-    # a mirrored variable read in the step (2. * 17.) gives 34.: jdist keeps its padding error there (a variable
-    # makes the call Keras's, whose state is per call), and the variable is left as it was
+    # a mirrored variable read in the step (2. * 17.) gives 34. on every replica, and the variable is left as it was
     strategy, last = four
 
     def merged(x):
@@ -78,8 +77,8 @@ def test_merge_call_on_uneven_rows_and_variables_keep_the_padding_error(four):
     assert local_lists(strategy, back) == [[8.0], [9.0], [], []]
     with strategy.scope():
         v = tf.Variable(2.0)
-    with pytest.raises(ValueError, match="padding rows of a short batch"):
-        strategy.run(lambda x: _ctx().all_reduce("SUM", v * tf.reduce_sum(x)), args=(last,))
+    read = strategy.run(lambda x: _ctx().all_reduce("SUM", v * tf.reduce_sum(x)), args=(last,))
+    assert local_lists(strategy, read) == [34.0] * 4
     assert float(v.numpy()) == 2.0
 
 

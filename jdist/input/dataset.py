@@ -120,7 +120,7 @@ def _default_keeps(strategy: Strategy, dataset: Any) -> bool:
     as TF 2.21's does (observed: `experimental_distribute_dataset(ds) is ds`, and
     `distribute_datasets_from_function` returns `dataset_fn`'s dataset; its elements are plain tensors). Other
     sources (lists, grain, generators) are still distributed: jdist's own batches, with masks."""
-    return type(strategy) is DefaultStrategy and hasattr(dataset, "element_spec") and hasattr(dataset, "batch")
+    return isinstance(strategy, DefaultStrategy) and hasattr(dataset, "element_spec") and hasattr(dataset, "batch")
 
 
 def _requested_policy(options: InputOptions, dataset: Any) -> AutoShardPolicy:

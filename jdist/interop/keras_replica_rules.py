@@ -14,11 +14,16 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from jdist.strategy import context
+from jdist.strategy import context, thread_state
+
+
+def patched(objects: Sequence[Any], keras: Any) -> Any:
+    """`_patched`, entered once for the replica threads of one `run` alike (`thread_state.shared`)."""
+    return thread_state.shared(("keras patches", *map(id, objects)), lambda: _patched(objects, keras))
 
 
 @contextlib.contextmanager
-def patched(objects: Sequence[Any], keras: Any):
+def _patched(objects: Sequence[Any], keras: Any):
     """Inside the replica function: optimizers sum the clipped gradients over replicas; metrics honour the example
     mask."""
     patched = []

@@ -58,7 +58,7 @@ import jax
 
 from jdist.interop import keras_replica_rules as replica_rules, output_order, signature_jit
 from jdist.interop.keras_objects import jax_keras as _keras, keras_objects
-from jdist.strategy import dispatch, extensions
+from jdist.strategy import dispatch, extensions, thread_state
 from jdist.strategy.aggregation import mark_per_replica
 from jdist.strategy.distributed_batch import place_host_batches, unwrap_batches
 from jdist.strategy.run import returned_as_is
@@ -67,7 +67,7 @@ from jdist.strategy.values import PerReplica, split_mark
 if TYPE_CHECKING:
     from jdist.strategy.base import Strategy
 
-_FRAMES: list["Frame"] = []
+_FRAMES: thread_state.ThreadStack["Frame"] = thread_state.ThreadStack()  # each replica thread's own
 
 
 class Frame:
@@ -161,6 +161,9 @@ def _build_optimizers(strategy: Strategy, objects: Sequence[Any], keras: Any) ->
     models = [o for o in objects if isinstance(o, keras.layers.Layer) and not isinstance(o, keras.metrics.Metric)]
     loose = [o for o in objects if isinstance(o, keras.Variable) and o.trainable]
     trainable = list({id(v): v for m in models if m.built for v in m.trainable_variables}.values())
+    # a trainable tf.Variable set as a model's attribute (among its non-trainable variables, no weight of it)
+    trainable += [v for m in models if m.built and m.trainable for v in m.non_trainable_variables
+                  if v.trainable and hasattr(v, "_jdist_created") and all(v is not t for t in trainable)]
     trainable += [v for v in loose if all(v is not t for t in trainable)]
     if pending and trainable:
         with strategy.scope():
@@ -185,7 +188,9 @@ def _check_built(objects: Sequence[Any], keras: Any) -> None:
 def _variables(objects: Sequence[Any]) -> list:
     found: dict[int, Any] = {}
     for obj in objects:
-        for v in (obj,) if not hasattr(obj, "variables") else obj.variables:
+        # a layer's non-trainable variables include the tf.Variables set as its attributes (none of its weights)
+        held = [*obj.variables, *getattr(obj, "non_trainable_variables", ())] if hasattr(obj, "variables") else [obj]
+        for v in held:
             found.setdefault(id(v), v)
     return list(found.values())
 

@@ -97,8 +97,8 @@ def mark_per_replica(values: PyTree) -> PyTree:
     The values are made to depend on the replica id through a select that XLA folds away.
     Outside a compiled `run` it returns `values` unchanged.
     """
-    _, axis = _replica_axis()
-    if axis is None:
+    ctx, axis = _replica_axis()
+    if axis is None or getattr(ctx, "runs_alone", False):  # a replica thread's value is its own (uneven_rows)
         return values
     index = jax.lax.axis_index(axis)
     return jax.tree.map(lambda v: jnp.where(index >= 0, v, v), values)

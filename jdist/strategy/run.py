@@ -120,8 +120,7 @@ class ReplicaRun(StrategyFields):
         claimed = extensions.claimed_run(fn)  # e.g. Keras models, optimizers, metrics used as TF uses variables
         if claimed is not None:
             extension, claim = claimed
-            with uneven_rows.claimed():  # its state is the extension's: no replica threads (uneven_rows)
-                return extension.run(strategy, fn, args, kwargs, claim)
+            return extension.run(strategy, fn, args, kwargs, claim)
         leaf_checks.check_array_args(tuple(args), "args")  # JAX takes numbers only: named here
         leaf_checks.check_array_args(kwargs, "kwargs")
         placed_args, placed_kwargs = place_host_batches(strategy, (tuple(args), kwargs))
@@ -163,7 +162,7 @@ class ReplicaRun(StrategyFields):
             if trimmed is not None:  # equal real rows on every replica: the program on them alone (TF's values)
                 args, kwargs = jax.tree.unflatten(treedef, trimmed)
                 return self._run_compiled(fn, args, kwargs)
-            if (exposed or reads) and self._can_run_each_replica(facts, threads=True) and uneven_rows.free():
+            if (exposed or reads) and self._can_run_each_replica(facts, threads=True):
                 # different real rows per replica: each on its own rows, meeting at the collectives (TF's values)
                 try:
                     return self._run_each_replica(fn, key, treedef, kinds, leaves, dynamic, counts, threads=True)

@@ -8,16 +8,20 @@ replicas), `tf.shape(x)[0]` [1, 1, 0, 0]). One SPMD program cannot hold replicas
 replicas run here as TF's eager MirroredStrategy runs them: one thread per replica, each on its own device and
 its own rows, meeting at every `all_reduce`, `all_gather` and `merge_call` to combine their values.
 
-Only these three collectives are served, and only where no run extension (Keras objects, `tf.Variable`s) took
-the call over: those keep `run`'s padding error. Code that uses the replicas' mesh axis in any other way (it is unbound
-here) fails with JAX's unbound-axis error, which `run` turns into its padding error.
+Only these three collectives are served. A function that uses Keras objects or `tf.Variable`s (a run extension
+takes the call over and runs it through `run` again) runs so too: each thread reads the variables' values and
+assigns them in its own Keras scope and call frame (`thread_state`), and the variables' updates are combined at
+the collectives as in the compiled program (TF 2.21, observed: a mirrored variable read in the step,
+`all_reduce(SUM, v * reduce_sum(x))` with v = 2., gives 34. on every replica; a Keras `Sum` metric updated with
+`x` then holds 17.; a Dense layer of ones, `all_reduce(SUM, reduce_sum(model(x)))`, 17.). Code that uses the
+replicas' mesh axis in any other way (it is unbound here) fails with JAX's unbound-axis error, which `run` turns
+into its padding error.
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,24 +33,7 @@ from jdist.strategy.replica_context import ReplicaContext
 from jdist.strategy.values import PerReplica, mark_mirrored, mark_single, stack_on_devices
 from jdist.typing import PyTree
 
-_CLAIMED: contextvars.ContextVar[bool] = contextvars.ContextVar("jdist_uneven_rows_claimed", default=False)
 _TIMEOUT_S = 300.0  # a replica that never reaches the collective the others wait at (and never returns)
-
-
-@contextlib.contextmanager
-def claimed() -> Iterator[None]:
-    """Around a `run` a run extension took over (Keras objects, `tf.Variable`s): their state lives in that
-    extension's per-call frames, which replica threads would share, so such a run keeps the padding error."""
-    token = _CLAIMED.set(True)
-    try:
-        yield
-    finally:
-        _CLAIMED.reset(token)
-
-
-def free() -> bool:
-    """Whether the replicas may run as threads here (no run extension holds this call's state)."""
-    return not _CLAIMED.get()
 
 
 class _Meeting:
@@ -60,6 +47,9 @@ class _Meeting:
         self.result: Any = None  # the last one's; read by every replica before any posts to the next
         self.done: list[int] = []  # replicas whose function returned: they meet no one any more
         self.broken = False  # a replica failed
+        # One replica runs at a time, as TF's replica threads do: the turn passes at a collective and when a
+        # replica's function returns, so the module state its code keeps per call is never shared mid-statement.
+        self.turn = threading.Lock()
 
     def finish(self, replica: int, failed: bool = False) -> None:
         """`replica`'s function returned (or failed): a replica waiting at a collective waits in vain."""
@@ -70,6 +60,13 @@ class _Meeting:
 
     def exchange(self, replica: int, value: Any, combine: Callable[[list], Any]) -> Any:
         """Every replica's `value` in; `combine(values)` (run once) out, to every replica."""
+        self.turn.release()
+        try:
+            return self._exchange(replica, value, combine)
+        finally:
+            self.turn.acquire()
+
+    def _exchange(self, replica: int, value: Any, combine: Callable[[list], Any]) -> Any:
         with self.cond:
             generation = self.generation
             self._check(replica)
@@ -106,6 +103,8 @@ class _Meeting:
 
 class MeetingReplicaContext(ReplicaContext):
     """One replica of a run whose replicas are threads: collectives meet the other threads."""
+
+    runs_alone = True  # its values are its own: no mesh axis marks them per replica (aggregation.mark_per_replica)
 
     def __init__(self, strategy: Any, axis_name: str, example_masks: Sequence[Any], replica_id: int,
                  meeting: _Meeting, devices: Sequence[Any]):
@@ -188,6 +187,7 @@ def run_threads(body: Callable[[MeetingReplicaContext, list], list], inputs: Seq
 
     def one(r: int) -> None:
         ctx = MeetingReplicaContext(strategy, axis_name, (), r, meeting, devices)
+        meeting.turn.acquire()
         try:
             with alone(devices[r]):
                 results[r] = body(ctx, inputs[r])
@@ -195,6 +195,8 @@ def run_threads(body: Callable[[MeetingReplicaContext, list], list], inputs: Seq
         except BaseException as error:  # noqa: BLE001 (raised on the caller's thread)
             errors[r] = error
             meeting.finish(r, failed=not isinstance(error, threading.BrokenBarrierError))
+        finally:
+            meeting.turn.release()
 
     threads = [threading.Thread(target=contextvars.copy_context().run, args=(one, r), daemon=True)
                for r in range(len(devices))]

@@ -13,7 +13,7 @@ import warnings
 from typing import Any
 
 import jdist
-from jdist.tf_compat import run_results
+from jdist.tf_compat import default_strategy, run_results
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.servers import Server
 from jdist.tf_compat.tpu_setup import TPUClusterResolver
@@ -129,7 +129,7 @@ distribute = Namespace(
         PerWorkerValue=jdist.PerWorkerValues,
         experimental_get_current_worker_index=jdist.get_current_worker_index,
     ),
-    get_strategy=jdist.get_strategy,
+    get_strategy=default_strategy.get_strategy,
     has_strategy=jdist.has_strategy,
     get_replica_context=jdist.get_replica_context,
     in_cross_replica_context=jdist.in_cross_replica_context,

@@ -38,10 +38,12 @@ from jdist.strategy.devices import tf_device_name
 from jdist.tf_compat import (
     assign_checks,
     distributed_variables,
+    keras_tf_variables,
     replica_updates,
     scatter_ops,
     sliced_assign,
     unread_variable,
+    variable_items,
     variable_reads,
 )
 from jdist.tf_compat.dtype_table import numpy_dtype
@@ -49,7 +51,7 @@ from jdist.tf_compat.keras_namespace import keras_module
 from jdist.tf_compat.name_scopes import get_current_name_scope
 from jdist.tf_compat.ops import check_python_value, convert_to_tensor
 from jdist.tf_compat.variable_handles import Reference, ResourceHandle
-from jdist.tfdata import operands
+from jdist.tfdata import operands, tensor_numpy
 from jdist.tfdata.structure import HostTensor
 from jdist.train import checkpoint as checkpoint_lib
 
@@ -118,7 +120,8 @@ def variable_class() -> type:
 
         def __getitem__(self, index: Any) -> Any:
             """Keras's indexing; a slice read outside a traced function takes TF's `v[1:3].assign(...)`."""
-            return sliced_assign.slice_of(self, index, keras.Variable.__getitem__(self, index))
+            out = keras.Variable.__getitem__(self, index)
+            return variable_items.item_of(self, index, out, not library_code(sys._getframe(1)))
 
         def __iter__(self) -> Iterator[Any]:
             """TF's: the rows of the value (a 0-d variable is TF's TypeError)."""
@@ -330,6 +333,8 @@ def variable_class() -> type:
                 setattr(TFVariable, dunder, _checked(op, getattr(keras.Variable, dunder), dunder.startswith("__r")))
     TFVariable.__name__ = TFVariable.__qualname__ = "Variable"
     sliced_assign.install()
+    keras_tf_variables.register(TFVariable)  # a layer's attribute: not trained by fit, as TF's Keras 3
+    keras_tf_variables.install()
     return TFVariable
 
 
@@ -354,6 +359,8 @@ def _checked(op: str, keras_operator: Any, reflected: bool) -> Any:
         script = not library_code(sys._getframe(1))
         if script and (operands.is_tensor(other) or operands.convertible(other)):
             operands.check_pair(op, other, self) if reflected else operands.check_pair(op, self, other)
+            if op == "matmul" and not tensor_numpy.NUMPY_BEHAVIOR["on"]:  # `v @ m` (jdist.tfdata.tensor_numpy)
+                tensor_numpy.check_matmul(other, self) if reflected else tensor_numpy.check_matmul(self, other)
         result = keras_operator(self, other)
         if script and isinstance(result, jax.Array) and not isinstance(result, Tracer) and _on_one_cpu(result):
             # eager, a script's `x - v` is a tensor as `tf.subtract(x, v)` gives it: its dtype a tf.DType (TF
@@ -393,10 +400,14 @@ class _VariableType(type):
         if trainable is None:  # TF: an ON_READ variable is not trainable unless asked
             trainable = synchronization is not VariableSynchronization.ON_READ
 
+        # TF's: name="scoped/c" names 'scoped/c:0' (observed, TF 2.21); Keras names take no "/", so the part
+        # before the last "/" joins the name scope
+        name_scope, _, leaf = str(name or "Variable").rpartition("/")
+
         def make() -> Any:
             with _quiet_narrowing(value.dtype):
                 return variable_class()(initializer=value, dtype=str(np.dtype(value.dtype)), trainable=trainable,
-                                        name=name or "Variable")
+                                        name=leaf or "Variable")
 
         # made in a traced tf.function: TF's rule for which trace may make one (jdist.strategy.function_trace)
         variable = function_trace.variable_created(make, value) if function_trace.active() else make()
@@ -404,6 +415,7 @@ class _VariableType(type):
         variable._jdist_synchronization, variable._jdist_aggregation = synchronization, aggregation
         variable.constraint = constraint
         variable._jdist_scope = get_current_name_scope() + "/" if get_current_name_scope() else ""
+        variable._jdist_scope += name_scope + "/" if name_scope else ""
         variable._jdist_declared_shape = _unknown_shape(shape)
         # `extended.variable_created_in_scope`; a reference only, so checkpoints never walk into the strategy
         variable._jdist_strategy = weakref.ref(context.get_strategy())
