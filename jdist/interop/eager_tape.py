@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 import jax
 import jax.numpy as jnp
 
-from jdist.interop import tape_pause, unconnected
+from jdist.interop import tape_attributes, tape_pause, unconnected
 
 _REPLAYS = [0]  # replays of blocks running now (nested when a replayed block computes another gradient)
 
@@ -269,8 +269,9 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     variables = [s for s in sources if isinstance(s, keras.Variable) and watch.records(s)]
     inputs = [s for s in sources if not isinstance(s, keras.Variable) and watch.records(s) and id(s) not in computed]
     results = [s for s in sources if not isinstance(s, keras.Variable) and id(s) in computed]
+    held_by = tape_attributes.find(block.namespace, [s for s in inputs if id(s) not in names])  # `model.weights`
     unknown = [type(s).__name__ for s in sources if not isinstance(s, keras.Variable) and id(s) not in computed
-               and (id(s) not in names if watch.records(s) else not hasattr(s, "numpy"))]
+               and (id(s) not in names and id(s) not in held_by if watch.records(s) else not hasattr(s, "numpy"))]
     if unknown:
         raise ValueError(
             f"tape.gradient: sources of types {unknown} are neither variables nor values bound to a name the "
@@ -282,19 +283,19 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
     def replayed(values: list) -> Any:
         namespace = dict(block.namespace)
         namespace["print"] = _silent  # the eager run printed already
-        kept = frozenset(name for array in inputs for name in names[id(array)])
+        kept = frozenset(name for array in inputs for name in names.get(id(array), ()))
         namespace.update({name: _Replaying(namespace, kept) for name, value in block.namespace.items()
                           if isinstance(value, _Replaying)})
         by_id = {id(s): v for s, v in zip(sources, values)}
         for array in inputs:
-            for name in names[id(array)]:
+            for name in names.get(id(array), ()):
                 namespace[name] = by_id[id(array)]
         held: dict[int, list[tuple[str, Any]]] = {}
         for s in results:
             index, bound = computed[id(s)]
             held.setdefault(index, []).extend((name, by_id[id(s)]) for name in bound)
         mapping = [(v, by_id[id(v)]) for v in variables]
-        with _assigning_scope()(state_mapping=mapping), _replay():
+        with _assigning_scope()(state_mapping=mapping), _replay(), tape_attributes.rebound(held_by, by_id):
             try:
                 for index, statement in enumerate(statements):
                     exec(statement, namespace)

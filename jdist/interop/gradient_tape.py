@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jdist.interop import eager_tape, keras_run, tape_pause, unconnected
+from jdist.interop import eager_tape, keras_run, tape_attributes, tape_pause, unconnected
 from jdist.typing import ArrayLike, PyTree, TensorLike
 
 # The number of the replayed tape's `gradient` call each replay runs to, innermost last: a persistent tape's
@@ -44,6 +44,7 @@ _TARGET_CALLS: list[int] = []
 # call). A replay inside another's (a gradient penalty: the outer tape differentiates the inner one's gradient)
 # runs the function from its start again, where the enclosing replays' tapes take their values too.
 _REPLAYS: list[tuple[int, dict[int, Any], dict[int, Any]]] = []
+_RESTORES: list[list[Any]] = []  # per running replay: what gives watched attributes their own values back
 
 
 def replaying() -> bool:
@@ -136,7 +137,10 @@ class GradientTape:
         replacement = tensor + (value - jax.lax.stop_gradient(value))
         self._watched[id(replacement)] = number  # a later gradient call of this tape in the replay names it
         names = {name: replacement for name, bound in caller.f_locals.items() if bound is tensor}
-        if not names:
+        held_by = tape_attributes.find(caller.f_locals, [tensor]) if not names else {}
+        if held_by:  # `tape.watch(model.weights)`: the attribute holds the replacement for the rest of the replay
+            _RESTORES[-1].append(tape_attributes.rebind(held_by, {id(tensor): replacement}))
+        elif not names:
             raise ValueError(
                 "tape.watch inside compiled code (tf.function, strategy.run) differentiates a tensor held by a "
                 "local name of the function that calls watch; bind the watched tensor to a name there "
@@ -228,11 +232,14 @@ class GradientTape:
             _TARGET_CALLS.append(call)
             _REPLAYS.append((self._index, variables,
                              {self._watched[i]: value for i, value in zip(ids, values) if i in self._watched}))
+            _RESTORES.append([])
             try:
                 reached = keras_run.replay(frame, self._index, variables)
             finally:
                 _TARGET_CALLS.pop()
                 _REPLAYS.pop()
+                for restore in reversed(_RESTORES.pop()):
+                    restore()
             return unconnected.total(reached, output_gradients) if jacobian is None else jacobian(reached)
 
         differentiate = unconnected.gradients if jacobian is None else unconnected.jacobians
