@@ -382,7 +382,6 @@ ERRORS = [
      "needs `seed`"),
     ("dropout compiled with an int seed", lambda: jax.jit(lambda a: tf.nn.dropout(a, 0.5, seed=1))(jnp.ones(3)),
      ValueError, "seed=1 would freeze one mask"),
-    ("strided_slice ellipsis", lambda: tf.strided_slice(T, [0], [1], ellipsis_mask=1), ValueError, "ellipsis_mask"),
 ]
 
 

@@ -7,14 +7,15 @@ or at most (SYMMETRIC) the dimension; `unique` keeps first-occurrence order; `li
 """
 from __future__ import annotations
 
-import builtins
 import collections
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.errors import InvalidArgumentError
 from jdist.tf_compat.conversion import checked_tensor
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import _index_dtype, convert_to_tensor, is_jax, xp
@@ -188,10 +189,13 @@ def slice(input_: TensorLike, begin: ShapeLike, size: ShapeLike, name: str | Non
     if len(starts) != x.ndim or len(sizes) != x.ndim:
         raise ValueError(f"tf.slice: `begin` and `size` need one entry per dimension ({x.ndim}); got {starts}, {sizes}")
     index = []
-    for start, length, dim in zip(starts, sizes, x.shape):
+    for d, (start, length, dim) in enumerate(zip(starts, sizes, x.shape)):
         stop = dim if length == -1 else start + length
-        if start < 0 or stop > dim or length < -1:
-            raise ValueError(f"tf.slice: begin {starts} and size {sizes} reach outside the shape {list(x.shape)}")
+        if start < 0 or start > dim:  # TF 2.21's InvalidArgumentError (observed)
+            raise InvalidArgumentError(None, None, f"Expected begin[{d}] in [0, {dim}], but got {start} [Op:Slice]")
+        if stop > dim or length < -1:
+            raise InvalidArgumentError(None, None, f"Expected size[{d}] in [0, {dim - start}], but got {length} "
+                                                   "[Op:Slice]")
         index.append(np.s_[start:stop])
     return x[tuple(index)]
 
@@ -201,18 +205,24 @@ def strided_slice(input_: TensorLike, begin: ShapeLike, end: ShapeLike, strides:
                   shrink_axis_mask: int = 0, var: object = None, name: str | None = None) -> Tensor:
     """`x[begin[0]:end[0]:strides[0], ...]` (Python's slicing rules: negative indices count from the end, out of
     range bounds clip); bit d of `begin_mask` / `end_mask` leaves that bound open, of `shrink_axis_mask` takes the
-    one entry at `begin[d]`. Ellipsis and new-axis masks are not taken: index the array instead (`x[..., None]`)."""
-    if ellipsis_mask or new_axis_mask:
-        raise ValueError("jdist's tf.strided_slice does not take ellipsis_mask or new_axis_mask; index the "
-                         "tensor instead, e.g. x[..., 1:3, None]")
+    one entry at `begin[d]`; of `ellipsis_mask` stands for the dimensions no other entry names (`...`), of
+    `new_axis_mask` inserts a dimension of size 1 (`None`; observed, TF 2.21: `strided_slice(x[2, 3], [0, 0], [1,
+    2], new_axis_mask=1)` has shape (1, 2, 3))."""
     x = convert_to_tensor(input_)
     starts, stops = _ints(begin), _ints(end)
     steps = [1] * len(starts) if strides is None else _ints(strides)
-    if not len(starts) == len(stops) == len(steps) or len(starts) > x.ndim:
+    named = sum(1 for d in range(len(starts)) if not (ellipsis_mask | new_axis_mask) >> d & 1)
+    if not len(starts) == len(stops) == len(steps) or named > x.ndim:
         raise ValueError(f"tf.strided_slice: begin {starts}, end {stops} and strides {steps} must have the same "
                          f"length, at most the rank {x.ndim}")
-    index: list[int | builtins.slice] = []
+    index: list[Any] = []
     for d, (start, stop, step) in enumerate(zip(starts, stops, steps)):
+        if ellipsis_mask >> d & 1:
+            index.append(Ellipsis)
+            continue
+        if new_axis_mask >> d & 1:
+            index.append(None)
+            continue
         if step == 0:
             raise ValueError("tf.strided_slice: strides must be non-zero")
         if shrink_axis_mask >> d & 1:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from jdist.errors import InvalidArgumentError
-from jdist.tfdata import operands, tensor_text
+from jdist.tfdata import operands, tensor_numpy, tensor_text, weak_promotion
 
 _OPS = {"assign_add": "AssignAddVariableOp", "assign_sub": "AssignSubVariableOp"}
 
@@ -51,6 +51,8 @@ def check(variable: Any, value: Any, op: str, user: bool) -> None:
     if want == have or (operands.is_device_array(value) and want.itemsize == 8 and want.kind in "iuf"
                         and have == np.dtype(f"{want.kind}4")):
         return
+    if _concrete(value) and weak_promotion.assignable(want, value, op, tensor_numpy.NUMPY_BEHAVIOR["mode"]):
+        return  # dtype_conversion_mode "all"/"safe": TF's lattice decides
     shown = tensor_text.tensor_repr(np.asarray(value)) if _concrete(value) else repr(value)
     raise ValueError(f"Tensor conversion requested dtype {want.name} for Tensor with dtype {have.name}: {shown}")
 

@@ -12,6 +12,8 @@ Observed in TF 2.21 (tests/test_tf_parity_guide_tensors.py):
 - `tf.add` converts `x` alone and `y` towards it, so the first operand fixes the dtype: `tf.add(1, float32
   tensor)`, `tf.add(int32 tensor, 2.5)` and `tf.add(1.5, int32 tensor)` are that InvalidArgumentError
   ("... expected to be a int32 tensor but is a float tensor [Op:AddV2]").
+Under `tnp.experimental_enable_numpy_behavior(dtype_conversion_mode="all" | "safe")` both operands take TF's
+promoted dtype instead (`jdist.tfdata.weak_promotion`: `tf.add(int8 numpy value, tf.constant(1))` is int8).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import numpy as np
 from jdist.errors import dtype_mismatch
 from jdist.tf_compat import numpy_operands
 from jdist.tf_compat.conversion import convert_to_tensor
-from jdist.tfdata import operands
+from jdist.tfdata import operands, tensor_numpy, weak_promotion
 from jdist.typing import ArrayLike, TensorLike
 
 
@@ -60,6 +62,10 @@ def _first_fixes(x: TensorLike, y: TensorLike, tf_op: str) -> tuple[Any, Any] | 
 def matching(x: TensorLike, y: TensorLike, op: str) -> tuple[ArrayLike, ArrayLike]:
     """`(x, y)` as TF's eager op `op` takes them (`op`: numpy's name of a `tf.` op, "add", "maximum", or TF's op
     name, "FloorDiv", for its error text), or TF's error."""
+    mode = tensor_numpy.NUMPY_BEHAVIOR["mode"]
+    if mode in weak_promotion.MODES and not any(operands.is_device_array(v) for v in (x, y)):
+        a, b, weak = weak_promotion.promoted(x, y, mode)  # TF's lattice under dtype_conversion_mode "all"/"safe"
+        return (weak_promotion.weak(a), weak_promotion.weak(b)) if weak else (a, b)
     if operands.is_tensor(x) and operands.is_tensor(y):
         operands.check_pair(op, x, y)
     if op == "add":

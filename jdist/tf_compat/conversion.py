@@ -25,7 +25,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from jdist.tf_compat.dtype_table import numpy_dtype
-from jdist.tfdata import operands
+from jdist.tfdata import operands, tensor_numpy, weak_promotion
 from jdist.tfdata.tensor_text import as_tf_numpy, dtype_name
 from jdist.typing import ArrayLike, TensorLike
 
@@ -143,12 +143,17 @@ def constant(value: TensorLike, dtype: DTypeLike | None = None, shape: Sequence[
     target = numpy_dtype(dtype)
     if _is_variable(value) and target is not None:
         value = jnp.asarray(value).astype(target)
+    elif (operands.is_tensor(value) and target is not None and not _held_as(value, target)
+          and weak_promotion.casts_to(value, target, tensor_numpy.NUMPY_BEHAVIOR["mode"])):
+        value = np.asarray(value).astype(target)  # `tf.constant(int16 tensor, tf.float32)` in mode "all"/"safe"
     elif operands.is_tensor(value) and target is not None and not _held_as(value, target):
         tensor: Any = value
         shown = as_tf_numpy(np.asarray(tensor)) if isinstance(tensor, np.ndarray) else type(tensor).__name__
         have, want = dtype_name(tensor.dtype), dtype_name(target)
         raise TypeError(f"Expected tensor {shown} with dtype tf.{want}, but got dtype tf.{have}.")
     array = convert_to_tensor(value, dtype)
+    if dtype is None and tensor_numpy.NUMPY_BEHAVIOR["mode"] != "legacy" and weak_promotion.python_value(value):
+        array = weak_promotion.weak(array)  # `tf.constant(5)` under dtype_conversion_mode "all"/"safe"
     if shape is None:
         return array
     module = xp(array)

@@ -23,11 +23,11 @@ from jax.core import Tracer
 from jax.typing import DTypeLike
 
 from jdist.errors import tf_type_name
-from jdist.tf_compat import binary_operands, division, input_dtypes, kink_gradients
+from jdist.tf_compat import binary_operands, division, input_dtypes, kink_gradients, wide_dtypes
 from jdist.tf_compat.conversion import check_python_value, constant, convert_to_tensor, is_jax, xp  # noqa: F401
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
-from jdist.tfdata import tensor_numpy
+from jdist.tfdata import tensor_numpy, weak_promotion
 from jdist.tfdata.tensor_text import dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
@@ -44,6 +44,8 @@ def cast(x: TensorLike, dtype: DTypeLike, name: str | None = None) -> Tensor:
                                              "tf.strings.as_string")
     if target is not None and target.kind == "b":
         return x != 0
+    if wide_dtypes.needs_host(x, target):  # eager int64/float64 of a JAX value: TF's dtype, on the host
+        return wide_dtypes.on_host(x, target)  # pyright: ignore[reportArgumentType]
     return x.astype(target)
 
 
@@ -169,13 +171,21 @@ def argmax(input: TensorLike, axis: int | None = None, output_type: DTypeLike = 
            name: str | None = None) -> Tensor:
     """`tf.argmax`: over axis 0 when `axis` is None (TF's default), as `output_type` (int64); NaN passed over."""
     x = _without_nan(convert_to_tensor(input), -np.inf)
-    return xp(x).argmax(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
+    return _indices(x, xp(x).argmax(x, axis=0 if axis is None else int(axis)), output_type)
 
 
 def argmin(input: TensorLike, axis: int | None = None, output_type: DTypeLike = "int64",  # noqa: A002
            name: str | None = None) -> Tensor:
     x = _without_nan(convert_to_tensor(input), np.inf)
-    return xp(x).argmin(x, axis=0 if axis is None else int(axis)).astype(_index_dtype(x, output_type))
+    return _indices(x, xp(x).argmin(x, axis=0 if axis is None else int(axis)), output_type)
+
+
+def _indices(x: ArrayLike, found: Any, output_type: DTypeLike) -> Tensor:
+    """argmax/argmin's indices as `output_type`; an eager JAX input's int64 indices come back on the host."""
+    target = numpy_dtype(output_type)
+    if wide_dtypes.needs_host(found, target):
+        return wide_dtypes.on_host(found, target)  # pyright: ignore[reportArgumentType]
+    return found.astype(_index_dtype(x, output_type))
 
 
 def _index_dtype(x: ArrayLike, output_type: DTypeLike) -> np.dtype:
@@ -306,7 +316,7 @@ def _unary(name: str):
 
     fn_name = name
     op.__name__ = {"rint": "round", "isnan": "is_nan", "isfinite": "is_finite"}.get(name, name)
-    return op
+    return weak_promotion.keeps_weak(op)  # a weak input's result is weak under numpy behavior "all"/"safe"
 
 
 abs, exp, log, sqrt, square = (_unary(n) for n in ("abs", "exp", "log", "sqrt", "square"))  # noqa: A001

@@ -24,7 +24,7 @@ from jdist.tf_compat.host_tensors import as_tensors
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.predicates import Tensor
 from jdist.tf_compat.unsupported import not_provided
-from jdist.tfdata import tensor_numpy
+from jdist.tfdata import tensor_numpy, weak_promotion
 
 _FUNCTIONS = """
 abs absolute add all allclose amax amin any append arange arccos arccosh arcsin arcsinh arctan arctan2 arctanh
@@ -66,6 +66,18 @@ def _plain(value: Any) -> Any:
     return value.view(np.ndarray) if isinstance(value, np.ndarray) else value
 
 
+def _weak_mode() -> bool:
+    return tensor_numpy.NUMPY_BEHAVIOR.get("mode") in weak_promotion.MODES
+
+
+def _weak_array(value: Any) -> Any:
+    """`tnp.array(1)` under dtype_conversion_mode "all"/"safe": TF's weak int32 (float32 for a float; observed,
+    TF 2.21 `<tf.Tensor: shape=(), dtype=int32, numpy=1, weak=True>`)."""
+    array = np.asarray(value)
+    narrow = {"i": np.int32, "f": np.float32}.get(array.dtype.kind)
+    return weak_promotion.weak(array.astype(narrow) if narrow else array)
+
+
 def _bind(name: str) -> Callable[..., Any]:
     host, device = getattr(np, name), getattr(jnp, name)
 
@@ -75,6 +87,9 @@ def _bind(name: str) -> Callable[..., Any]:
             return device(*args, **kwargs)
         if name == "linspace" and tensor_numpy.NUMPY_BEHAVIOR["prefer_float32"]:
             kwargs.setdefault("dtype", np.float32)
+        if (name in ("array", "asarray") and len(args) == 1 and "dtype" not in kwargs and _weak_mode()
+                and weak_promotion.python_value(args[0])):
+            return _weak_array(args[0])
         args = tuple(_plain(_weak(a)) for a in args)
         kwargs = {k: _plain(v) for k, v in kwargs.items()}
         return as_tensors(host(*args, **kwargs))
@@ -89,7 +104,8 @@ def experimental_enable_numpy_behavior(prefer_float32: bool = False, dtype_conve
     2.])` is float64, observed in TF 2.21), and Python floats as float32 where `prefer_float32`."""
     if dtype_conversion_mode not in ("legacy", "all", "safe"):
         raise ValueError(f"dtype_conversion_mode must be one of 'legacy', 'all', 'safe'; got {dtype_conversion_mode!r}")
-    tensor_numpy.NUMPY_BEHAVIOR.update(on=True, prefer_float32=bool(prefer_float32))
+    tensor_numpy.LATTICE_OPERATOR[:] = [weak_promotion.operator]
+    tensor_numpy.NUMPY_BEHAVIOR.update(on=True, prefer_float32=bool(prefer_float32), mode=dtype_conversion_mode)
 
 
 def _random_namespace() -> Namespace:

@@ -132,17 +132,25 @@ def array_ufunc(self: np.ndarray, ufunc: Any, method: str, *inputs: Any, **kwarg
 
 
 # `tnp.experimental_enable_numpy_behavior()` (jdist.tf_compat.tf_numpy): operators follow NumPy's promotion.
-NUMPY_BEHAVIOR = {"on": False, "prefer_float32": False}
+NUMPY_BEHAVIOR: dict[str, Any] = {"on": False, "prefer_float32": False, "mode": "legacy"}
+# dtype_conversion_mode "all"/"safe": TF's own lattice, set with the mode by the one who sets it (`tf_numpy`,
+# with `weak_promotion.operator`: that module builds on this one's tensors)
+LATTICE_OPERATOR: list[Callable[..., Any]] = []
 
 
 def numpy_operator(ufunc: Any, x: Any, y: Any) -> Any:
     """An operator under NumPy behavior: numpy's own promotion (observed, TF 2.21: int32 + float32 tensors give
     float64, `int32 tensor + 1.5` float64, `float32 tensor * 2.5` float32), Python numbers weak as in numpy."""
-    tensors = [v for v in (x, y) if isinstance(v, np.ndarray)]
+    if NUMPY_BEHAVIOR.get("mode") in ("all", "safe"):  # TF's own lattice and weak tensors
+        return LATTICE_OPERATOR[0](ufunc, x, y, NUMPY_BEHAVIOR["mode"])
+    tensors = [v for v in (x, y) if isinstance(v, np.ndarray) and type(v) is not np.ndarray]  # a tensor's type
     tensor_type = type(tensors[0]) if tensors else np.ndarray
     a, b = (_plain(v, tensor_type) if isinstance(v, np.ndarray) else v for v in (x, y))
     if NUMPY_BEHAVIOR["prefer_float32"]:
         a, b = (np.float32(v) if type(v) is float else v for v in (a, b))
+    ints = [v.dtype for v in (a, b) if isinstance(v, np.ndarray) and v.dtype.kind in "iu"]
+    if ints:  # a Python int wraps into an integer tensor's dtype (observed, TF 2.21: int8 tensor + 300 is 45)
+        a, b = (np.asarray(v % (1 << 64), np.uint64).astype(ints[0]) if type(v) is int else v for v in (a, b))
     return np.asarray(ufunc(a, b)).view(tensor_type)
 
 
