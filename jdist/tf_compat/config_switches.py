@@ -4,17 +4,17 @@ devices and memory info, each mapped to what JAX has or accepted where XLA alrea
 Behaviour observed in TF 2.21 (tests/test_tf_compat_config.py): the switches' defaults (functions eagerly
 False, soft placement True, threads 0 and 0, TF32 True, `optimizer.get_jit()` ""), the thread counts
 refused after the runtime starts ("Inter op parallelism cannot be modified after initialization."), visible
-devices refused after it starts only when they change, `get_device_details(cpu)` `{}` and
-`get_memory_info("CPU:0")` `{'current': 0, 'peak': 0}`.
+devices refused after it starts only when they change, `get_device_details(cpu)` `{}`, and the CPU's
+memory statistics refused (tests/test_tf_parity_guide_devices.py).
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import jax
 
 from jdist.interop import tf_function
-from jdist.strategy.devices import resolve_device
 from jdist.tf_compat import device_config as _config
 from jdist.tf_compat.device_config import PhysicalDevice, _jax_devices, _types, list_physical_devices
 from jdist.tf_compat.namespace import Namespace
@@ -80,9 +80,19 @@ def get_intra_op_parallelism_threads() -> int:
 
 
 # --- graph optimizer (everything jdist compiles goes through XLA already) ---
+# Grappler's options in the order TF 2.21 lists them (observed); other names are ignored, as TF ignores them.
+_OPTION_NAMES = ("layout_optimizer", "constant_folding", "shape_optimization", "remapping",
+                 "arithmetic_optimization", "dependency_optimization", "loop_optimization", "function_optimization",
+                 "debug_stripper", "disable_model_pruning", "scoped_allocator_optimization",
+                 "pin_to_host_optimization", "implementation_selector", "auto_mixed_precision",
+                 "use_plugin_optimizers", "disable_meta_optimizer", "auto_mixed_precision_onednn_bfloat16",
+                 "min_graph_nodes")
+
+
 def set_jit(enabled: bool | str) -> None:
-    """Kept: TF's XLA auto-clustering switch; every jdist program is compiled by XLA."""
-    _STATE["jit"] = "autoclustering" if enabled is True else (enabled or "")
+    """Kept: TF's XLA auto-clustering switch (on for True or "autoclustering", off for anything else, as TF
+    2.21); every jdist program is compiled by XLA."""
+    _STATE["jit"] = "autoclustering" if enabled in (True, "autoclustering") else ""
 
 
 def get_jit() -> str:
@@ -90,11 +100,30 @@ def get_jit() -> str:
 
 
 def set_experimental_options(options: dict) -> None:
-    _STATE["options"].update(options)
+    """Kept with TF's rules: known options only, a value stored as a bool (`min_graph_nodes` an int), None
+    unsets an option; XLA, not Grappler, optimizes jdist's programs, so they change nothing else."""
+    if not isinstance(options, dict):
+        raise TypeError(f"'{type(options).__name__}' object is not iterable: tf.config.optimizer."
+                        "set_experimental_options takes a dict such as {'constant_folding': False}.")
+    kept = _STATE["options"]
+    for name, value in options.items():
+        if name not in _OPTION_NAMES:
+            continue
+        if value is None:
+            kept.pop(name, None)
+        elif name == "min_graph_nodes":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"Field tensorflow.RewriterConfig.min_graph_nodes: Expected an int, got "
+                                f"{'a boolean' if isinstance(value, bool) else type(value).__name__}.")
+            kept[name] = value
+        else:
+            kept[name] = bool(value)
 
 
 def get_experimental_options() -> dict:
-    return dict(_STATE["options"])
+    """The options set, in TF's order; `disable_model_pruning` and `disable_meta_optimizer` always (False)."""
+    kept = {"disable_model_pruning": False, "disable_meta_optimizer": False, **_STATE["options"]}
+    return {name: kept[name] for name in _OPTION_NAMES if name in kept}
 
 
 # --- numerics ---
@@ -145,23 +174,36 @@ def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
 
 
 # --- device details and memory ---
-def _jax_device(device: str):
-    """The JAX device TF's name (`"GPU:0"`, `"/device:CPU:0"`) gives, with TF's error when there is none."""
-    try:
-        return resolve_device(str(device))
-    except ValueError:
-        raise ValueError(f"No matching devices found for '{device}'") from None
+_MEMORY_DEVICE = re.compile(r"(?:/job:[^/]+)?(?:/replica:\d+)?(?:/task:\d+)?(?:/device:|/)?([A-Za-z_]+):(\d+)")
+
+
+def _memory_device(device: str, refusal: str):
+    """The JAX device of TF's name ("GPU:0", "/device:GPU:0"), with TF 2.21's errors (observed): a name without
+    type and index is not parsed, a type is matched case-sensitively, and the CPU has no allocator statistics."""
+    found = _MEMORY_DEVICE.fullmatch(str(device))
+    if found is None:
+        raise ValueError(f"Failed parsing device name: '{device}'. Note a valid device string should at least "
+                         'contain a device type and a device index, like "GPU:0".')
+    kind, index = found.group(1), int(found.group(2))
+    devices = _jax_devices(kind) if kind in ("CPU", "GPU", "TPU") else []
+    if index >= len(devices):
+        raise ValueError(f"No matching devices found for '{device}'")
+    if kind == "CPU":
+        raise ValueError(f"{refusal} for device '{device}'")
+    return devices[index]
 
 
 def get_memory_info(device: str) -> dict[str, int]:
-    """`{'current': bytes, 'peak': bytes}` from the JAX device's allocator (0 and 0 on the CPU, as TF's)."""
-    stats = _jax_device(device).memory_stats() or {}
+    """`{'current': bytes, 'peak': bytes}` from a GPU's or TPU's allocator; the CPU is TF's ValueError
+    "Allocator stats not available for device 'CPU:0'" (TF 2.21 has no CPU allocator statistics either)."""
+    stats = _memory_device(device, "Allocator stats not available").memory_stats() or {}
     return {"current": int(stats.get("bytes_in_use", 0)), "peak": int(stats.get("peak_bytes_in_use", 0))}
 
 
 def reset_memory_stats(device: str) -> None:
-    """Accepted: JAX's allocators keep their peak; `get_memory_info` reports it."""
-    _jax_device(device)
+    """Accepted for a GPU or TPU (JAX's allocators keep their peak, which `get_memory_info` reports); the CPU is
+    TF's ValueError "Cannot reset memory stats for device 'CPU:0'"."""
+    _memory_device(device, "Cannot reset memory stats")
 
 
 def get_memory_usage(device: str) -> int:

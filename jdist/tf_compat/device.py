@@ -6,6 +6,7 @@ TF 2.21 (observed, eager, on one CPU): `'/CPU:0'`, `'cpu:0'`, `'/device:CPU:0'`,
 ValueError "Unknown attribute 'foo' is encountered while parsing the device spec: 'foo'."; a function
 raises RuntimeError "tf.device does not support functions.". jdist enters `jax.default_device` for a device
 JAX has and, for one it lacks, keeps the default device as TF does, with a warning naming what exists.
+With `tf.config.set_soft_device_placement(False)` a missing device is TF's InvalidArgumentError instead.
 jdist's host ops (`tf.constant`, `tf.matmul` outside compiled code) are numpy: they run on the host
 wherever the block says.
 """
@@ -19,9 +20,11 @@ from typing import Iterator
 import jax
 
 from jdist import resolve_device
+from jdist.tf_compat.error_types import InvalidArgumentError
 
 _TYPES = ("CPU", "GPU", "TPU")
 _NAMED = re.compile(r"(job:[^/:]+|replica:\d+|task:\d+|device:[A-Za-z_]+(:(\d+|\*))?)$", re.IGNORECASE)
+_HOST = "/job:localhost/replica:0/task:0"
 _SHORT = re.compile(r"([A-Za-z_]+)(:(\d+|\*))?$")
 
 
@@ -41,6 +44,24 @@ def _device_part(spec: str) -> str | None:
     return device
 
 
+def _refuse_without_soft_placement(part: str) -> None:
+    """TF 2.21 with `tf.config.set_soft_device_placement(False)` (observed): an op on a device the machine lacks
+    is InvalidArgumentError "Could not satisfy device specification ..."; jdist raises it entering the block."""
+    from jdist.tf_compat import config_switches, device_config  # config_switches imports after this module
+
+    if config_switches.get_soft_device_placement():
+        return
+    kind, _, index = part.partition(":")
+    wanted = f"{_HOST}/device:{kind.upper()}:{index or 0}"
+    present = device_config.list_logical_devices()
+    types = ", ".join(dict.fromkeys(d.device_type for d in present))
+    names = ", ".join(_HOST + d.name for d in present)
+    raise InvalidArgumentError(message=(
+        f"Could not satisfy device specification '{wanted}'. enable_soft_placement=0. Supported device types "
+        f"[{types}]. All available devices [{names}]. Name a device the machine has, or call "
+        "tf.config.set_soft_device_placement(True) to run the block on the default device."))
+
+
 @contextlib.contextmanager
 def device(device_name: str | None) -> Iterator[None]:
     """`with tf.device('/GPU:0'):` places the block's JAX arrays there (`jax.default_device`)."""
@@ -55,6 +76,7 @@ def device(device_name: str | None) -> Iterator[None]:
     try:
         target = resolve_device(part.replace("*", "0"))
     except ValueError as missing:  # TF's soft placement: the default device
+        _refuse_without_soft_placement(part)
         warnings.warn(f"tf.device({device_name!r}): {missing} The block runs on the default device, as "
                       "TensorFlow's soft placement does.", stacklevel=3)
         yield

@@ -90,7 +90,12 @@ def set_logical_device_configuration(device: PhysicalDevice,
             "jdist's tf.config.set_logical_device_configuration splits the CPU only (one JAX device per "
             "logical device); GPUs and TPUs are used whole, one JAX device each. To limit GPU memory set "
             "XLA_PYTHON_CLIENT_MEM_FRACTION before starting Python.")
-    count = len(logical_devices or [None])
+    if logical_devices is None or isinstance(logical_devices, (str, bytes)):
+        raise TypeError(f"'{type(logical_devices).__name__}' object is not iterable: "
+                        "tf.config.set_logical_device_configuration takes a list of LogicalDeviceConfiguration.")
+    logical_devices = list(logical_devices)
+    _check_cpu_configuration(logical_devices)
+    count = len(logical_devices)
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:
@@ -101,7 +106,7 @@ def set_logical_device_configuration(device: PhysicalDevice,
                 f"device(s), so {count} cannot take effect. Call tf.config.set_logical_device_configuration "
                 "before the first array is made (as in TF), or set "
                 f"XLA_FLAGS=--xla_force_host_platform_device_count={count} before starting Python.") from None
-    _CPU_CONFIGURATION[:] = [list(logical_devices or [])]
+    _CPU_CONFIGURATION[:] = [logical_devices]
 
 
 def get_logical_device_configuration(device: PhysicalDevice) -> list | None:
@@ -110,11 +115,36 @@ def get_logical_device_configuration(device: PhysicalDevice) -> list | None:
     return None
 
 
+def _check_cpu_configuration(logical_devices: list) -> None:
+    """TF 2.21's rules for CPU logical devices (observed): no memory limit, priority or ordinal (ValueError);
+    an empty list, TF's process without a CPU device, is refused here, as jdist always runs on a CPU."""
+    if not logical_devices:
+        raise ValueError("jdist cannot hide the CPU: tf.config.set_logical_device_configuration(cpu, []) leaves "
+                         "no CPU device (TF then fails every op: 'No CPU devices are available in this "
+                         "process'). Pass at least one LogicalDeviceConfiguration().")
+    for config in logical_devices:
+        if getattr(config, "memory_limit", None) is not None:
+            raise ValueError("Setting memory limit on CPU virtual devices is currently not supported")
+        for field in ("experimental_priority", "experimental_device_ordinal"):
+            if getattr(config, field, None) is not None:
+                raise ValueError(f"Setting {field} on CPU virtual  devices is currently not supported")
+
+
+_MEMORY_GROWTH: dict[str, bool] = {}
+
+
 def set_memory_growth(device: PhysicalDevice, enable: bool) -> None:
-    """Accepted: XLA's allocator reserves GPU memory up front (set XLA_PYTHON_CLIENT_PREALLOCATE=false before
-    starting Python to allocate on demand, TF's memory growth)."""
+    """Kept for a GPU: XLA's allocator reserves GPU memory up front (set XLA_PYTHON_CLIENT_PREALLOCATE=false
+    before starting Python to allocate on demand, TF's memory growth). The CPU is TF's ValueError."""
+    if getattr(device, "device_type", None) == "CPU":
+        if _CPU_CONFIGURATION:
+            raise ValueError("Cannot set memory growth on device when virtual devices configured")
+        raise ValueError("Cannot set memory growth on non-GPU and non-Pluggable devices")
+    _MEMORY_GROWTH[device.name] = bool(enable)
 
 
 def get_memory_growth(device: PhysicalDevice) -> bool:
-    return False
-
+    """What `set_memory_growth` was given (False at first); the CPU is TF's KeyError naming the device."""
+    if getattr(device, "device_type", None) == "CPU":
+        raise KeyError(device)
+    return _MEMORY_GROWTH.get(device.name, False)
