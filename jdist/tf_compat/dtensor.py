@@ -41,6 +41,7 @@ from jdist.tf_compat.dtensor_mesh import (
     is_dtensor_mesh,
     layout_of,
 )
+from jdist.tf_compat.dtensor_variable import make_dvariable
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tf_compat.variables import Variable
 from jdist.tfdata.structure import HostTensor
@@ -149,6 +150,9 @@ def pack(tensors: Sequence[Any], layout: Layout) -> Any:
 
 def unpack(tensor: Any) -> list:
     """A DTensor's pieces, one per local device of its mesh, in the mesh's local order."""
+    if getattr(tensor, "_dtensor_layout", None) is not None:  # TF 2.21 unpacks tensors only (observed)
+        raise TypeError(f"Expecting a Tensor, got {type(tensor)}: dtensor.unpack(v.read_value()) unpacks a "
+                        "DVariable's value")
     if not is_dtensor(tensor):
         raise InvalidArgumentError(None, None, "DTensorUnpack expects a tensor placed on the DTensor device "
                                    "(dtensor.copy_to_mesh, relayout or pack make one)")
@@ -187,7 +191,7 @@ class _DVariableType(type):
         variable._jdist_check_assign = functools.partial(guard_assign, variable)
         variable.save_as_bf16 = False
         variable._direct_assign(variable.value)
-        return variable
+        return make_dvariable(variable)  # TF's type, text and `.numpy()` rule
 
 
 class DVariable(metaclass=_DVariableType):
