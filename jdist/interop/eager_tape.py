@@ -80,7 +80,7 @@ class _Replaying:
     def gradient(self, target: Any, *args: Any, **kwargs: Any) -> Any:
         raise _Reached(target)
 
-    jacobian = batch_jacobian = gradient
+    jacobian = batch_jacobian = jvp = gradient
 
 
 @dataclass
@@ -156,7 +156,8 @@ def target_expression(block: Block, frame: types.FrameType) -> ast.expr:
     return found
 
 
-_METHODS = ("gradient", "jacobian", "batch_jacobian")  # the tape's methods whose first argument is the target
+# the tape's (and ForwardAccumulator's) methods whose first argument is the target
+_METHODS = ("gradient", "jacobian", "batch_jacobian", "jvp")
 
 
 def _target_argument(call: ast.Call) -> ast.expr | None:
@@ -247,9 +248,11 @@ class Watch:
 
 def gradient(block: Block, target: ast.expr, sources: list, output_gradients: Any,
              unconnected_gradients: Any = None, watch: Watch | None = None,
-             caller_names: dict[str, Any] | None = None, jacobian: Callable[[Any], Any] | None = None) -> list:
+             caller_names: dict[str, Any] | None = None, jacobian: Callable[[Any], Any] | None = None,
+             differentiate: Callable[[Callable[[list], Any], list], list] | None = None) -> list:
     """d sum(target [* output_gradients]) / d source, for each source, by replaying `block`; with `jacobian`,
-    the Jacobian of `jacobian(target)` (`unconnected.jacobians`).
+    the Jacobian of `jacobian(target)` (`unconnected.jacobians`); with `differentiate`, what it makes of the
+    replay as a function of the sources' values (`ForwardAccumulator.jvp`).
 
     As TF's tape: a variable counts if trainable (or watched), another tensor if `tape.watch` was given it, or if
     the block computed it (a name a top-level statement bound: the replay holds it at its value from there on);
@@ -310,6 +313,8 @@ def gradient(block: Block, target: ast.expr, sources: list, output_gradients: An
             return unconnected.total(result, output_gradients)  # in the scope: a variable target reads its value
 
     primal = [jnp.asarray(s.value) if isinstance(s, keras.Variable) else jnp.asarray(s) for s in sources]
+    if differentiate is not None:
+        return differentiate(replayed, primal)
     if jacobian is not None:
         return unconnected.jacobians(replayed, primal, unconnected_gradients)
     return unconnected.gradients(replayed, primal, unconnected_gradients)  # what is not recorded is not read: None

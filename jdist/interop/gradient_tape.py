@@ -45,6 +45,7 @@ _TARGET_CALLS: list[int] = []
 # runs the function from its start again, where the enclosing replays' tapes take their values too.
 _REPLAYS: list[tuple[int, dict[int, Any], dict[int, Any]]] = []
 _RESTORES: list[list[Any]] = []  # per running replay: what gives watched attributes their own values back
+_ENTERED: list["GradientTape"] = []  # compiled tapes whose `with` block runs now (nested tapes share watches)
 
 
 def replaying() -> bool:
@@ -68,6 +69,23 @@ def _repeated(sources: list, unique: list, grads: list) -> list:
     return [grads[next(i for i, u in enumerate(unique) if u is s)] for s in sources]
 
 
+class _NotRecording:
+    """`stop_recording()` of a tape outside its `with` block: entering it raises TF's error (observed, TF 2.21:
+    a tape never entered raises RuntimeError, one whose block has ended raises ValueError)."""
+
+    def __init__(self, never_entered: bool):
+        self._never_entered = never_entered
+
+    def __enter__(self) -> None:
+        if self._never_entered:
+            raise RuntimeError("Trying to stop recording a tape which is not recording. Call stop_recording() "
+                               "inside the tape's `with` block.")
+        raise ValueError("Tape is not recording. Call stop_recording() inside the tape's `with` block.")
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
 class GradientTape:
     """Records nothing; `gradient` replays the replica function or the eager block (see the module docstring)."""
 
@@ -82,8 +100,10 @@ class GradientTape:
         self._watch = eager_tape.Watch([], watch_accessed_variables)
         self._watched: dict[int, int] = {}  # compiled tapes: id of a watched tensor -> the number of its watch
         self._watches = 0
+        self._recording: bool | None = None  # None: never entered; then whether its `with` block runs
 
     def __enter__(self) -> "GradientTape":
+        self._recording = True
         self._used, self._calls = False, 0  # a tape entered again records anew (TF allows it after its gradient)
         self._watched, self._watches = {}, 0
         frame = keras_run.current_frame()
@@ -105,15 +125,23 @@ class GradientTape:
                     if id(variable) in values:
                         scope.add_update((variable, values[id(variable)]))
         self._entry = {id(v): v.value for v in frame.variables}
+        _ENTERED.append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        self._recording = False
+        if any(t is self for t in _ENTERED):
+            _ENTERED.remove(self)
 
     def watch(self, tensor: object) -> None:
         """Marks `tensor` (a tensor, a variable, or a structure of them) as TF's tape does: an eager tape gives its
         gradient; inside compiled code the sources given to `gradient` are what is differentiated."""
-        for leaf in jax.tree.leaves(tensor, is_leaf=_is_variable):
+        for leaf in jax.tree.leaves(tensor, is_leaf=lambda x: x is None or _is_variable(x)):
+            if leaf is None or isinstance(leaf, (bool, int, float, complex, str, bytes, np.generic)) or (
+                    type(leaf) is np.ndarray):
+                raise ValueError(  # TF 2.21's error and text (observed: watch(3.0), watch(None), np arrays)
+                    f"Passed in object {leaf} of type {type(leaf).__name__!r}, not tf.Tensor or tf.Variable or "
+                    "ExtensionType. Convert it first (x = tf.constant(...)) and watch that tensor.")
             dtype = None if getattr(leaf, "dtype", None) is None else jnp.dtype(str(leaf.dtype))
             if dtype is not None and not jnp.issubdtype(dtype, jnp.inexact):
                 logging.getLogger("tensorflow").warning(  # TF 2.21's warning (observed)
@@ -136,6 +164,9 @@ class GradientTape:
         value = found[-1]
         replacement = tensor + (value - jax.lax.stop_gradient(value))
         self._watched[id(replacement)] = number  # a later gradient call of this tape in the replay names it
+        for other in _ENTERED:  # an inner tape that watched the tensor before this watch names the replacement
+            if other is not self and id(tensor) in other._watched:
+                other._watched[id(replacement)] = other._watched[id(tensor)]
         names = {name: replacement for name, bound in caller.f_locals.items() if bound is tensor}
         held_by = tape_attributes.find(caller.f_locals, [tensor]) if not names else {}
         if held_by:  # `tape.watch(model.weights)`: the attribute holds the replacement for the rest of the replay
@@ -157,7 +188,10 @@ class GradientTape:
             tape_pause.write_locals(caller, tape_pause.forgotten(caller.f_locals))
 
     def stop_recording(self) -> Any:
-        """TF's pause of the tape: what runs inside is not differentiated (`jdist.interop.tape_pause`)."""
+        """TF's pause of the tape: what runs inside is not differentiated (`jdist.interop.tape_pause`).
+        Outside the tape's `with` block, entering the pause raises TF's error."""
+        if not self._recording:
+            return _NotRecording(self._recording is None)
         if self._frame is not None and self._frame.replaying == self._index:
             return tape_pause.Paused(None)  # the replay of the replica function: its locals
         return tape_pause.Idle()  # the run itself (the eager block's replay pauses on its own)
@@ -175,6 +209,10 @@ class GradientTape:
 
     def gradient(self, target: PyTree, sources: PyTree, output_gradients: ArrayLike | None = None,
                  unconnected_gradients: object = None) -> PyTree:
+        if target is None:
+            raise TypeError(  # TF 2.21's error and text (observed: tape.gradient(None, x))
+                "Argument `target` should be a list or nested structure of Tensors, Variables or CompositeTensors "
+                "to be differentiated, but received None.")
         return self._differentiate(target, sources, output_gradients, unconnected_gradients, None,
                                    sys._getframe(1))
 
@@ -224,7 +262,10 @@ class GradientTape:
                 "function uses nor tensors this tape watched. Inside compiled code (tf.function, strategy.run) "
                 "a tensor computed in the tape's block is a source only once watched: call tape.watch(h) after "
                 "computing it; pass Keras variables such as model.trainable_variables.")
-        primal = [self._entry[id(v)] if id(v) in self._entry else v for v in leaves]
+        # A watched tensor's value only carries this tape's tangent (its replacement in the replay is the recomputed
+        # tensor plus it): an enclosing tape's tangent comes through the recomputed tensor, not a second time here.
+        primal = [self._entry[id(v)] if id(v) in self._entry else
+                  jax.lax.stop_gradient(v) if id(v) in self._watched else v for v in leaves]
         ids = [id(v) for v in leaves]
 
         def replayed(values):

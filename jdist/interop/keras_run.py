@@ -369,13 +369,19 @@ class ReachedTarget(Exception):
         self.target = target
 
 
+def _imported_keras() -> Any:
+    import keras  # noqa: F401 - jax_keras answers once Keras is imported
+
+    return _keras()
+
+
 def run(strategy: Strategy, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any] | None,
         objects: list, compiled: bool = False) -> Any:
     """`strategy.run(fn, ...)` where `fn` uses Keras objects statefully (see the module docstring).
     `compiled`: one `jax.jit` program per argument signature (a `tf.function` called outside any
     strategy); `strategy.run` compiles by itself otherwise."""
     variables = _variables(objects)  # a tf.random.Generator makes its state variable (importing Keras) here
-    keras = _keras()
+    keras = _keras() or _imported_keras()  # a tape over tensors alone may come before any Keras object
     assert keras is not None, "Keras objects were found, so Keras on JAX is imported"
     replica_rules.install_loss_scaling(keras)
     _build_models(strategy, fn, args, kwargs, objects, keras)

@@ -36,6 +36,7 @@ from jdist.interop import (
     trace_type as _trace_type,
     traced_shapes as _traced_shapes,
 )
+from jdist.interop.forward_accumulator import ForwardAccumulator as _ForwardAccumulator
 from jdist.interop.gradient_tape import GradientTape
 from jdist.interop.tf_function import function
 from jdist.interop.unconnected import UnconnectedGradients
@@ -307,6 +308,7 @@ nn = Namespace("tf.nn", **_nn_ops.NN, **{k: v for k, v in _MATH_OPS_NN.items() i
 # tf.linalg (jdist.tf_compat.linalg_ops, linalg_solvers); its LinearOperator classes raise unsupported.py's message.
 linalg = Namespace("tf.linalg", **_linalg_ops.NAMES, **_linalg_solvers.NAMES)
 sparse = Namespace("tf.sparse", **_sparse.NAMES)
+autodiff = Namespace("tf.autodiff", ForwardAccumulator=_ForwardAccumulator)  # jdist.interop.forward_accumulator
 random = Namespace("tf.random", **_nn_ops.RANDOM, **_MATH_OPS_RANDOM)
 # jdist's iterators end as Python's do (OutOfRangeError is StopIteration); tf.io.gfile raises the others.
 errors = Namespace("tf.errors", **_errors.ERRORS)
