@@ -5,6 +5,7 @@ import sys
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before keras is imported
 
+import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -32,7 +33,14 @@ def test_names_are_jdist_objects():
     assert tf.distribute.cluster_resolver.TFConfigClusterResolver is jdist.cluster.TFConfigClusterResolver
     assert tf.distribute.cluster_resolver.SimpleClusterResolver is jdist.cluster.SimpleClusterResolver
     assert tf.distribute.ReduceOp is jdist.ReduceOp
-    assert tf.distribute.get_strategy is jdist.get_strategy
+    # outside any scope TF's default strategy (jdist.tf_compat.default_strategy: TF's reduce results), a
+    # jdist DefaultStrategy on the same devices; inside a scope the scope's strategy, as jdist.get_strategy()
+    default = tf.distribute.get_strategy()
+    assert isinstance(default, jdist.DefaultStrategy) and default is tf.distribute.get_strategy()
+    assert not tf.distribute.has_strategy() and default.num_replicas_in_sync == 1
+    with jdist.MirroredStrategy(jax.devices()[:2]).scope():
+        assert tf.distribute.get_strategy() is jdist.get_strategy()
+        assert tf.distribute.get_strategy().num_replicas_in_sync == 2
     assert tf.distribute.get_replica_context is jdist.get_replica_context
     assert tf.distribute.InputContext is jdist.InputContext
     # jdist's own, behind TF 2.21's argument checks (jdist.tf_compat.replica_losses)

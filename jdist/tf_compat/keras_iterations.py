@@ -41,6 +41,7 @@ def _counter_class(base: type) -> type:
 
         __str__ = __repr__
 
+    Variable._tf_int64_counter = True  # type: ignore[attr-defined]
     Variable.__qualname__ = base.__qualname__
     Variable.__module__ = base.__module__
     return Variable
@@ -50,6 +51,11 @@ def as_int64_counter(variable: Any) -> None:
     """Makes Keras's int32 optimizer counter read as TF's int64 one (see the module docstring)."""
     if str(getattr(variable, "_dtype", "")) == "int32" and not variable.shape:
         variable.__class__ = _counter_class(type(variable))
+
+
+def is_int64_counter(variable: Any) -> bool:
+    """Whether `variable` is a 32-bit Keras counter that reads as TF's int64 one."""
+    return bool(getattr(type(variable), "_tf_int64_counter", False))
 
 
 def install() -> None:

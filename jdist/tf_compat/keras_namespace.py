@@ -38,6 +38,7 @@ def tf_keras() -> types.ModuleType:
 
     from jdist.interop import keras_epochs, keras_labels, keras_tf_steps
     from jdist.tf_compat import (
+        hashed_crossing,
         integer_lookup,
         keras_extras,
         keras_hashing,
@@ -63,6 +64,9 @@ def tf_keras() -> types.ModuleType:
 
     keras_shims.install()  # TF's Keras 3 `compiled_loss` / `compiled_metrics` shims for a TF-style train_step
     keras_iterations.install()  # `optimizer.iterations` reads as TF's int64 counter
+    from jdist.tf_compat import keras_int_weights
+
+    keras_int_weights.install()  # a layer's `dtype="int"` weight (Normalization's count) reads as TF's int64
     from jdist.tf_compat import keras_tf_variables
 
     keras_tf_variables.install()  # before any layer is made: a tf.Variable attribute is none of its weights
@@ -81,6 +85,7 @@ def tf_keras() -> types.ModuleType:
                                               "TextVectorization": text_vectorization.text_vectorization_class(),
                                               "IntegerLookup": integer_lookup.integer_lookup_class(),
                                               "Hashing": keras_hashing.hashing_class(),
+                                              "HashedCrossing": hashed_crossing.hashed_crossing_class(),
                                               "Input": keras_strings.keras_input(namespace.layers.Input)}),
         **{name: value for extend in EXTENSIONS for name, value in extend(namespace, _Overlay).items()},
     })

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.experimental.sparse
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
@@ -132,6 +133,9 @@ def _traced(*values: Any) -> bool:
 
 
 def _sparse(value: Any, op: str) -> SparseTensor:
+    if isinstance(value, jax.experimental.sparse.BCOO):  # a Keras layer's sparse output (TF's is a SparseTensor)
+        value = value if _traced(value.data) else value.sum_duplicates()
+        return SparseTensor(value.indices, value.data, value.shape)
     if not isinstance(value, SparseTensor):
         raise TypeError(f"tf.sparse.{op}: Input must be a SparseTensor, got {type(value).__name__}; "
                         "make one with tf.sparse.from_dense(x)")
