@@ -106,24 +106,8 @@ class BatchableExtensionType(ExtensionType):
 
 
 def _bind(cls: type, args: tuple, kwargs: dict) -> dict:
-    """The constructor's arguments bound to the fields, TF's TypeErrors for a missing or extra one (observed)."""
-    fields = cls._tf_extension_type_fields()
-    if len(args) > len(fields):
-        raise TypeError("too many positional arguments")
-    values = {f.name: a for f, a in zip(fields, args)}
-    names = {f.name for f in fields}
-    for name, value in kwargs.items():
-        if name not in names:
-            raise TypeError(f"got an unexpected keyword argument {name!r}")
-        if name in values:
-            raise TypeError(f"multiple values for argument {name!r}")
-        values[name] = value
-    for field in fields:
-        if field.name not in values:
-            if field.default is _fields._MISSING:
-                raise TypeError(f"missing a required argument: {field.name!r}")
-            values[field.name] = field.default
-    return values
+    """The constructor's arguments bound to the fields (defaults filled), TF's TypeErrors for a bad one."""
+    return _fields.bind(cls._tf_extension_type_fields(), args, kwargs)
 
 
 def _finish(self: ExtensionType, values: dict) -> None:

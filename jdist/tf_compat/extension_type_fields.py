@@ -56,6 +56,27 @@ class Field(NamedTuple):
     default: Any
 
 
+def bind(fields: list[Field], args: tuple, kwargs: dict, defaults: bool = True) -> dict:
+    """A constructor's arguments bound to `fields` (an ExtensionType's or its Spec's), TF's TypeErrors for a
+    missing or extra one (observed, TF 2.21); a field's default fills it where `defaults`."""
+    if len(args) > len(fields):
+        raise TypeError("too many positional arguments")
+    values = {f.name: a for f, a in zip(fields, args)}
+    names = {f.name for f in fields}
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"got an unexpected keyword argument {name!r}")
+        if name in values:
+            raise TypeError(f"multiple values for argument {name!r}")
+        values[name] = value
+    for field in fields:
+        if field.name not in values:
+            if not defaults or field.default is _MISSING:
+                raise TypeError(f"missing a required argument: {field.name!r}")
+            values[field.name] = field.default
+    return {f.name: values[f.name] for f in fields}
+
+
 def _is_extension_type(annotation: Any) -> bool:
     return isinstance(annotation, type) and hasattr(annotation, "_tf_extension_type_fields")
 

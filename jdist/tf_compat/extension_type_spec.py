@@ -16,7 +16,7 @@ import numpy as np
 
 from jdist.input.tensor_spec import TensorShape, TensorSpec
 from jdist.tf_compat.dtype_table import DType, as_dtype
-from jdist.tf_compat.extension_type_fields import ImmutableDict
+from jdist.tf_compat.extension_type_fields import ImmutableDict, bind
 
 
 def spec_of(value: Any) -> Any:
@@ -45,19 +45,8 @@ class ExtensionTypeSpec:
     _jdist_composite_spec = True  # a concrete function's argument spec (jdist.interop.concrete_function)
 
     def __init__(self, *args: Any, **kwargs: Any):
-        names = [f.name for f in self.value_type._tf_extension_type_fields()]
-        if len(args) > len(names):
-            raise TypeError("too many positional arguments")
-        values = dict(zip(names, args))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise TypeError(f"got an unexpected keyword argument {name!r}")
-            if name in values:
-                raise TypeError(f"multiple values for argument {name!r}")
-            values[name] = value
-        for name in names:
-            if name not in values:
-                raise TypeError(f"missing a required argument: {name!r}")
+        values = bind(self.value_type._tf_extension_type_fields(), args, kwargs, defaults=False)
+        for name in values:
             value = values[name]
             object.__setattr__(self, name, ImmutableDict(value) if isinstance(value, collections.abc.Mapping)
                                else value)

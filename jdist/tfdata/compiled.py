@@ -21,7 +21,7 @@ import jax
 import jax.extend
 import numpy as np
 
-from jdist.tfdata import host_eval, structure
+from jdist.tfdata import host_eval, jaxpr_eval, structure
 from jdist.tfdata.jaxpr_eval import evaluate, pure
 from jdist.tfdata.shape_inference import Trace
 
@@ -30,12 +30,9 @@ def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[
     """The function of `trace` as run per element (an element of `input_spec` in, `output`'s structure out),
     or None where the Python function must run instead (see the module docstring). `output`: the function's
     output on placeholder values, normalized (its dtypes and shapes are TF's)."""
-    if trace is None or trace.host_random or trace.host_calls or output is None:
+    if trace is None or not jaxpr_eval.runnable(trace, input_spec, output):
         return None
     specs = structure.leaves(input_spec)
-    if any(not isinstance(s, structure.TensorSpec) or s.shape is None or any(d is None for d in s.shape)
-           for s in specs):
-        return None
     closed = trace.closed
     wanted = [np.asarray(leaf) for leaf in structure.leaves(output)]
     avals = [v.aval for v in closed.jaxpr.outvars]

@@ -9,6 +9,8 @@ import jax
 import jax.extend
 import numpy as np
 
+from jdist.tfdata import structure
+
 # primitives whose per-element result TF computes afresh, or that call back into Python: never compiled here
 UNCOMPILED = {"pure_callback", "io_callback", "random_bits", "random_seed", "random_wrap", "random_unwrap",
                "random_fold_in", "random_split", "threefry2x32", "rng_bit_generator", "rng_uniform"}
@@ -55,3 +57,12 @@ def evaluate(jaxpr: Any, consts: Any, values: Any) -> list:
             out = out if eqn.primitive.multiple_results else [out]
         env.update(zip(eqn.outvars, out))
     return [read(v) for v in jaxpr.outvars]
+
+
+def runnable(trace: Any, input_spec: Any, output: Any) -> bool:
+    """Whether `trace` may run per element in place of its Python function: a trace with no host-side part
+    (random numbers drawn on the host, host calls), an output, and every input dimension known."""
+    if trace is None or trace.host_random or trace.host_calls or output is None:
+        return False
+    return all(isinstance(s, structure.TensorSpec) and s.shape is not None and all(d is not None for d in s.shape)
+               for s in structure.leaves(input_spec))

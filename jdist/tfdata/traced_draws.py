@@ -95,12 +95,9 @@ def compile_drawing(trace: Trace | None, input_spec: Any, output: Any
                     ) -> Callable[[Any, seeding.PassRandom], Any] | None:
     """The function of `trace` as run per element, its draws made from the pass given with the element (`run(
     element, table)`); None where the trace holds no draw (`compiled.compile_map` then) or cannot run so."""
-    if trace is None or trace.host_random or trace.host_calls or output is None:
+    if trace is None or not jaxpr_eval.runnable(trace, input_spec, output):
         return None
     specs = structure.leaves(input_spec)
-    if any(not isinstance(s, structure.TensorSpec) or s.shape is None or any(d is None for d in s.shape)
-           for s in specs):
-        return None
     closed = trace.closed
     try:
         if not _draws(closed.jaxpr):
