@@ -94,6 +94,27 @@ def test_dict_keys_are_escaped_as_tf_escapes_them(tmp_path):
     assert float(late.numpy()) == 3.0
 
 
+def test_a_checkpoint_written_before_names_were_escaped_still_restores(tmp_path):
+    """jdist's own compatibility: its checkpoints from before escaping hold dict keys as they were
+    (`v/x.y/...`, `v/a/b/...`); they restore into the same objects, and assert_consumed passes."""
+    import json
+
+    from jdist.train import object_graph
+
+    path = tf.train.Checkpoint(v={"x.y": tf.Variable(1.0), "a/b": tf.Variable(2.0)}).save(str(tmp_path / "k"))
+    with np.load(path + ".npz") as data:
+        arrays = {object_graph.unescape(key): data[key] for key in data.files}
+    graph = json.loads(str(arrays[GRAPH]))
+    del graph["escaped"]
+    arrays[GRAPH] = np.asarray(json.dumps(graph))
+    np.savez(str(tmp_path / "old.npz"), **arrays)  # the layout of before: unescaped keys, no marker
+    assert "v/x.y/.ATTRIBUTES/VARIABLE_VALUE" in arrays and "v/a/b/.ATTRIBUTES/VARIABLE_VALUE" in arrays
+    x, ab = tf.Variable(0.0), tf.Variable(0.0)
+    status = tf.train.Checkpoint(v={"x.y": x, "a/b": ab}).restore(str(tmp_path / "old"))
+    assert (float(x.numpy()), float(ab.numpy())) == (1.0, 2.0)
+    status.assert_consumed()
+
+
 def test_converting_a_checkpoint_by_its_keys(tmp_path):
     # the guide's convert_tf1_to_tf2 over a checkpoint's values (the object graph left out: a string)
     source = tf.train.Checkpoint(var_list={"a": tf.Variable(1.0), "scoped/c": tf.Variable(3.0)})

@@ -225,7 +225,8 @@ class Checkpoint(object_graph.Trackable):
                 arrays[object_graph.leaf_key(path, obj)] = _declared(np.asarray(obj.value), obj.dtype)
         if self._counter is not None:  # TF's: saved once it exists (`save`, `restore`, a read of `save_counter`)
             arrays[_COUNTER] = np.asarray(self._count(), np.int64)
-        arrays[object_graph.GRAPH] = np.asarray(json.dumps({"keys": sorted(arrays), "aliases": aliases}))
+        arrays[object_graph.GRAPH] = np.asarray(json.dumps({"keys": sorted(arrays), "aliases": aliases,
+                                                            "escaped": True}))  # names escaped as TF's
         return arrays
 
     def write(self, file_prefix: str, options: Any = None) -> str:
@@ -260,8 +261,11 @@ class Checkpoint(object_graph.Trackable):
             return InitializationOnlyStatus()
         save_path = os.fspath(save_path)
         saved = read_arrays(save_path)
+        graph = json.loads(str(saved[object_graph.GRAPH]))
+        if not graph.get("escaped"):  # written before names were escaped (object_graph.escape)
+            object_graph.rekey_unescaped(self, saved)
         keys = set(saved)
-        canonical = object_graph.expand_aliases(saved, json.loads(str(saved[object_graph.GRAPH]))["aliases"])
+        canonical = object_graph.expand_aliases(saved, graph["aliases"])
         status = CheckpointLoadStatus(save_path, keys, canonical)
         counter = saved.get(_COUNTER)
         if with_counter and counter is not None:

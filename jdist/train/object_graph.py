@@ -101,6 +101,30 @@ def escape(name: str) -> str:
     return name.replace(".", "..").replace("/", ".S")
 
 
+def unescape(key: str) -> str:
+    """`key` with `escape` undone (`..` to `.`, `.S` to `/`): the key jdist wrote before it escaped names."""
+    out, i = [], 0
+    while i < len(key):
+        if key[i] == "." and key[i + 1:i + 2] in (".", "S"):
+            out.append("." if key[i + 1] == "." else "/")
+            i += 2
+        else:
+            out.append(key[i])
+            i += 1
+    return "".join(out)
+
+
+def rekey_unescaped(root: Any, saved: dict[str, Any]) -> None:
+    """Moves the values of a checkpoint written before names were escaped (its dict keys holding `.` or `/` as
+    they were) to the keys `root`'s walk gives now, so they are restored rather than silently left out."""
+    for path, obj in walk(root):
+        if is_variable(obj) or is_iterator(obj):
+            key = leaf_key(path, obj)
+            old = unescape(key)
+            if key not in saved and old != key and old in saved:
+                saved[key] = saved.pop(old)
+
+
 def children(obj: Any) -> list[tuple[str, Any]]:
     """The named dependencies of `obj`, in TF's walk order, each name escaped as in TF's keys (a `Trackable`'s
     are key names already: a `Checkpoint(root)` gives its root's escaped names)."""
