@@ -472,3 +472,13 @@ def test_seedless_shuffles_follow_the_global_seed():
         assert np.random.rand() == drawn
     finally:
         tf.random.set_seed(None)
+
+
+def test_an_iterators_next_method():
+    # observed, TF 2.21: it.next(), it.get_next(), next(it) give 0, 1, 2; then it.next() is StopIteration and
+    # get_next_as_optional() has no value
+    it = iter(tf.data.Dataset.range(3))
+    assert [int(it.next()), int(it.get_next()), int(next(it))] == [0, 1, 2]
+    with pytest.raises(StopIteration):
+        it.next()
+    assert not bool(it.get_next_as_optional().has_value())

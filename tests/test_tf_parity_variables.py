@@ -198,3 +198,11 @@ def test_assignments_of_another_shape_or_tensor_dtype_are_tfs_errors():
     assert v.assign_add(np.array([1, 2, 3])).numpy().tolist() == [2.0, 4.0, 6.0]
     n = tf.Variable(3, dtype=tf.int64)
     assert n.assign(n + 1).numpy() == 4  # an int64 variable's own arithmetic (JAX: 32 bits) is its dtype
+
+
+def test_a_variable_without_an_initial_value_is_tfs_value_error():
+    # observed, TF 2.21: tf.Variable() and tf.Variable(None) raise this ValueError
+    for call in (lambda: tf.Variable(), lambda: tf.Variable(None)):
+        with pytest.raises(ValueError, match=r"^The `initial_value` arg to `tf.Variable` must be specified except "
+                                             r"when you are not providing a `variable_def`. You provided neither.$"):
+            call()

@@ -87,8 +87,9 @@ _MESSAGES = {
     "tf.experimental.dtensor": _DTENSOR,
     "tf.keras.dtensor": _KERAS_DTENSOR,
     "tf.experimental": (
-        "jdist does not provide `{name}`: of tf.experimental it has dtensor (meshes and layouts on jax.sharding) "
-        "and numpy (`tnp`, jdist.tf_compat.tf_numpy). "
+        "jdist does not provide `{name}`: of tf.experimental it has dtensor (meshes and layouts on jax.sharding), "
+        "numpy (`tnp`, jdist.tf_compat.tf_numpy), ExtensionType / BatchableExtensionType with the dispatch "
+        "decorators, and Optional; `dir(tf.experimental)` lists them. "
         f"See {DOCS}."),
     "tf.config.experimental_connect_to_cluster": (
         "jdist's `{name}` takes a TPUClusterResolver of this host's TPUs only (nothing to connect): "

@@ -387,7 +387,8 @@ class _VariableType(type):
                  dtype: Any = None, shape: Any = None, synchronization: Any = None, aggregation: Any = None,
                  constraint: Any = None, **ignored: Any) -> Any:
         if initial_value is None:
-            raise ValueError("tf.Variable needs an initial_value")
+            raise ValueError("The `initial_value` arg to `tf.Variable` must be specified except when you are not "
+                             "providing a `variable_def`. You provided neither.")  # TF 2.21's text (observed)
         synchronization, aggregation = distributed_variables.parse(synchronization, aggregation)
         if callable(initial_value):
             initial_value = initial_value()

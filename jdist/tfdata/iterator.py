@@ -85,6 +85,10 @@ class _SpecIterator(Iterator):
     def get_next(self) -> Any:
         return next(self)  # pyright: ignore[reportArgumentType]  (subclasses are Python iterators)
 
+    def next(self) -> Any:
+        """TF's Python-2 style name for `next(iterator)` (TF 2.21 has it, observed: StopIteration at the end)."""
+        return next(self)  # pyright: ignore[reportArgumentType]
+
     def get_next_as_optional(self) -> Optional:
         try:
             return Optional(self.get_next(), True, self.element_spec)
