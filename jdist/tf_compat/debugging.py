@@ -2,10 +2,13 @@
 
 On values (eager, host) a failed check raises `tf.errors.InvalidArgumentError` at once. On traced values (inside
 `tf.function` / `strategy.run`) the check runs on the host when the program runs and raises the same error,
-which reaches the caller as JAX's runtime error naming it (the program's results are not returned):
-`check_numerics` through `jax.pure_callback` on the tensor it returns, the asserts (which return nothing to
-compute from) through `jax.debug.callback`, whose failure JAX also raises again at every later effects barrier
-(`jax.effects_barrier()`, `tf.print` inside compiled code) until the devices run another program with effects.
+which reaches the caller as JAX's runtime error naming it (the program's results are not returned). Each check is
+an unordered `io_callback`: effectful, so XLA keeps it when nothing reads its result (TF 2.21 raises for
+`check_numerics(x, ...)` or an assert whose output is unused, observed), and unordered, so a one-device program
+leaves no error for later effects barriers. Under a strategy, multi-device programs keep a failed effect's error
+in JAX's runtime tokens (raised again at later barriers), so `check_numerics` there rides on the tensor it returns
+(`jax.pure_callback`, dropped when unused). `tf.config.optimizer`'s `debug_stripper` option drops traced checks
+(used `check_numerics` results included) and keeps eager ones, as TF 2.21's (observed).
 Static checks (`assert_rank`, `assert_shapes`) raise ValueError while tracing, as TF's do.
 `enable_check_numerics` turns on JAX's `jax_debug_nans` / `jax_debug_infs` (a FloatingPointError naming the
 first operation that made a NaN or Inf; compiled functions re-run op by op to find it).
@@ -18,13 +21,22 @@ from typing import Any
 import jax
 import numpy as np
 from jax.core import Tracer
+from jax.experimental import io_callback
 
+from jdist.strategy import context
+from jdist.tf_compat.config_switches import get_experimental_options
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor
 
 
 def _traced(*values: Any) -> bool:
     return any(isinstance(v, Tracer) for v in values)
+
+
+def _stripped() -> bool:
+    """`tf.config.optimizer.set_experimental_options({'debug_stripper': True})`: TF 2.21 drops the checks and
+    asserts of traced functions (used results included) and keeps eager ones (observed)."""
+    return bool(get_experimental_options().get("debug_stripper", False))
 
 
 def _prefix(message: str | None) -> str:
@@ -55,7 +67,8 @@ def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., N
                   name: str | None = None) -> None:
         x, y = convert_to_tensor(x), convert_to_tensor(y)
         if _traced(x, y):
-            jax.debug.callback(lambda a, b: check_values(np.asarray(a), np.asarray(b), message, summarize), x, y)
+            if not _stripped():
+                io_callback(lambda a, b: check_values(np.asarray(a), np.asarray(b), message, summarize), None, x, y)
             return None
         check_values(np.asarray(x), np.asarray(y), message, summarize)
         return None
@@ -95,7 +108,8 @@ def assert_near(x: Any, y: Any, rtol: Any = None, atol: Any = None, data: Any = 
             f"y (shape={b.shape} dtype={b.dtype}) = {b.ravel()[:summarize or 3]}"))
 
     if _traced(x, y):
-        jax.debug.callback(lambda a, b: check_values(np.asarray(a), np.asarray(b)), x, y)
+        if not _stripped():
+            io_callback(lambda a, b: check_values(np.asarray(a), np.asarray(b)), None, x, y)
         return None
     check_values(np.asarray(x), np.asarray(y))
     return None
@@ -163,14 +177,18 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Any:
             raise InvalidArgumentError(message=f"{message} : Tensor had {problem} values")
 
     if _traced(tensor):
-        # The check returns the tensor, so its error fails the outputs computed from it, where they are read.
-        # (A raising `jax.debug.callback` would also leave its error in JAX's runtime tokens, raised again by
-        # every later effects barrier, `tf.print`'s included.)
+        if _stripped():
+            return tensor
         def checked(values: Any) -> np.ndarray:
             check_values(values)
             return np.asarray(values)
 
-        return jax.pure_callback(checked, jax.ShapeDtypeStruct(tensor.shape, tensor.dtype), tensor)
+        result = jax.ShapeDtypeStruct(tensor.shape, tensor.dtype)
+        if context.has_strategy() or context.in_replica_context():
+            # A multi-device program keeps a failed effect's error in JAX's runtime tokens, raised again at every
+            # later effects barrier: there the check rides on the tensor it returns (dropped when unused).
+            return jax.pure_callback(checked, result, tensor)
+        return io_callback(checked, result, tensor)
     check_values(tensor)
     return tensor
 
