@@ -21,6 +21,7 @@ import jax
 
 from jdist import resolve_device
 from jdist.tf_compat.error_types import InvalidArgumentError
+from jdist.tfdata import host_device
 
 _TYPES = ("CPU", "GPU", "TPU")
 _NAMED = re.compile(r"(job:[^/:]+|replica:\d+|task:\d+|device:[A-Za-z_]+(:(\d+|\*))?)$", re.IGNORECASE)
@@ -81,5 +82,5 @@ def device(device_name: str | None) -> Iterator[None]:
                       "TensorFlow's soft placement does.", stacklevel=3)
         yield
         return
-    with jax.default_device(target):
+    with jax.default_device(target), host_device.scope(part):  # host tensors record it (TF's `t.device`)
         yield

@@ -17,7 +17,7 @@ import numpy as np
 from jdist.errors import InvalidArgumentError
 from jdist.input.calling_code import library_code
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.tfdata import composites, operands, tensor_numpy, tensor_text
+from jdist.tfdata import composites, host_device, operands, tensor_index, tensor_numpy, tensor_text
 
 
 def to_leaf(value: Any) -> np.ndarray | np.generic:
@@ -318,12 +318,19 @@ class HostTensor(np.ndarray):
 
     @property
     def device(self) -> str:  # pyright: ignore[reportIncompatibleMethodOverride]
-        """TF's name of the host's device (observed, TF 2.21: '/job:localhost/replica:0/task:0/device:CPU:0')."""
-        return "/job:localhost/replica:0/task:0/device:CPU:0"
+        """TF's name of the device of the `tf.device` block the tensor was made in, else the host's (observed, TF
+        2.21: '/job:localhost/replica:0/task:0/device:CPU:0'; jdist.tfdata.host_device)."""
+        return self.__dict__.get("_device") or host_device.DEFAULT
+
+    def __array_finalize__(self, obj: Any) -> None:
+        made_in = host_device.current()
+        if made_in is not None:
+            self._device = made_in
 
     def __getitem__(self, key: Any) -> Any:
-        """An element is a 0-d tensor, as in TF (`t[0].numpy()`), not a numpy scalar."""
-        item = super().__getitem__(key)
+        """An element is a 0-d tensor, as in TF (`t[0].numpy()`), not a numpy scalar; a script's key follows TF's
+        rule (jdist.tfdata.tensor_index)."""
+        item = super().__getitem__(tensor_index.key_for(key, self, sys._getframe(1)))
         return np.asarray(item).view(HostTensor) if isinstance(item, np.generic) else item
 
     def __setitem__(self, key: Any, value: Any) -> None:
