@@ -29,7 +29,8 @@ def matching(op: str, values: Sequence[Any], to_tensor: Convert, name: str = "")
     tensors = [v for v in values if operands.is_tensor(v)]
     for other in tensors[1:]:
         if not operands.same_dtype(tensors[0].dtype, other.dtype, tensors[0], other):
-            error = dtype_mismatch(op, 1, np.dtype(tensors[0].dtype).name, np.dtype(other.dtype).name)
+            index = next(i for i, v in enumerate(values) if v is other)  # TF names the input's position
+            error = dtype_mismatch(op, index, np.dtype(tensors[0].dtype).name, np.dtype(other.dtype).name)
             raise type(error)(None, None, error.message + name)  # TF's text ends "name: concat"
     dtype = np.dtype(tensors[0].dtype) if tensors else None
     out = []

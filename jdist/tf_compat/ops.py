@@ -27,7 +27,7 @@ from jdist.tf_compat import binary_operands, division, input_dtypes, kink_gradie
 from jdist.tf_compat.conversion import check_python_value, constant, convert_to_tensor, is_jax, xp  # noqa: F401
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError, UnimplementedError
-from jdist.tfdata import tensor_numpy, weak_promotion
+from jdist.tfdata import graph_dtypes, tensor_numpy, user_functions, weak_promotion
 from jdist.tfdata.tensor_text import dtype_name
 from jdist.typing import ArrayLike, Axis, ShapeLike, Tensor, TensorLike
 
@@ -122,6 +122,8 @@ def squeeze(input: TensorLike, axis: Axis = None, name: str | None = None) -> Ar
 
 def concat(values: Sequence[TensorLike], axis: int, name: str = "concat") -> ArrayLike:
     """`tf.concat`: the inputs take one dtype as TF's (`jdist.tf_compat.input_dtypes`)."""
+    if _graph():
+        graph_dtypes.check_list("ConcatV2", values)
     arrays = input_dtypes.matching("ConcatV2", values, convert_to_tensor, name)
     tensor_numpy.check_concat([tuple(np.shape(a)) for a in arrays], axis, name)
     return xp(*arrays).concatenate(arrays, axis=axis)
@@ -134,6 +136,8 @@ def stack(values: Sequence[TensorLike], axis: int = 0, name: str = "stack") -> A
         numbers: Any = list(values)  # one nested list, as TF converts it
         arrays = list(convert_to_tensor(numbers))
     else:
+        if _graph():
+            graph_dtypes.check_list("Pack", values)
         arrays = input_dtypes.matching("Pack", values, convert_to_tensor, name)
     return xp(*arrays).stack(arrays, axis=axis)
 
@@ -205,10 +209,18 @@ def where(condition: TensorLike, x: TensorLike | None = None, y: TensorLike | No
                              "code (strategy.run, jax.jit) cannot produce; use jnp.nonzero(condition, size=n) "
                              "with a fixed size, or tf.where(condition, x, y)")
         return np.argwhere(np.asarray(condition)).astype(np.int64)
+    if _graph():  # traced: a Python `x` converted alone (TF 2.21, observed: `jdist.tfdata.graph_dtypes`)
+        graph_dtypes.check_select(x, y)
     if isinstance(x, (int, float, bool, list)) != isinstance(y, (int, float, bool, list)):  # TF 2.21 (observed):
         x, y = binary_operands.matching(x, y, "SelectV2")  # a Python value takes the tensor's dtype
     x, y = convert_to_tensor(x), convert_to_tensor(y)
     return xp(condition, x, y).where(condition, x, y)
+
+
+def _graph() -> bool:
+    """Whether TF would trace this op (a `tf.function`, `strategy.run`, a `tf.data` function): its graph errors."""
+    from jdist.tf_compat import predicates  # noqa: PLC0415 (predicates imports this module's package)
+    return not predicates.executing_eagerly() or user_functions.in_trace()
 
 
 def shape(input: TensorLike, out_type: DTypeLike = "int32", name: str | None = None) -> Tensor:  # noqa: A002
@@ -344,6 +356,12 @@ def gather(params: TensorLike, indices: TensorLike, axis: int = 0, batch_dims: i
                                                    f"({axis})")
         parts = [gather(p, i, axis - 1, batch_dims - 1) for p, i in zip(params, indices)]
         return xp(params, indices).stack(parts)
+    kind = np.dtype(getattr(indices, "dtype", None) or np.asarray(indices).dtype)
+    if kind.kind not in "iu":  # TF 2.21's text (observed, `tf.gather(t, [1.0])`)
+        raise InvalidArgumentError(None, None, f"Value for attr 'Tindices' of {tf_type_name(kind.name)} is not in the "
+                                   "list of allowed values: int16, int32, int64\n\t; NodeDef: {{node GatherV2}}; "
+                                   "indices must be integers: cast them with tf.cast(indices, tf.int32) "
+                                   "[Op:GatherV2]")
     if not isinstance(indices, Tracer):  # TF checks indices it can see (a traced one it cannot)
         where = np.asarray(indices)
         size = params.shape[axis]

@@ -31,6 +31,7 @@ import numpy as np
 import jdist.tfdata.batch_text as batch_text
 import jdist.tfdata.composite_batch as composite_batch
 import jdist.tfdata.generator_signature as generator_signature
+import jdist.tfdata.graph_dtypes as graph_dtypes
 import jdist.tfdata.spec as dataset_spec
 from jdist.strategy import function_trace
 from jdist.tfdata import combinators, compiled, files, grouping, mapping, saving, seeding, structure, user_functions
@@ -137,6 +138,7 @@ class Dataset(grain.IterDataset):
     @staticmethod
     def range(*args: int, output_type: Any = np.int64, name: str | None = None) -> Dataset:
         """`range(stop)`, `range(start, stop[, step])`: int64 scalars, as TF's."""
+        graph_dtypes.check_range_bounds(args)
         bounds = range(*(_check_count("range", a) for a in args))
         dtype = np.dtype(getattr(output_type, "as_numpy_dtype", output_type))
         source = Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from jdist.tfdata import compiled, seeding, shape_inference, structure, traced_draws, user_functions
+from jdist.tfdata import compiled, graph_dtypes, seeding, shape_inference, structure, traced_draws, user_functions
 
 _SOURCES = ("from_tensors", "from_tensor_slices", "range", "zip")
 # transformations recorded: none takes a user function or draws random numbers
@@ -133,6 +133,8 @@ def _install(dataset: Any) -> None:
                 tracers = getattr(_LOCAL, "tracers", None)
                 if tracers is None:
                     return _original(*args, **kwargs)
+                if _name == "range":  # TF's int64 bounds (TF 2.21, observed): `graph_dtypes`
+                    graph_dtypes.check_range_bounds(args)
                 return Plan(_name, None, args, kwargs, tracers)
             setattr(cls, name, staticmethod(source))
         _INSTALLED.append(cls)

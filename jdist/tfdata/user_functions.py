@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from jdist import thread_stdout
-from jdist.tfdata import seeding, shape_inference, staging, structure, traced_draws
+from jdist.tfdata import graph_dtypes, seeding, shape_inference, staging, structure, traced_draws
 
 _STATE = threading.local()
 
@@ -44,6 +44,11 @@ def tracing() -> bool:
     TF 2.21, a `py_function` counting its calls counts none when the dataset is made). Every such call asks:
     counted (`_host_calls`), since a function that calls one cannot run compiled."""
     _STATE.host_calls = getattr(_STATE, "host_calls", 0) + 1
+    return getattr(_STATE, "depth", 0) > 0
+
+
+def in_trace() -> bool:
+    """Whether this thread is tracing a `tf.data` function (TF's graph mode: its ops' trace-time errors)."""
     return getattr(_STATE, "depth", 0) > 0
 
 
@@ -86,10 +91,13 @@ _MISMATCH = re.compile(r"cannot compute (\w+) as input #1\(zero-based\) was expe
 _GRAPH_NAMES = {"float": "float32", "double": "float64", "half": "float16"}  # eager error names -> graph ones
 
 
-def graph_error(error: BaseException) -> TypeError | None:
+def graph_error(error: BaseException) -> Exception | None:
     """TF's error, when it traces a function, for an op on two dtypes (TF 2.21, observed at `range(3).map(lambda
     x: x + tf.constant(1))`: TypeError "Input 'y' of 'AddV2' Op has type int32 that does not match type int64 of
-    argument 'x'."), where eagerly (what jdist ran) it is InvalidArgumentError; None for any other error."""
+    argument 'x'."), where eagerly (what jdist ran) it is InvalidArgumentError; a `graph_dtypes.TraceError`
+    itself; None for any other error."""
+    if isinstance(error, graph_dtypes.TraceError):
+        return error
     found = _MISMATCH.search(str(error)) if type(error).__name__ == "InvalidArgumentError" else None
     if found is None:
         return None
@@ -117,6 +125,8 @@ def _call_split(call: Callable[[], Any], host_calls: bool = False, graph_errors:
         except Exception as error:  # noqa: BLE001 (the caller decides what a failed trace means)
             outcome = Call(False, error=error)
     converted = graph_error(outcome.error) if graph_errors and outcome.error is not None else None
+    if isinstance(converted, graph_dtypes.TraceError):  # TF's text: "in user code: ..." (`staging`)
+        raise staging.staged(converted) from converted
     if converted is not None:
         raise converted from outcome.error
     return outcome, printed.getvalue()
