@@ -74,7 +74,7 @@ def test_classification_under_mirrored_strategy() -> None:
 
 def test_normalization_count_is_int64_and_summary_sizes_it(tmp_path: Any) -> None:
     # TF: Normalization's weights are mean/variance float32 and count int64; summary counts int64 at 8 bytes.
-    norm = tf.keras.layers.Normalization(axis=-1)
+    norm = tf.keras.layers.Normalization(axis=-1, name="normalization")  # named: Keras numbers unnamed layers
     norm.adapt(_RS.random((10, 3)))
     assert [(w.path, str(w.dtype)) for w in norm.weights] == [
         ("normalization/mean", "float32"), ("normalization/variance", "float32"), ("normalization/count", "int64")]
