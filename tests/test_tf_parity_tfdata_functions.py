@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from tf_parity_common import counted as _counted
 
 import jdist.tf_compat as tf
 from jdist.tfdata import combinators, padding, sources, streaming
@@ -17,15 +18,6 @@ D = tf.data.Dataset
 
 def _passes(ds, n=2):
     return [[np.asarray(v).tolist() for v in ds.as_numpy_iterator()] for _ in range(n)]
-
-
-def _counted(fn):
-    calls = [0]
-
-    def counted(*args):
-        calls[0] += 1
-        return fn(*args)
-    return counted, calls
 
 
 def test_map_function_body_runs_once():

@@ -10,6 +10,7 @@ import io
 
 import numpy as np
 import pytest
+from tf_parity_common import counted as _counted
 
 import jdist.tf_compat as tf
 from jdist.tfdata import dataset_plan
@@ -19,15 +20,6 @@ D = tf.data.Dataset
 
 def _passes(ds, n=2):
     return [[np.asarray(v).tolist() for v in ds] for _ in range(n)]
-
-
-def _counted(fn):
-    calls = [0]
-
-    def counted(*args):
-        calls[0] += 1
-        return fn(*args)
-    return counted, calls
 
 
 def test_flat_map_and_interleave_bodies_run_once():

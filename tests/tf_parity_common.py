@@ -31,3 +31,14 @@ def replica_id():
 def local_lists(strategy, value):
     """Each replica's part of `value` as a nested list."""
     return [np.asarray(part).tolist() for part in strategy.experimental_local_results(value)]
+
+
+def counted(fn):
+    """`fn` with a call counter: `(counted_fn, calls)`, `calls[0]` the number of calls so far (how the tf.data
+    tests see how many times TF, or jdist, runs a function's Python body)."""
+    calls = [0]
+
+    def counting(*args):
+        calls[0] += 1
+        return fn(*args)
+    return counting, calls

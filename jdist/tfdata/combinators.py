@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from jdist.tfdata import compiled, dataset_plan, seeding, structure, tensor_text, user_functions
+from jdist.tfdata import compiled, dataset_plan, seeding, structure, tensor_text, traced_draws, user_functions
 from jdist.tfdata.options import AUTOTUNE, INFINITE, UNKNOWN
 from jdist.tfdata.padding import padded_batch
 from jdist.tfdata.shape_inference import merged_spec
@@ -55,7 +55,7 @@ def _first_inner_spec(self: Dataset, map_func: Callable, what: str) -> Callable[
     def spec() -> Any:
         with user_functions.silenced():  # TF's spec runs nothing: no print shows
             specs = [_inner(map_func, element, what).element_spec
-                     for element in itertools.islice(self._elements((0,)), 2)]
+                     for element in itertools.islice(self._spec_elements(), 2)]
         if specs:  # a dimension that differs between the first two datasets is None (TF's traced spec has it so)
             return merged_spec(specs) if len(specs) > 1 else specs[0]
         raise ValueError(f"element_spec: the dataset is empty, so the datasets of its {what} cannot be inspected")
@@ -164,19 +164,24 @@ def interleave(self: Dataset, map_func: Callable[..., Dataset], cycle_length: in
 def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any], name: str | None = None
          ) -> Dataset:
     """`new_state, output = scan_func(state, element)`: the outputs, the state carried along (TF's). The function
-    is traced once, now, and run per element compiled where its trace is pure (`compiled.compile_scan`), else in
-    Python, its `tf.random` ops drawing per pass (`seeding.PerPass`, as `map`'s)."""
+    is traced once, now, and run per element compiled where its trace is pure (`compiled.compile_scan`), or from
+    the trace with its `tf.random` ops drawing per pass (`traced_draws.compile_scan`, `seeding.PerPass`, as
+    `map`'s), else in Python, drawing so too."""
     state0 = structure.map_leaves(structure.HostTensor.of, structure.normalize(initial_state))
     input_spec = user_functions.input_spec_of(self)
-    fast = compiled.compile_scan(user_functions.fold_trace(scan_func, state0, input_spec), state0, input_spec)
+    trace = user_functions.fold_trace(scan_func, state0, input_spec)
+    fast = compiled.compile_scan(trace, state0, input_spec)
+    drawn = None if fast is not None else traced_draws.compile_scan(trace, state0, input_spec)  # its tf.random
     scan_func = user_functions.quiet(scan_func)
     passes = seeding.PerPass()
 
-    def elements(key: Key) -> Iterator:
-        state, table = structure.normalize(initial_state), passes.of(key)
-        for element in self._elements(key):
+    def scanned(inputs: Iterator, table: seeding.PassRandom) -> Iterator:
+        state = structure.normalize(initial_state)
+        for element in inputs:
             if fast is not None:
                 state, output = fast(state, element)
+            elif drawn is not None:
+                state, output = drawn(state, element, table)
             else:
                 with seeding.drawing(table):
                     state, output = scan_func(structure.map_leaves(structure.HostTensor.of, state),
@@ -184,9 +189,12 @@ def scan(self: Dataset, initial_state: Any, scan_func: Callable[[Any, Any], Any]
             state = structure.normalize(state)
             yield structure.normalize(output)
 
+    def elements(key: Key) -> Iterator:
+        return scanned(self._elements(key), passes.of(key))
+
     def spec() -> Any:
-        with user_functions.silenced():  # TF's spec runs nothing: no print shows
-            output = next(iter(elements((0,))), None)
+        with user_functions.silenced():  # TF's spec runs nothing: no print shows, no draw of a pass is taken
+            output = next(iter(scanned(self._spec_elements(), seeding.PassRandom())), None)
         if output is not None:
             out = structure.spec_of(output)
             return (structure.map_leaves(lambda s: structure.TensorSpec((None, *s.shape[1:]), s.dtype)

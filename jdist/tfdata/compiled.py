@@ -90,11 +90,9 @@ def compile_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any, tra
     return None if run is None else (lambda current, element: run((current, element)))
 
 
-def compile_scan(trace: Trace | None, state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:
-    """`scan`'s `scan_func(state, element) -> (new_state, output)` as run per element: compiled where its trace
-    (`user_functions.fold_trace`) is a pure computation whose new state has the state's dtypes and shapes, else
-    None (the Python function then runs per element). TF 2.21 (observed): a counter in a scan function counts 1
-    after two passes, and a Python `random.random()` in it is drawn once, at the trace."""
+def scan_parts(trace: Trace | None, state: Any, input_spec: Any) -> tuple[Any, Any] | None:
+    """`(output, state_spec)` of a scan function's trace whose output is `(new_state, value)` with the new state
+    of the state's dtypes and shapes (what one compiled scan step needs), else None."""
     if trace is None or input_spec is None or not isinstance(trace.output, tuple) or len(trace.output) != 2:
         return None
     try:
@@ -106,5 +104,17 @@ def compile_scan(trace: Trace | None, state: Any, input_spec: Any) -> Callable[[
     if len(have) != len(want) or any(np.dtype(h.dtype) != np.dtype(w.dtype) or h.shape != w.shape
                                      for h, w in zip(have, want)):
         return None
+    return output, state_spec
+
+
+def compile_scan(trace: Trace | None, state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:
+    """`scan`'s `scan_func(state, element) -> (new_state, output)` as run per element: compiled where its trace
+    (`user_functions.fold_trace`) is a pure computation whose new state has the state's dtypes and shapes, else
+    None (the Python function then runs per element). TF 2.21 (observed): a counter in a scan function counts 1
+    after two passes, and a Python `random.random()` in it is drawn once, at the trace."""
+    parts = scan_parts(trace, state, input_spec)
+    if parts is None:
+        return None
+    output, state_spec = parts
     run = compile_map(trace, (state_spec, input_spec), output)
     return None if run is None else (lambda current, element: run((current, element)))

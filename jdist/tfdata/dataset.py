@@ -30,21 +30,32 @@ import numpy as np
 
 import jdist.tfdata.batch_text as batch_text
 import jdist.tfdata.composite_batch as composite_batch
-import jdist.tfdata.generator_signature as generator_signature
-import jdist.tfdata.graph_dtypes as graph_dtypes
 import jdist.tfdata.spec as dataset_spec
 from jdist.strategy import function_trace
-from jdist.tfdata import combinators, compiled, files, grouping, mapping, saving, seeding, structure, user_functions
+from jdist.tfdata import (
+    combinators,
+    compiled,
+    dataset_sources,
+    files,
+    grouping,
+    mapping,
+    saving,
+    seeding,
+    snapshots,
+    structure,
+    traced_draws,
+    user_functions,
+)
 from jdist.tfdata._iterators import (
     Generated,
     GuardedIterator,
     Permuted,
     Repeated,
-    Slices,
     as_iter,
     buffer_shuffle,
     window_permutation,
 )
+from jdist.tfdata.dataset_sources import check_count
 from jdist.tfdata.iterator import NumpyIterator, OwnedIterator
 from jdist.tfdata.options import INFINITE, UNKNOWN, Options
 from jdist.tfdata.structure import HostTensor
@@ -53,19 +64,13 @@ Key = tuple
 # Above this many elements a full-buffer shuffle draws each index (grain's index_shuffle) instead of holding a
 # permutation (8 bytes an element).
 _PERMUTATION_LIMIT = 1 << 24
+# The pass key of the elements a spec is read from (`Dataset._spec_elements`): never a pass that is iterated.
+SPEC_PASS: Key = (1 << 62,)
 
 
 def _derive_seed(seed: int, key: Key) -> int:
     """A 32-bit seed (grain's range) for one pass: a function of the user's seed and the pass key only."""
     return int(np.random.SeedSequence([seed, *key]).generate_state(1, np.uint32)[0])
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":  # a tensor, as TF takes
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"Dataset.{name}: expected an int, got {type(value).__name__} {value!r}")
-    return int(value)
 
 
 class Dataset(grain.IterDataset):
@@ -102,104 +107,24 @@ class Dataset(grain.IterDataset):
     def _elements(self, key: Key) -> Iterator:
         return iter(self._iter_pass(key))
 
-    # ---------------------------------------------------------------- sources
-    @staticmethod
-    def from_tensor_slices(tensors: Any, name: str | None = None) -> Dataset:
-        """One element per row of `tensors` (a tensor, or a tuple/dict of tensors sharing dim 0)."""
-        components = structure.normalize(tensors)
-        if composite_batch.has_composite(components):  # ragged or sparse components: rows by their kind
-            rows, n, row_spec = composite_batch.slices(components)
-            return Dataset(lambda key: Slices(rows, n), n, lambda: row_spec, kind="TensorSliceDataset", static=True)
-        parts = structure.leaves(components)
-        if not parts:
-            raise ValueError("from_tensor_slices: `tensors` holds no tensor")
-        if any(np.ndim(p) == 0 for p in parts):
-            raise ValueError("from_tensor_slices: every component needs at least one dimension to slice (got a "
-                             "scalar); use Dataset.from_tensors for a single element")
-        sizes = [int(np.shape(p)[0]) for p in parts]
-        if len(set(sizes)) != 1:
-            raise ValueError(f"from_tensor_slices: every component must have the same size in dimension 0; got "
-                             f"{sizes}")
-        components = structure.map_leaves(structure.read_only, components)
-        n = sizes[0]
-        source = Slices(components, n)
-        return Dataset(lambda key: source, n, lambda: structure.spec_of(source[0]) if n else
-                       structure.map_leaves(lambda a: structure.TensorSpec(a.shape[1:], a.dtype), components),
-                       kind="TensorSliceDataset", static=True)
+    def _spec_elements(self) -> Iterator:
+        """Elements to read a spec off: a pass of its own (`SPEC_PASS`), so that no pass iterated later finds its
+        `tf.random` draws taken (TF 2.21, observed: reading `element_spec` of a `scan` after a seeded `map`
+        leaves both passes alike)."""
+        return self._elements(SPEC_PASS)
 
-    @staticmethod
-    def from_tensors(tensors: Any, name: str | None = None) -> Dataset:
-        """One element: `tensors` itself."""
-        element = structure.normalize(tensors)
-        source = grain.MapDataset.source([element])
-        return Dataset(lambda key: source, 1, lambda: structure.spec_of(element), kind="TensorDataset",
-                       static=True)
-
-    @staticmethod
-    def range(*args: int, output_type: Any = np.int64, name: str | None = None) -> Dataset:
-        """`range(stop)`, `range(start, stop[, step])`: int64 scalars, as TF's."""
-        graph_dtypes.check_range_bounds(args)
-        bounds = range(*(_check_count("range", a) for a in args))
-        dtype = np.dtype(getattr(output_type, "as_numpy_dtype", output_type))
-        source = Slices(np.arange(bounds.start, bounds.stop, bounds.step, dtype=dtype), len(bounds))
-        return Dataset(lambda key: source, len(bounds), lambda: structure.TensorSpec((), dtype), kind="RangeDataset",
-                       static=True)
-
-    @staticmethod
-    def from_generator(generator: Callable[..., Any], output_types: Any = None, output_shapes: Any = None,
-                       args: tuple | None = None, output_signature: Any = None, name: str | None = None) -> Dataset:
-        """Elements from `generator(*args)`, called again for each pass; checked against `output_signature`."""
-        if not callable(generator):
-            raise TypeError("`generator` must be a Python callable. Pass the generator function, not a generator "
-                            "object.")
-        if output_signature is None and output_types is None:
-            raise TypeError("from_generator: give `output_signature` (a structure of TensorSpecs), as TF requires")
-        call_args = tuple(args or ())
-        signature = generator_signature.signature_from(output_signature, output_types, output_shapes)
-
-        def make(key: Key) -> grain.IterDataset:
-            return Generated(lambda: (generator_signature.conform(element, signature)
-                                      for element in generator(*call_args)))
-
-        return Dataset(make, UNKNOWN, lambda: signature, kind="FlatMapDataset", static=True)
-
-    @staticmethod
-    def zip(*datasets: Any, name: str | None = None) -> Dataset:
-        """Elements of several datasets side by side (a tuple, or the structure given), until one ends."""
-        nested = datasets[0] if len(datasets) == 1 and not isinstance(datasets[0], Dataset) else datasets
-        parts = structure.leaves(nested)
-        if any(isinstance(d, list) for d in (nested, *parts)):
-            raise TypeError("Invalid input to `zip`. Inputs are expected to be (nested) structures of "
-                            "`tf.data.Dataset` objects. Python `list` is not supported and you should use `tuple` "
-                            "instead.")
-        if not parts or not all(isinstance(d, Dataset) for d in parts):
-            raise TypeError("Dataset.zip takes Datasets, or one tuple/dict of Datasets")
-        cards = [d._cardinality for d in parts]
-        finite = [c for c in cards if c >= 0]
-        card = min(finite) if finite else (UNKNOWN if UNKNOWN in cards else INFINITE)
-        if UNKNOWN in cards and finite:
-            card = UNKNOWN
-
-        def rebuild(values: list) -> Any:
-            it = iter(values)
-            return structure.map_leaves(lambda _: next(it), nested)
-
-        def make(key: Key) -> Any:
-            built = [d._build(key) for d in parts]
-            if all(isinstance(b, grain.MapDataset) for b in built):
-                n = min(len(b) for b in built)
-                return grain.experimental.ZipMapDataset([b.slice(slice(0, n)) for b in built]).map(
-                    lambda values: rebuild(list(values)))
-            return Generated(lambda: (rebuild(list(v)) for v in zip(*(iter(as_iter(b)) for b in built))))
-
-        return Dataset(make, card, lambda: structure.map_leaves(lambda d: d.element_spec, nested), kind="ZipDataset",
-                       static=all(d._static for d in parts))
+    # ---------------------------------------------------------------- sources (`jdist.tfdata.dataset_sources`)
+    from_tensor_slices = staticmethod(dataset_sources.from_tensor_slices)
+    from_tensors = staticmethod(dataset_sources.from_tensors)
+    range = staticmethod(dataset_sources.range)
+    from_generator = staticmethod(dataset_sources.from_generator)
+    zip = staticmethod(dataset_sources.zip)
 
     # ---------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
             deterministic: bool | None = None, name: str | None = None) -> Dataset:
         """`map_func` on each element, as TF: traced once when the dataset is made (`jdist.tfdata.mapping`)."""
-        calls = None if num_parallel_calls is None else _check_count("map", num_parallel_calls)
+        calls = None if num_parallel_calls is None else check_count("map", num_parallel_calls)
         return mapping.map_dataset(self, map_func, calls, deterministic, name)
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
@@ -221,7 +146,7 @@ class Dataset(grain.IterDataset):
     def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls: int | None = None,
               deterministic: bool | None = None, name: str | None = None) -> Dataset:
         """Consecutive elements stacked `batch_size` at a time; the short last batch kept unless dropped."""
-        size = _check_count("batch", batch_size)
+        size = check_count("batch", batch_size)
         if size < 1:
             from jdist.errors import InvalidArgumentError
 
@@ -247,7 +172,7 @@ class Dataset(grain.IterDataset):
     def shuffle(self, buffer_size: int, seed: int | None = None, reshuffle_each_iteration: bool = True,
                 name: str | None = None) -> Dataset:
         """TF's windowed shuffle: a buffer of `buffer_size` elements, one drawn at random at a time."""
-        size = _check_count("shuffle", buffer_size)
+        size = check_count("shuffle", buffer_size)
         if size < 1 and size != UNKNOWN:  # TF 2.21's error (observed); UNKNOWN_CARDINALITY buffers everything
             from jdist.errors import InvalidArgumentError
 
@@ -255,7 +180,7 @@ class Dataset(grain.IterDataset):
                                                    f"(got {size})")
         if size == UNKNOWN:
             size = 1 << 62
-        base = seeding.op_seed(None if seed is None else _check_count("shuffle", seed))
+        base = seeding.op_seed(None if seed is None else check_count("shuffle", seed))
         full = self._cardinality >= 0 and size >= self._cardinality
 
         def make(key: Key) -> Any:
@@ -273,7 +198,7 @@ class Dataset(grain.IterDataset):
 
     def repeat(self, count: int | None = None, name: str | None = None) -> Dataset:
         """The dataset `count` times (forever for None or -1); each repetition is a new pass (reshuffled)."""
-        n = -1 if count is None else _check_count("repeat", count)
+        n = -1 if count is None else check_count("repeat", count)
         card = self._cardinality
         if n < 0:
             card = INFINITE if card != 0 else 0
@@ -302,7 +227,7 @@ class Dataset(grain.IterDataset):
 
     def take(self, count: int, name: str | None = None) -> Dataset:
         """The first `count` elements (all for -1)."""
-        n = _check_count("take", count)
+        n = check_count("take", count)
         if n < 0:  # all the elements; TF 2.21 (observed) keeps the count for -1, and has it unknown below -1
             card = self._cardinality if n == -1 else UNKNOWN
             return self._derive(self._build, card, lambda: self.element_spec, "TakeDataset")
@@ -312,7 +237,7 @@ class Dataset(grain.IterDataset):
 
     def skip(self, count: int, name: str | None = None) -> Dataset:
         """All but the first `count` elements (none for -1)."""
-        n = _check_count("skip", count)
+        n = check_count("skip", count)
         card = self._cardinality
         if n < 0:
             card = 0
@@ -322,7 +247,7 @@ class Dataset(grain.IterDataset):
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:
         """Elements `index`, `index + num_shards`, ...: this worker's share (TF's `shard`)."""
-        num, i = _check_count("shard", num_shards), _check_count("shard", index)
+        num, i = check_count("shard", num_shards), check_count("shard", index)
         if num < 1:
             raise ValueError(f"Dataset.shard: num_shards must be at least 1, got {num}")
         if not 0 <= i < num:
@@ -346,7 +271,7 @@ class Dataset(grain.IterDataset):
 
     def enumerate(self, start: int = 0, name: str | None = None) -> Dataset:
         """(index, element) pairs, indices int64 from `start`."""
-        first = _check_count("enumerate", start)
+        first = check_count("enumerate", start)
 
         def make(key: Key) -> Any:
             built = self._build(key)
@@ -379,7 +304,7 @@ class Dataset(grain.IterDataset):
         """Elements unchanged. Batches are read ahead by jdist's distributed iterator (its
         `experimental_per_replica_buffer_size`) and by the Trainer; `map(num_parallel_calls=...)` sets
         how many threads read ahead here."""
-        _check_count("prefetch", buffer_size)
+        check_count("prefetch", buffer_size)
         return self._derive(self._build, self._cardinality, lambda: self.element_spec, "PrefetchDataset")
 
     def with_options(self, options: Options, name: str | None = None) -> Dataset:
@@ -454,9 +379,16 @@ class Dataset(grain.IterDataset):
         trace = user_functions.fold_trace(reduce_func, state, input_spec)  # TF traces it once
         called = user_functions.quiet(reduce_func)
         fast = compiled.compile_fold(reduce_func, state, input_spec, trace)  # TF runs the traced graph per element
+        drawn = None if fast is not None else traced_draws.compile_fold(trace, state, input_spec)  # its tf.random
+        table = seeding.PassRandom()  # its `tf.random` ops draw per `reduce` call, a pass (TF 2.21, observed)
         for element in self.begin_pass()[1]:
-            state = fast(state, element) if fast is not None else \
-                called(state, structure.map_leaves(HostTensor.of, element))
+            if fast is not None:
+                state = fast(state, element)
+            elif drawn is not None:
+                state = drawn(state, element, table)
+            else:
+                with seeding.drawing(table):
+                    state = called(state, structure.map_leaves(HostTensor.of, element))
             state = structure.map_leaves(HostTensor.of, structure.normalize(state))
         return state
 
@@ -485,4 +417,5 @@ combinators.install(Dataset)  # concatenate, flat_map, interleave, padded_batch,
 Dataset.list_files = staticmethod(files.list_files)  # pyright: ignore[reportAttributeAccessIssue]
 Dataset.save = saving.save  # pyright: ignore[reportAttributeAccessIssue]  (jdist.tfdata.saving)
 Dataset.load = staticmethod(saving.load)  # pyright: ignore[reportAttributeAccessIssue]
+Dataset.snapshot = snapshots.snapshot  # pyright: ignore[reportAttributeAccessIssue]  (jdist.tfdata.snapshots)
 grouping.install(Dataset)  # window, rebatch, group_by_window, bucket_by_sequence_length (jdist.tfdata.grouping)

@@ -6,14 +6,14 @@ TF 2.21 (observed): `range(3).flat_map(f)`, with a counter in `f`, counts 1 afte
 
 Here the function is called once, by JAX on abstract inputs (`user_functions.single_trace`), while the
 `Dataset` it builds is recorded instead of made (`Plan`): its source (`from_tensors`, `from_tensor_slices`,
-`range`, `zip`) with the traced values it was given, then the transformations called on it. Per element, the
-traced values are computed from the element (`compiled.compile_map`) and the recorded calls are made again on
-them: no Python code of the function runs. Where the function cannot be recorded so (a transformation taking a
+`range`, `zip`, which hand their calls to the recorder while the trace runs: `dataset_sources.recording`)
+with the traced values it was given, then the transformations called on it. Per element, the traced values
+are computed from the element (`compiled.compile_map`) and the recorded calls are made again on them: no
+Python code of the function runs. Where the function cannot be recorded so (a transformation taking a
 function, reading a value, `tf.random`, an unknown input dimension) the caller calls it per element, as before.
 """
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any, Callable
 
@@ -21,15 +21,13 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from jdist.tfdata import compiled, graph_dtypes, seeding, shape_inference, structure, traced_draws, user_functions
+from jdist.tfdata import compiled, dataset_sources, seeding, shape_inference, structure, traced_draws, user_functions
+from jdist.tfdata.streaming import dataset_class
 
-_SOURCES = ("from_tensors", "from_tensor_slices", "range", "zip")
 # transformations recorded: none takes a user function or draws random numbers
 _METHODS = frozenset({"repeat", "take", "skip", "batch", "padded_batch", "unbatch", "concatenate", "enumerate",
                       "prefetch", "shard", "cache", "ragged_batch", "with_options", "map", "filter"})
 _LOCAL = threading.local()
-_INSTALLED: list[type] = []  # the Dataset class whose sources record (`_install`)
-_LOCK = threading.Lock()
 
 
 class _Refused(TypeError):
@@ -115,29 +113,12 @@ def _replayed(recorded: Any, values: list) -> Any:
 
 
 def _dataset_class() -> type:
-    return _INSTALLED[0]
+    return dataset_class()
 
 
-def _install(dataset: Any) -> None:
-    """The sources of `dataset`'s class (`Dataset`, found from the dataset: this module is below it) record
-    while this thread records (`_LOCAL.tracers` set), else make datasets as before."""
-    with _LOCK:
-        if _INSTALLED:
-            return
-        cls = next(c for c in type(dataset).__mro__ if all(name in vars(c) for name in _SOURCES))
-        for name in _SOURCES:
-            original = getattr(cls, name)
-
-            @functools.wraps(original)
-            def source(*args: Any, _original: Callable = original, _name: str = name, **kwargs: Any) -> Any:
-                tracers = getattr(_LOCAL, "tracers", None)
-                if tracers is None:
-                    return _original(*args, **kwargs)
-                if _name == "range":  # TF's int64 bounds (TF 2.21, observed): `graph_dtypes`
-                    graph_dtypes.check_range_bounds(args)
-                return Plan(_name, None, args, kwargs, tracers)
-            setattr(cls, name, staticmethod(source))
-        _INSTALLED.append(cls)
+def _record(name: str, args: tuple, kwargs: dict) -> Plan:
+    """A source's call (`dataset_sources.recording`), recorded while this thread records."""
+    return Plan(name, None, args, kwargs, _LOCAL.tracers)
 
 
 class Traced:
@@ -174,14 +155,14 @@ def trace(dataset: Any, map_func: Callable[..., Any]) -> Traced | None:
     if spec is None or any(not isinstance(s, structure.TensorSpec) or s.shape is None or None in s.shape
                            for s in structure.leaves(spec)):
         return None
-    _install(dataset)
     made: list = []
 
     def recording(*args: Any) -> tuple:
         outer = getattr(_LOCAL, "tracers", None)
         _LOCAL.tracers = tracers = []
         try:
-            out = map_func(*args)
+            with dataset_sources.recording(_record):
+                out = map_func(*args)
         finally:
             _LOCAL.tracers = outer
         if not isinstance(out, (Plan, _dataset_class())):

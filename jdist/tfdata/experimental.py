@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from jdist.tfdata import combinators, composite_batch, grouping, saving, structure
+from jdist.tfdata import combinators, composite_batch, grouping, saving, snapshots, structure
 from jdist.tfdata._iterators import Generated
 from jdist.tfdata.dataset import Dataset
 from jdist.tfdata.iterator import Optional, specs_compatible
@@ -299,7 +299,7 @@ def group_by_reducer(key_func: Callable[..., Any], reducer: Reducer) -> Transfor
                 yield structure.normalize(structure.call(reducer.finalize_func, states[group]))
 
         def spec() -> Any:
-            first = next(iter(_stream(dataset, elements, UNKNOWN, lambda: None, "")._elements((0,))), None)
+            first = next(iter(_stream(dataset, elements, UNKNOWN, lambda: None, "")._spec_elements()), None)
             if first is None:
                 raise ValueError("element_spec: the dataset is empty, so its reduced elements cannot be inspected")
             return structure.spec_of(first)
@@ -329,6 +329,7 @@ def save(dataset: Dataset, path: str, compression: str | None = None, shard_func
 
 load = saving.load  # `tf.data.experimental.load`: `tf.data.Dataset.load`
 NAMES.update(save=save, load=load)
+NAMES.update(snapshot=snapshots.snapshot_transformation)  # `tf.data.experimental.snapshot`
 
 
 def ragged_batch(self: Dataset, batch_size: int, drop_remainder: bool = False, row_splits_dtype: Any = np.int64,

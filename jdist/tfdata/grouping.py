@@ -123,7 +123,7 @@ def group_by_window(self: Dataset, key_func: Callable[..., Any], reduce_func: Ca
 
     def spec() -> Any:  # the spec of the datasets reduce_func makes (of a window of the first element)
         with user_functions.silenced():  # TF's spec runs nothing: no print shows
-            for element in self._elements((0,)):
+            for element in self._spec_elements():
                 group_key = structure.HostTensor.of(np.int64(np.asarray(structure.call(key_func, element))))
                 return reduce_func(group_key, _listed([element], self.element_spec)).element_spec
         raise ValueError("element_spec: the dataset is empty, so its windows cannot be inspected")

@@ -53,7 +53,7 @@ def map_dataset(self: Dataset, map_func: Callable[..., Any], num_parallel_calls:
 
     def spec() -> Any:
         with user_functions.silenced():  # TF's spec runs nothing: no print shows
-            out = shape_inference.mapped_spec(apply, trace, self.element_spec, self._elements((0,)),
+            out = shape_inference.mapped_spec(apply, trace, self.element_spec, self._spec_elements(),
                                               lambda: traced_output)
         return out if trace is not None else user_functions.unknown_host_shapes(out, host)
 

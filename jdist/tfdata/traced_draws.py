@@ -19,7 +19,7 @@ import jax
 import jax.experimental
 import numpy as np
 
-from jdist.tfdata import jaxpr_eval, seeding, structure
+from jdist.tfdata import compiled, jaxpr_eval, seeding, structure
 from jdist.tfdata.shape_inference import Trace
 
 _ACTIVE: list[seeding.PassRandom] = []  # the pass whose element runs now (its callbacks draw from it)
@@ -135,3 +135,30 @@ def compile_predicate(trace: Trace | None, input_spec: Any) -> Callable[[Any], b
     if run is None:
         return None
     return lambda element: bool(run(element, getattr(seeding._LOCAL, "table", None) or seeding.PassRandom()))
+
+
+def compile_scan(trace: Trace | None, state: Any, input_spec: Any
+                 ) -> Callable[[Any, Any, seeding.PassRandom], Any] | None:
+    """`scan`'s function run from its one trace where that holds `tf.random` draws: `run(state, element, table)`
+    gives `(new_state, output)`, the draws from `table` (the pass's). TF 2.21 (observed): a counter in a scan
+    function reads 1 after two passes, with `uniform([], seed=3)` in it; its draws differ per element, repeat in
+    every pass when seeded (or after `tf.random.set_seed`), and are new each pass otherwise. None where the
+    trace holds no draw, or its new state has not the state's dtypes and shapes (`compiled.compile_scan`)."""
+    parts = compiled.scan_parts(trace, state, input_spec)
+    if parts is None:
+        return None
+    output, state_spec = parts
+    run = compile_drawing(trace, (state_spec, input_spec), output)
+    return None if run is None else (lambda current, element, table: run((current, element), table))
+
+
+def compile_fold(trace: Trace | None, state: Any, input_spec: Any
+                 ) -> Callable[[Any, Any, seeding.PassRandom], Any] | None:
+    """`reduce`'s function run from its one trace where that holds `tf.random` draws: `run(state, element, table)`
+    the new state. TF 2.21 (observed): a counter in it reads 1 per `reduce` call; `uniform([], seed=3)` in it
+    gives the same result in every `reduce` (each a pass), unseeded new numbers each time."""
+    if trace is None or input_spec is None:
+        return None
+    state_spec = structure.spec_of(state)
+    run = compile_drawing(trace, (state_spec, input_spec), structure.placeholder(state_spec))
+    return None if run is None else (lambda current, element, table: run((current, element), table))
