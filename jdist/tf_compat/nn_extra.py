@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jdist.strategy import context
+from jdist.tf_compat import traced_random
 from jdist.tf_compat.math_ops import erf, require_float, softplus
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tf_compat.scans import l2_normalize
@@ -78,9 +79,9 @@ def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, se
 
     `seed` on the host: an int makes the sequence of masks repeat from run to run (successive calls with one seed
     give different masks, as TF's: observed in TF 2.21), None draws fresh ones. On JAX values `seed` is a
-    `jax.random` key (or an int, eagerly), and the mask is a function of it; inside compiled code it must be a
-    key passed in, a new one each step (an int or None would compile one mask in for good), and inside
-    `strategy.run` each replica folds in its replica id, so replicas draw different masks as TF's do.
+    `jax.random` key (or an int, eagerly), and the mask is a function of it; inside `strategy.run` each replica
+    folds in its replica id, so replicas draw different masks as TF's do. Inside compiled code with an int or no
+    seed, the mask is drawn on the host on every run (jdist.tf_compat.traced_random): a new one each step.
     """
     x = convert_to_tensor(x)
     if np.dtype(x.dtype).kind != "f" and x.dtype != jnp.bfloat16:
@@ -92,11 +93,10 @@ def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, se
     if rate == 0:
         return x
     if is_jax(x) or is_jax(seed):
-        if isinstance(x, jax.core.Tracer) and not is_jax(seed):  # TF draws a new mask at every step
-            raise ValueError("tf.nn.dropout inside compiled code needs `seed` to be a jax.random key passed into "
-                             f"the step (a new one each step); {'no seed' if seed is None else f'seed={seed!r}'} "
-                             "would freeze one mask into the compiled step. Or use keras.layers.Dropout with a "
-                             "SeedGenerator")
+        if isinstance(x, jax.core.Tracer) and not is_jax(seed):  # TF draws a new mask at every step: a host
+            keep = _host_keep(shape, float(rate), seed)  # callback per run (traced_random), per replica
+            module = xp(x, keep)
+            return module.where(keep, x * np.asarray(1 / (1 - float(rate)), dtype=x.dtype), module.zeros_like(x))
         key = _key(seed)
         replica = context.get_replica_context() if context.in_replica_context() else None
         if replica is not None:  # each replica its own mask, as TF's replicas draw their own
@@ -108,6 +108,13 @@ def dropout(x: TensorLike, rate: float, noise_shape: ShapeLike | None = None, se
     module = xp(x, keep)
     scale = np.asarray(1 / (1 - float(rate)), dtype=x.dtype)
     return module.where(keep, x * scale, module.zeros_like(x))
+
+
+@traced_random.per_call
+def _host_keep(shape: tuple, rate: float, seed: Any) -> np.ndarray:
+    """Dropout's keep mask drawn on the host inside compiled code (traced_random's generator for `seed`)."""
+    rng = traced_random.generator(None if seed is None else int(seed)) or np.random.default_rng()
+    return rng.random(shape) >= rate
 
 
 _CALLS: dict[int, int] = {}

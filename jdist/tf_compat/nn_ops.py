@@ -7,7 +7,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from jdist.strategy import context, function_trace
-from jdist.tf_compat import kink_gradients
+from jdist.tf_compat import kink_gradients, traced_random
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
 from jdist.tf_compat.replica_losses import compute_average_loss, scale_regularization_loss
@@ -156,6 +156,9 @@ _OP_GENERATORS: dict[int, np.random.Generator] = {}
 def _host_only(name: str, seed: int | None) -> np.random.Generator:
     if is_jax(seed):
         raise ValueError(f"tf.random.{name}: `seed` must be a Python int (it draws on the host), got a JAX array")
+    compiled = traced_random.generator(seed)  # a draw inside compiled code, run on the host (traced_random)
+    if compiled is not None:
+        return compiled
     in_dataset = seeding.op_generator(seed)  # inside a tf.data function: TF's per-pass sequence (seeding)
     if in_dataset is not None:
         return in_dataset
@@ -169,6 +172,8 @@ def _host_only(name: str, seed: int | None) -> np.random.Generator:
 
 
 def _check_not_tracing(name: str) -> None:
+    if traced_random.on_host():
+        return
     function_trace.refuse(f"tf.random.{name}")  # a tf.function drawing on the host runs as Python: fresh draws
     if context.in_replica_context():
         raise RuntimeError(
@@ -184,8 +189,10 @@ def set_seed(seed: int) -> None:
     _GLOBAL_SEED[0] = seed
     _OP_GENERATORS.clear()
     seeding.set_global_seed(seed)  # tf.data's seedless shuffles too
+    traced_random.reset(seed)  # and the draws inside compiled code
 
 
+@traced_random.per_call
 def uniform(shape: ShapeLike, minval: float = 0, maxval: float | None = None, dtype: DTypeLike = "float32",
             seed: int | None = None, name: str | None = None) -> np.ndarray:
     """`tf.random.uniform`: floats in [minval, maxval) (maxval 1 by default); ints need `maxval`, as in TF."""
@@ -204,6 +211,7 @@ def uniform(shape: ShapeLike, minval: float = 0, maxval: float | None = None, dt
     return rng.uniform(minval, 1.0 if maxval is None else maxval, size=size).astype(target)
 
 
+@traced_random.per_call
 def normal(shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
            seed: int | None = None, name: str | None = None) -> np.ndarray:
     _check_not_tracing("normal")
@@ -211,6 +219,7 @@ def normal(shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTyp
     return rng.normal(mean, stddev, size=tuple(np.asarray(shape).reshape(-1).tolist())).astype(numpy_dtype(dtype))
 
 
+@traced_random.per_call
 def shuffle(value: TensorLike, seed: int | None = None, name: str | None = None) -> np.ndarray:
     _check_not_tracing("shuffle")
     return _host_only("shuffle", seed).permutation(np.asarray(value))

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.special as sp
 from jax.typing import DTypeLike
 
-from jdist.tf_compat import philox
+from jdist.tf_compat import philox, traced_random
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.generator_draws import key_for
@@ -220,6 +220,7 @@ def stateless_parameterized_truncated_normal(shape: ShapeLike, seed: TensorLike,
                  params)
 
 
+@traced_random.per_call
 def gamma(shape: ShapeLike, alpha: TensorLike, beta: TensorLike | None = None, dtype: DTypeLike = "float32",
           seed: int | None = None, name: str | None = None) -> np.ndarray:
     """`shape` + the parameters' broadcast shape of Gamma(alpha, rate beta) draws, on the host (numpy's)."""
@@ -230,6 +231,7 @@ def gamma(shape: ShapeLike, alpha: TensorLike, beta: TensorLike | None = None, d
     return (rng.standard_gamma(np.broadcast_to(a, size), size) / b).astype(numpy_dtype(dtype))
 
 
+@traced_random.per_call
 def poisson(shape: ShapeLike, lam: TensorLike, dtype: DTypeLike = "float32", seed: int | None = None,
             name: str | None = None) -> np.ndarray:
     """`shape` + lam's shape of Poisson(lam) draws, on the host (numpy's); float32 by default, as TF's."""

@@ -15,7 +15,7 @@ import jax.core
 import numpy as np
 from jax.typing import DTypeLike
 
-from jdist.tf_compat import philox
+from jdist.tf_compat import philox, traced_random
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tf_compat.nn_ops import _check_not_tracing, _host_only
 from jdist.tf_compat.ops import convert_to_tensor, is_jax
@@ -26,6 +26,7 @@ def _shape(shape: ShapeLike) -> tuple[int, ...]:
     return tuple(int(s) for s in np.asarray(shape).reshape(-1))
 
 
+@traced_random.per_call
 def truncated_normal(shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, dtype: DTypeLike = "float32",
                      seed: int | None = None, name: str | None = None) -> np.ndarray:
     """Normal values, redrawn where more than 2 standard deviations from the mean."""
@@ -40,6 +41,7 @@ def truncated_normal(shape: ShapeLike, mean: float = 0.0, stddev: float = 1.0, d
     return (mean + stddev * values).astype(numpy_dtype(dtype))
 
 
+@traced_random.per_call
 def categorical(logits: TensorLike, num_samples: int, dtype: DTypeLike | None = None, seed: int | None = None,
                 name: str | None = None) -> np.ndarray:
     """`num_samples` class indices per row of the 2-D `logits` (unnormalized log-probabilities); int64."""
