@@ -176,6 +176,8 @@ class Function:
         self._recorded = False  # whether a GradientTape-recording body has run (`_run_recording`)
         self._programs: collections.OrderedDict[Any, Any] = collections.OrderedDict()
         self._outputs: dict[Any, str] = {}  # output type text per signature (TF's concrete-function texts)
+        self._requested: list[tuple[tuple, dict]] = []  # get_concrete_function's arguments (saved by
+        # tf.saved_model.save as TF saves them, traced or not: unknown dimensions are traced at save time)
         # A body that records a GradientTape itself (not through a function it passes to strategy.run) runs,
         # outside any strategy, through the default strategy as one compiled program (keras_run).
         code = getattr(getattr(func, "__func__", func), "__code__", None)
@@ -378,6 +380,8 @@ class Function:
         when none is given). `tf.saved_model.save(signatures=...)` exports it."""
         if not args and not kwargs and self.options.get("input_signature") is not None:
             args = tuple(self.options["input_signature"])
+        self._requested.append((args, kwargs))
+        del self._requested[:-_MAX_SIGNATURES]  # bounded, as the traced signatures are
         return concrete_function.ConcreteFunction(self, args, kwargs)
 
     def traced_arguments(self) -> list[tuple[Any, list]]:

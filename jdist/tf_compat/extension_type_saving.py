@@ -2,7 +2,8 @@
 
 TF 2.21 saves and loads such functions (its extension type guide, observed: `imported_model.grow(mt)` gives the
 MaskedTensor back). jdist's saved programs (`module_saving`, `jax.export`) take and return dense arrays only, so a
-function traced with an ExtensionType argument (or whose `input_signature` holds a `Spec`) is refused before
+function traced with an ExtensionType argument (or whose `input_signature` or a `get_concrete_function` call
+holds a `Spec`, the guide's `module.grow.get_concrete_function(MaskedTensor.Spec(...))`) is refused before
 anything is written, naming the function and the type; a function that takes plain tensors and builds extension
 values inside (the guide's `var_weighted_mean_wrapper`) saves as any other.
 """
@@ -34,7 +35,8 @@ def check_module(module: Any) -> None:
     except Exception:  # noqa: BLE001 - not a tf.Module: the saving code reports it
         return
     for name, function in functions.items():
-        signatures = [function.options.get("input_signature")] + list(getattr(function, "_signatures", {}).values())
+        signatures = ([function.options.get("input_signature")] + list(getattr(function, "_signatures", {}).values())
+                      + list(getattr(function, "_requested", [])))  # get_concrete_function(MaskedTensor.Spec(...))
         found = _extension_types(signatures)
         if found:
             raise NotImplementedError(

@@ -35,6 +35,8 @@ class _Program:
         self.parameters: list[str] = entry["parameters"]
         self.input_signature: bool = entry["input_signature"]
         self.writes: list[int] | None = entry.get("writes")  # the variables the function assigns (None: all)
+        self.skipped: list[str] = entry.get("skipped", [])  # ranks of an unknown-rank argument not saved
+        self.unknown_rank: bool = entry.get("unknown_rank", False)  # one rank of a TensorSpec(None) argument
 
     def leaves(self, args: tuple, kwargs: dict) -> list | None:
         """The call's argument leaves in the saved order, or None when its structure differs."""
@@ -103,6 +105,11 @@ class LoadedFunction:
         self._programs, self.variables = programs, variables
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._programs:  # saved never traced (TF 2.21's ValueError, observed)
+            raise ValueError(f"Found zero restored functions for caller function. (No signature of "
+                             f"{self.__name__} was saved: it was not called, nor given to get_concrete_function, "
+                             "before tf.saved_model.save; a call only inside another tf.function is not saved "
+                             "either. Call it or give it an input_signature before saving.)")
         for program in self._programs:
             leaves = program.leaves(args, kwargs)
             if leaves is not None and program.matches(leaves):
@@ -112,8 +119,14 @@ class LoadedFunction:
         if self._programs and self._programs[0].input_signature:
             raise TypeError(f"Binding inputs to tf.function failed: {self.__name__}({got}) does not match its "
                             f"input_signature ({saved}).")
+        skipped = sorted({note for p in self._programs for note in p.skipped})
+        ranked = any(p.unknown_rank for p in self._programs)
+        unsaved = (" An argument of unknown rank (TensorSpec(None)) is saved for ranks 0-4 (those that trace); "
+                   "give its rank in the TensorSpec for another." if ranked else "")
+        unsaved += f" Not saved: {'; '.join(skipped)}." if skipped else ""
         raise ValueError(f"{_NO_MATCH} Got: {self.__name__}({got}); saved signatures: {saved}. jdist saves the "
-                         "signatures a function was called with before tf.saved_model.save (or its input_signature).")
+                         "signatures a function was called with before tf.saved_model.save (or its input_signature, "
+                         f"or given to get_concrete_function).{unsaved}")
 
 
 class _Signature:
@@ -134,7 +147,24 @@ class _Signature:
                 f"{', '.join(f'{n}=...' for n in names)}.")
         if args:
             kwargs = {names[0]: args[0]}
+        self._check_dtypes(names, kwargs)
         return self._named(self._function(**kwargs))
+
+    def _check_dtypes(self, names: list[str], kwargs: dict) -> None:
+        """A tensor of another dtype than its spec: TF 2.21's InvalidArgumentError (observed: "cannot compute
+        __inference_signature_wrapper_124 as input #0(zero-based) was expected to be a float tensor but is a
+        int32 tensor"); numpy and Python values are converted, as TF converts them (observed)."""
+        from jdist.errors import dtype_mismatch
+
+        specs = self._programs[0].specs
+        for index, name in enumerate(names):
+            value: Any = kwargs.get(name)
+            spec = specs[index] if index < len(specs) else {}
+            if "array" not in spec or not (hasattr(value, "numpy") or isinstance(value, jax.Array)):
+                continue
+            got, expected = np.dtype(value.dtype), np.dtype(spec["dtype"])
+            if got != expected:
+                raise dtype_mismatch("__inference_signature_wrapper", index, expected.name, got.name)
 
     @staticmethod
     def _named(outputs: Any) -> dict:
@@ -259,8 +289,8 @@ def load_any(export_dir: Any, tags: Any = None, options: Any = None) -> Any:
     if os.path.isdir(methods):  # a Keras model's @tf.function methods and signatures (`module_saving.save_keras`)
         module = load(methods, read_description(methods))
         for name, value in vars(module).items():
-            if isinstance(value, LoadedFunction):
-                setattr(loaded, name, value)
+            if isinstance(value, LoadedFunction) and (value._programs or not hasattr(loaded, name)):
+                setattr(loaded, name, value)  # one never traced hides none of the loaded model's own
         if module.signatures:  # `model.save(path, signatures=...)`: those, as tf_keras's
             loaded.signatures = module.signatures  # pyright: ignore[reportAttributeAccessIssue]
     return loaded

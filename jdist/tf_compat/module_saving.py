@@ -8,7 +8,9 @@ that takes the variables' values and the array arguments and returns the outputs
 values, which the loaded function assigns. Observed in TF 2.21: a call that matches no saved signature is a
 ValueError ("Could not find matching concrete function ..."), one against an `input_signature` a TypeError;
 `signatures` is {} unless exactly one function with an `input_signature` returns tensors (then it is
-`serving_default`) or `signatures=` names them; the loaded object has no `variables` attribute.
+`serving_default`) or `signatures=` names them; the loaded object has no `variables` attribute. Also as TF 2.21
+(observed): a signature given only to `get_concrete_function` (unknown dimensions or rank) is saved, and a function
+never traced is kept (its call is TF's ValueError); a signature jdist cannot export is refused naming the function.
 Programs are serialized with their VJP, so a tape differentiates a loaded function (the guide trains one).
 A Keras model is saved by `jdist.saved_model`, with its `@tf.function` methods and any `signatures=` saved as
 a module's under `methods/` (`save_keras`).
@@ -26,7 +28,7 @@ import numpy as np
 from jdist.interop.keras_objects import holds_variables
 from jdist.interop.tf_function import Function
 from jdist.saved_model import format as fmt
-from jdist.tf_compat import signature_dims
+from jdist.tf_compat import signature_dims, traced_random
 
 KIND = "tf.Module"
 METHODS = "methods"  # in a Keras model's directory: its @tf.function methods, saved as a tf.Module's
@@ -77,7 +79,7 @@ def _spec_of(value: Any) -> dict:
     from jdist.input.tensor_spec import TensorSpec
 
     if hasattr(value, "ragged_rank"):  # a RaggedTensorSpec (or RaggedTensor): not one dense array
-        raise ValueError(f"tf.saved_model.save: a signature takes {value!r}. jdist's saved programs take dense "
+        raise ValueError(f"a signature takes {value!r}. jdist's saved programs take dense "
                          "arrays, and its ragged tensors are host values that a compiled program cannot take; "
                          "give the function dense inputs instead: rt.to_tensor() (padded) with the row lengths, or "
                          "rt.flat_values with rt.value_rowids() and tf.math.segment_sum-style ops.")
@@ -89,17 +91,28 @@ def _spec_of(value: Any) -> dict:
         return {"array": list(value.shape), "dtype": str(np.dtype(value.dtype))}
     if isinstance(value, (bool, int, float, str, type(None))):
         return {"value": value}
-    raise ValueError(f"tf.saved_model.save: a traced call passed a {type(value).__name__}; jdist saves calls "
+    raise ValueError(f"a traced call passed a {type(value).__name__}; jdist saves calls "
                      "whose arguments are arrays and Python numbers or strings.")
 
 
 def _signatures_of(function: Function) -> list[tuple[Any, list[dict]]]:
-    """(argument tree, leaf specs) for each signature the function was traced with, or its input_signature."""
+    """(argument tree, leaf specs) for each signature the function was traced with, or its input_signature;
+    then those given to `get_concrete_function` that no call traced (unknown dimensions or rank, observed in
+    TF 2.21: each is saved and the loaded function runs for any size it allows)."""
+    from jdist.interop import function_signature
+
     signature = function.options.get("input_signature")
     if signature is not None:
         leaves, tree = jax.tree.flatten((tuple(signature), {}), is_leaf=lambda x: x is None)
         return [(tree, [_spec_of(leaf) for leaf in leaves])]
-    return [(tree, [_spec_of(leaf) for leaf in leaves]) for tree, leaves in function.traced_arguments()]
+    found = [(tree, [_spec_of(leaf) for leaf in leaves]) for tree, leaves in function.traced_arguments()]
+    for args, kwargs in getattr(function, "_requested", []):
+        args, kwargs = function_signature.canonical(function.python_function, args, kwargs)
+        leaves, tree = jax.tree.flatten((tuple(args), dict(kwargs)), is_leaf=lambda x: x is None)
+        entry = (tree, [_spec_of(leaf) for leaf in leaves])
+        if entry not in found:
+            found.append(entry)
+    return found
 
 
 def _encode(tree: Any) -> Any:
@@ -189,7 +202,8 @@ def _export_with(function: Function, variables: list, tree: Any, specs: list[dic
         return flat, [v if n is None else n for v, n in zip(values, new_values)]
 
     weights = [jax.ShapeDtypeStruct(tuple(v.shape), np.dtype(v.dtype)) for v in variables]
-    with jax.set_mesh(None):  # saved in a strategy's scope: the program is still one device's, as TF's
+    # saved in a strategy's scope: the program is still one device's, as TF's; no host-drawn tf.random op
+    with jax.set_mesh(None), traced_random.exporting():
         exported = export.export(jax.jit(program))(weights, arrays)
     try:  # vjp_order=1: a loaded function differentiates (TF's guide trains a loaded module's variable with a tape)
         serialized = exported.serialize(vjp_order=1)
@@ -201,18 +215,20 @@ def _export_with(function: Function, variables: list, tree: Any, specs: list[dic
 def _write(function: Function, variables: list, tree: Any, specs: list[dict], functions_dir: str,
            file: str, input_signature: bool) -> list[dict]:
     """Exports one signature (one program per rank 0-4 for an argument of unknown rank, those that trace)."""
-    entries = []
+    entries, skipped = [], []
     for i, concrete in enumerate(_ranked(specs)):
         try:
             program, (outputs, writes) = _export(function, variables, tree, concrete)
-        except Exception:
+        except Exception as error:
             if concrete is specs:  # no unknown rank: the error is the user's to see
                 raise
-            continue
+            skipped.append(f"rank {i}: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+            continue  # a rank the body cannot take: not saved; a call of it names why (`module_loading`)
         with open(os.path.join(functions_dir, f"{file}.{i}"), "wb") as f:
             f.write(program)
         entries.append({"file": f"{file}.{i}", "specs": concrete, "tree": _tree_json(tree), "outputs": outputs,
-                        "input_signature": input_signature, "parameters": _parameters(function), "writes": writes})
+                        "input_signature": input_signature, "parameters": _parameters(function), "writes": writes,
+                        "skipped": skipped, "unknown_rank": concrete is not specs})
     if not entries:
         raise ValueError(f"tf.saved_model.save: {function.python_function.__name__} could not be exported for any "
                          "rank of its TensorSpec(None) arguments; give their shapes.")
@@ -245,12 +261,33 @@ def save(module: Any, directory: str, signatures: Any = None) -> None:
     for name, function in _functions(module).items():
         entries = []
         has_signature = function.options.get("input_signature") is not None
-        for i, (tree, specs) in enumerate(_signatures_of(function)):
-            entries += _write(function, variables, tree, specs, functions_dir, f"{name}.{i}", has_signature)
-        if entries:
-            description["functions"][name] = entries
-            if has_signature and entries[0]["outputs"] is not None:
-                candidates.append((name, entries))
+        try:
+            signatures_of = _signatures_of(function)
+        except ValueError as error:  # an argument a saved program cannot take: name the function
+            if str(error).startswith("tf.saved_model.save"):
+                raise
+            raise ValueError(f"tf.saved_model.save: {type(module).__name__}.{name}: {error}") from None
+        for i, (tree, specs) in enumerate(signatures_of):
+            try:
+                entries += _write(function, variables, tree, specs, functions_dir, f"{name}.{i}", has_signature)
+            except Exception as error:
+                free = [s for s in specs if "array" in s and (s["array"] is None or None in s["array"])]
+                text = [s for s in specs if "array" in s and np.dtype(s["dtype"]).kind in "OSU"]
+                if not (free or text) or str(error).startswith("tf.saved_model.save"):
+                    raise
+                fix = ("jdist's saved programs are compiled JAX programs, which take no string tensors; save a "
+                       "function of numeric tensors (encode the strings before the call)" if text else
+                       "jdist traces unknown sizes symbolically and this body needs them known; give the sizes in "
+                       "get_concrete_function's (or the input_signature's) TensorSpecs, or call the function once "
+                       "with real tensors before saving")
+                raise ValueError(  # never saved silently without it (TF 2.21 saves it, observed)
+                    f"tf.saved_model.save: {type(module).__name__}.{name} could not be saved for its signature "
+                    f"({', '.join(_describe(s) for s in specs)}): {type(error).__name__}: "
+                    f"{str(error).splitlines()[0]}. {fix}.") from error
+        # never traced: TF 2.21 keeps it, and a call is its ValueError (observed; `module_loading`)
+        description["functions"][name] = entries
+        if has_signature and entries and entries[0]["outputs"] is not None:
+            candidates.append((name, entries))
     if signatures is None:  # TF's choice: the one function with an input_signature that returns tensors
         chosen = dict([(_SERVING, candidates[0])]) if len(candidates) == 1 else {}
     else:
@@ -262,6 +299,13 @@ def save(module: Any, directory: str, signatures: Any = None) -> None:
     np.savez(os.path.join(directory, fmt.VARIABLES), **arrays)  # pyright: ignore[reportArgumentType]
     with open(os.path.join(directory, fmt.DESCRIPTION), "w") as f:
         json.dump(description, f, indent=1)
+
+
+def _describe(spec: dict) -> str:
+    if "array" not in spec:
+        return repr(spec["value"])
+    shape = "None" if spec["array"] is None else tuple(spec["array"])
+    return f"TensorSpec(shape={shape}, dtype={spec['dtype']})"
 
 
 def _parameters(function: Function) -> list[str]:
@@ -291,7 +335,11 @@ def _given_signatures(signatures: Any, variables: list, functions_dir: str) -> d
                              "concrete functions can be used as a signature: pass "
                              "f.get_concrete_function(tf.TensorSpec(...)) of a @tf.function.")
         leaves, tree = jax.tree.flatten((tuple(concrete.args), dict(concrete.kwargs)), is_leaf=lambda x: x is None)
-        specs = [_spec_of(leaf) for leaf in leaves]
+        try:
+            specs = [_spec_of(leaf) for leaf in leaves]
+        except ValueError as error:
+            raise ValueError(f"tf.saved_model.save: signature {key!r} "
+                             f"({function.python_function.__name__}): {error}") from None
         chosen[key] = (function.python_function.__name__, _write(function, variables, tree, specs, functions_dir,
                                                  f"signature.{key}", True))
     return chosen
