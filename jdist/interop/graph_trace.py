@@ -30,7 +30,7 @@ import numpy as np
 
 from jdist import thread_stdout
 from jdist.interop import output_order, traced_shapes
-from jdist.strategy import function_trace
+from jdist.strategy import function_trace, host_checks
 
 _MAX_RETRACES = 4
 
@@ -101,7 +101,7 @@ class Program:
     def __init__(self, run: Callable, leaves: list, treedef: Any, inputs: list[int], variables: list[int],
                  captured: list, updated: list, out_treedef: Any, out_static: list, out_avals: list, traces: int,
                  key_orders: Any = None):
-        self._run = jax.jit(run)
+        self._run: Callable = jax.jit(run)
         self._leaves, self._treedef = leaves, treedef
         self._inputs, self._variables, self.captured = inputs, variables, captured
         self._updated, self._out_treedef, self._out_static = updated, out_treedef, out_static
@@ -152,6 +152,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
     trace, the one that may make variables; `shown`: per flattened argument, the shape a printed input shows
     (TF's, with None for a relaxed dimension), or None. Raises what stopped the trace; its prints are then
     dropped."""
+    since = host_checks.placed()  # a program with tf.debugging checks raises their errors at the call
     leaves, treedef = jax.tree.flatten((args, kwargs), is_leaf=_is_variable)
     inputs = [i for i, leaf in enumerate(leaves) if _is_array(leaf)]
     if any(np.dtype(leaves[i].dtype).kind in "OSU" for i in inputs):
@@ -196,6 +197,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, first: bool, shown: list | No
         program = Program(run, leaves, treedef, inputs, variables, captured, updated, record.out_treedef,
                           record.out_static, closed.out_avals[:len(closed.out_avals) - len(updated)], traces + 1,
                           record.key_orders)
+        program._run = host_checks.checked(program._run, since)
         program.jaxpr = closed  # its operations, for `ConcreteFunction.graph` (`concrete_graph`)
         return program
     raise function_trace.NotTraceable("a body that reads new variables on every trace")

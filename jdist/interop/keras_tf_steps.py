@@ -25,29 +25,19 @@ import jax
 import numpy as np
 
 from jdist.input.split import chunk_sizes, chunk_starts, gather_slots
-from jdist.interop import keras_run
+from jdist.interop import keras_checks, keras_run
 from jdist.interop.keras_objects import keras_objects
 from jdist.strategy import context
 from jdist.strategy.batch import place_rows
 from jdist.strategy.distributed_batch import DistributedBatch
 from jdist.strategy.values import PerReplica
 
-# Which variables each step's Keras state holds, in Keras's JAX trainer's order.
-_STATE = {
-    "train_step": ("trainable_variables", "non_trainable_variables", "optimizer_variables", "metrics_variables"),
-    "test_step": ("trainable_variables", "non_trainable_variables", "metrics_variables"),
-    "predict_step": ("trainable_variables", "non_trainable_variables"),
-}
-_MAKERS = {"train_step": "make_train_function", "test_step": "make_test_function",
-           "predict_step": "make_predict_function"}
-_SLOTS = {"train_step": "train_function", "test_step": "test_function", "predict_step": "predict_function"}
-
 
 def tf_style(model: Any, step: str) -> bool:
     """Whether the model's class overrides `step` with TF's signature `(self, data)` (Keras's JAX one takes
     `(self, state, data)`)."""
     method = getattr(type(model), step, None)
-    if method is None or getattr(method, "__module__", "").startswith("keras."):
+    if method is None or (getattr(method, "__module__", None) or "").startswith("keras."):
         return False
     try:
         parameters = list(inspect.signature(method).parameters.values())
@@ -61,13 +51,10 @@ def install() -> None:
     """Wraps Keras's JAX trainer's `make_*_function`s, once: a TF-style step gets the function below."""
     from keras.src.backend.jax.trainer import JAXTrainer
 
-    for step, maker in _MAKERS.items():
-        original = getattr(JAXTrainer, maker)
-        if getattr(original, "_jdist_tf_steps", False):
-            continue
-        setattr(JAXTrainer, maker, _making(step, original))
+    keras_checks.wrap_makers("_jdist_tf_steps", _making)
     if not getattr(JAXTrainer._symbolic_build, "_jdist_tf_steps", False):
         JAXTrainer._symbolic_build = _building(JAXTrainer._symbolic_build)
+    keras_checks.install()  # a failed tf.debugging check of a step raises after it, as TF's fit does
 
 
 def _building(original: Callable) -> Callable:
@@ -79,7 +66,7 @@ def _building(original: Callable) -> Callable:
     def build(self: Any, *args: Any, **kwargs: Any) -> Any:
         import keras
 
-        if (not self.built and any(tf_style(self, step) for step in _STATE)
+        if (not self.built and any(tf_style(self, step) for step in keras_checks.STATE)
                 and type(self).call is keras.Model.call
                 and all(layer.built for layer in self._flatten_layers(include_self=False))):
             self.built = True
@@ -94,9 +81,9 @@ def _making(step: str, original: Callable) -> Callable:
     def make(self: Any, force: bool = False) -> Any:
         if not tf_style(self, step):
             return original(self, force)
-        if getattr(self, _SLOTS[step]) is None or force:
-            setattr(self, _SLOTS[step], _function(self, step))
-        return getattr(self, _SLOTS[step])
+        if getattr(self, keras_checks.SLOTS[step]) is None or force:
+            setattr(self, keras_checks.SLOTS[step], _function(self, step))
+        return getattr(self, keras_checks.SLOTS[step])
 
     make._jdist_tf_steps = True  # pyright: ignore[reportAttributeAccessIssue]
     return make
@@ -104,7 +91,7 @@ def _making(step: str, original: Callable) -> Callable:
 
 def _state_variables(model: Any, step: str) -> list[list]:
     parts = []
-    for name in _STATE[step]:
+    for name in keras_checks.STATE[step]:
         if name == "optimizer_variables":
             parts.append(list(model.optimizer.variables) if getattr(model, "optimizer", None) is not None else [])
         else:

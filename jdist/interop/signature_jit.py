@@ -11,6 +11,7 @@ import jax
 import numpy as np
 
 from jdist.interop import output_order
+from jdist.strategy import host_checks
 
 
 def _hashable(value: Any) -> bool:
@@ -42,6 +43,6 @@ def call(fn: Callable[[Any, Any, Any], Any], owner: Any, state: Any, call_args: 
             orders[0] = output_order.key_orders(out)  # JAX's trees sort dict keys; TF keeps the body's order
             return out
 
-        entry = programs[key] = (jax.jit(program_fn), orders)
+        entry = programs[key] = (host_checks.lazily_checked(jax.jit(program_fn)), orders)  # checks raise after
     program, orders = entry
     return output_order.reordered(program(state, [leaf for leaf, array in zip(leaves, is_array) if array]), orders[0])

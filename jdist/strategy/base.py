@@ -27,7 +27,7 @@ from jdist.layout import (
     split_over_data,
     split_shardings_over_data,
 )
-from jdist.strategy import context, extensions, initial_values
+from jdist.strategy import context, extensions, host_checks, initial_values
 from jdist.strategy.batch import leading_size, place_rows
 from jdist.strategy.cross_replica import CrossReplicaOps
 from jdist.strategy.devices import Device, DeviceLike, resolve_devices
@@ -334,12 +334,12 @@ class Strategy(ReplicaRun, CrossReplicaOps):
             with context.push(self, None):
                 return step_fn(state, batch, update_shardings)
 
-        return jax.jit(
+        return host_checks.lazily_checked(jax.jit(  # a failed tf.debugging check raises after the step
             traced,
             in_shardings=(state_shardings, self.data_sharding() if batch_sharding is None else batch_sharding),
             out_shardings=(state_shardings, self.replicated_sharding() if out_sharding is None else out_sharding),
             donate_argnums=(0,) if donate else (),
-        )
+        ))
 
     # ------------------------------------------------- hooks: where a state lives
     # The Trainer, its checkpoint I/O and `jdist.checkpoint.CheckpointManager` go through these

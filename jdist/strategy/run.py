@@ -23,6 +23,7 @@ from jdist.strategy import (
     even_rows,
     extensions,
     function_trace,
+    host_checks,
     leaf_checks,
     padded_run,
     python_control_flow,
@@ -240,7 +241,7 @@ class ReplicaRun(StrategyFields):
             exact_key = ("each replica",) + key
             if exact_key not in self._run_cache:
                 self._run_cache[exact_key] = jax.jit(self._replica_body(fn, treedef, kinds, leaves))
-            single = self._run_cache[exact_key]
+            single = self._run_cache[exact_key] = host_checks.lazily_checked(self._run_cache[exact_key])
             for r, d in enumerate(devices):
                 try:
                     with padded_run.alone(d):
@@ -368,6 +369,7 @@ class ReplicaRun(StrategyFields):
         dynamic_kinds = [kind for kind in kinds if kind != "static"]
         in_specs = tuple(P() if kind == "replicated" else P(axis) for kind in dynamic_kinds)
         record: dict[str, Any] = {}
+        since = host_checks.placed()  # a program with tf.debugging checks raises their errors at the call
 
         def call_fn(*dynamic):
             it = iter(dynamic)
@@ -443,7 +445,7 @@ class ReplicaRun(StrategyFields):
             outs = call_fn(*dynamic)
             return tuple(x[None] if v else x for x, v in zip(outs, varying))
 
-        compiled = jax.jit(shard(body, tuple(P(axis) if v else P() for v in varying)))
+        compiled = host_checks.checked(jax.jit(shard(body, tuple(P(axis) if v else P() for v in varying))), since)
         return compiled, record["tree"], varying, aligned, facts, record["shared"]
 
 

@@ -2,7 +2,7 @@
 
 As in `jdist.tf_compat.debugging`: on values (eager, host) a failed value check raises
 `tf.errors.InvalidArgumentError` at once; on traced values (inside `tf.function` / `strategy.run`) it runs on
-the host through `jax.debug.callback` when the program runs and raises the same error there. Checks of dtype,
+the host (`debugging.host_check`) when the program runs and the call raises the same error. Checks of dtype,
 rank and structure (`assert_type`, `assert_integer`, `assert_scalar`, `assert_rank_at_least`, ...) need no
 values: they raise while tracing, as TF's do.
 """
@@ -15,13 +15,15 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from jdist.tf_compat.debugging import check_numerics
+from jdist.strategy import function_trace
+from jdist.tf_compat.debugging import check_numerics, host_check
 from jdist.tf_compat.dtype_table import DType, as_dtype
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor
 from jdist.tfdata.tensor_text import dtype_name
 
 _TRACEBACK_FILTERING = [True]
+_TRACED = 'Tensor("condition")'
 
 
 def _lead(message: str | None) -> str:
@@ -55,7 +57,7 @@ def _sign(symbol: str, holds: Callable[[np.ndarray], np.ndarray], newline: str =
         if np.dtype(x.dtype).kind in "bOSU":  # TF compares with a zero of x's dtype (observed)
             raise TypeError(f"Cannot convert 0 to EagerTensor of dtype {dtype_name(x.dtype)}")
         if isinstance(x, Tracer):
-            jax.debug.callback(lambda a: check_values(np.asarray(a), message, summarize), x)
+            host_check(lambda a: check_values(np.asarray(a), message, summarize), None, x)
             return None
         check_values(np.asarray(x), message, summarize)
         return None
@@ -77,10 +79,49 @@ def _data_text(item: Any, summarize: int | None) -> str:
     return ", ".join(shown + ["..."] if values.size > n else shown)
 
 
+def _graph_element(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (np.bool_, bool)):
+        return str(int(value))
+    return f"{float(value):g}" if isinstance(value, (np.floating, float)) else str(value)
+
+
+def _graph_summary(item: Any, summarize: int | None) -> str:
+    """TF's graph-mode text of one `tf.Assert` data item (its kernel's `SummarizeValue`): the first `summarize`
+    (3) values, rows in brackets, "..." where it stops (observed, TF 2.21: `1 2 3...`, `[1 2][3...]...`)."""
+    if isinstance(item, str):
+        return item
+    values = np.asarray(convert_to_tensor(item))
+    limit = 3 if summarize is None else max(int(summarize), 0)
+    flat, shape, parts, taken = values.ravel(), values.shape, [], [0]
+
+    def one_dim(dim: int) -> None:
+        for i in range(shape[dim]):
+            if taken[0] >= limit:
+                parts.append("...")
+                return
+            if dim == len(shape) - 1:
+                parts.append((" " if i else "") + _graph_element(flat[taken[0]]))
+                taken[0] += 1
+            else:
+                parts.append("[")
+                one_dim(dim + 1)
+                parts.append("]")
+
+    if not shape:
+        return _graph_element(flat[0])
+    one_dim(0)
+    text = "".join(parts)
+    return text + "..." if len(shape) > 1 and values.size > limit else text
+
+
 def Assert(condition: Any, data: Sequence[Any], summarize: int | None = None, name: str | None = None) -> None:
     """`tf.debugging.Assert`: InvalidArgumentError "Expected '<condition>' to be true. Summarized data: ..."
-    (each item's first `summarize` values, 3 by default) unless `condition` holds."""
+    (each item's first `summarize` values, 3 by default) unless `condition` holds; traced in a `tf.function`,
+    TF's graph text "assertion failed: [1 2 3...]" (observed, TF 2.21)."""
     items = list(data)
+    graph = function_trace.active()  # a tf.function's trace (TF's eager strategy.run gives the eager text)
     traced = [i for i, item in enumerate(items) if isinstance(item, Tracer)]
 
     def check_values(value: Any, shown: str, *traced_values: Any) -> None:
@@ -89,14 +130,17 @@ def Assert(condition: Any, data: Sequence[Any], summarize: int | None = None, na
         values = list(items)
         for i, v in zip(traced, traced_values):
             values[i] = np.asarray(v)
+        if graph and shown == _TRACED:
+            text = " ".join(f"[{_graph_summary(item, summarize)}]" for item in values)
+            raise InvalidArgumentError(message=f"assertion failed: {text}")
         text = "\n".join(_data_text(item, summarize) for item in values)
         raise InvalidArgumentError(message=f"Expected '{shown}' to be true. Summarized data: {text}")
 
     if isinstance(condition, Tracer) or traced:
         if isinstance(condition, Tracer) and np.size(condition) != 1:
             raise ValueError(f"tf.debugging.Assert: the condition must be a scalar, got shape {condition.shape}.")
-        jax.debug.callback(lambda c, *v: check_values(c, "Tensor(\"condition\")", *v), condition,
-                           *[items[i] for i in traced])
+        host_check(lambda c, *v: check_values(c, _TRACED, *v), None, condition,
+                   *[items[i] for i in traced])
         return None
     check_values(condition, str(condition))  # a tensor's text is TF's: tf.Tensor(False, ...)
     return None

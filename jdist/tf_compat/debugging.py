@@ -1,20 +1,22 @@
 """`tf.debugging`: assertions and `check_numerics` with TF 2.21's errors and messages (observed).
 
 On values (eager, host) a failed check raises `tf.errors.InvalidArgumentError` at once. On traced values (inside
-`tf.function` / `strategy.run`) the check runs on the host when the program runs and raises the same error,
-which reaches the caller as JAX's runtime error naming it (the program's results are not returned). Each check is
-an unordered `io_callback`: effectful, so XLA keeps it when nothing reads its result (TF 2.21 raises for
-`check_numerics(x, ...)` or an assert whose output is unused, observed), and unordered, so a one-device program
-leaves no error for later effects barriers. Under a strategy, multi-device programs keep a failed effect's error
-in JAX's runtime tokens (raised again at later barriers), so `check_numerics` there rides on the tensor it returns
-(`jax.pure_callback`, dropped when unused). `tf.config.optimizer`'s `debug_stripper` option drops traced checks
-(used `check_numerics` results included) and keeps eager ones, as TF 2.21's (observed).
+`tf.function` / `strategy.run` / `Dataset.map`) the check runs on the host when the program runs (`host_check`:
+an unordered `io_callback`, effectful, so XLA keeps it when nothing reads its result: TF 2.21 raises for
+`check_numerics(x, ...)` or an assert whose output is unused, observed) and the call raises the same
+InvalidArgumentError, as TF 2.21's does (observed), not JAX's runtime error: the failing callback records its
+error and returns normally (every replica runs to the end, no collective waits forever), and
+`jdist.strategy.host_checks` waits for a program that holds checks and raises the failure after it (Keras
+`fit`/`evaluate`/`predict` included: `jdist.interop.keras_checks`). `tf.config.optimizer`'s `debug_stripper`
+option drops traced checks (used `check_numerics` results included) and keeps eager ones, as TF 2.21's
+(observed).
 Static checks (`assert_rank`, `assert_shapes`) raise ValueError while tracing, as TF's do.
 `enable_check_numerics` turns on JAX's `jax_debug_nans` / `jax_debug_infs` (a FloatingPointError naming the
 first operation that made a NaN or Inf; compiled functions re-run op by op to find it).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +25,7 @@ import numpy as np
 from jax.core import Tracer
 from jax.experimental import io_callback
 
-from jdist.strategy import context
+from jdist.strategy import host_checks
 from jdist.tf_compat.config_switches import get_experimental_options
 from jdist.tf_compat.error_types import InvalidArgumentError
 from jdist.tf_compat.ops import convert_to_tensor
@@ -37,6 +39,22 @@ def _stripped() -> bool:
     """`tf.config.optimizer.set_experimental_options({'debug_stripper': True})`: TF 2.21 drops the checks and
     asserts of traced functions (used results included) and keeps eager ones (observed)."""
     return bool(get_experimental_options().get("debug_stripper", False))
+
+
+def host_check(check: Callable[..., Any], result: Any, *values: Any) -> Any:
+    """`check(*values)` on the host when the compiled program runs (an `io_callback`, kept when its result is
+    unused). A failed check never raises inside the program (a replica stopped there leaves the others waiting
+    at their next collective): its InvalidArgumentError is recorded, the callback returns the first value
+    unchanged (or None), and the program's caller raises it after the program (`jdist.strategy.host_checks`)."""
+    def run(*arrays: Any) -> Any:
+        try:
+            return check(*arrays)
+        except InvalidArgumentError as error:
+            host_checks.failed(error)  # raises only outside any boundary (a program jdist did not compile)
+            return None if result is None else np.asarray(arrays[0], dtype=result.dtype)
+
+    host_checks.note_placed()
+    return io_callback(run, result, *values)
 
 
 def _prefix(message: str | None) -> str:
@@ -57,7 +75,7 @@ def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., N
         bad = np.argwhere(~holds)[:n]
         where = (f"Indices of first {len(bad)} different values:\n{bad}\nCorresponding x values:\n"
                  f"{x_b[tuple(bad.T)]}\nCorresponding y values:\n{y_b[tuple(bad.T)]}\n"
-                 if np.shape(x) == np.shape(y) else "")  # TF shows indices only for equal shapes (observed)
+                 if np.shape(x) == np.shape(y) and np.ndim(x) else "")  # TF: equal shapes, not scalars (observed)
         raise InvalidArgumentError(message=(
             f"{_prefix(message)}Condition x {symbol} y did not hold.\n{where}"
             f"First {min(n, np.size(x))} elements of x:\n{np.ravel(x)[:n]}\n"
@@ -68,7 +86,7 @@ def _compare(symbol: str, compare: Callable[[Any, Any], Any]) -> Callable[..., N
         x, y = convert_to_tensor(x), convert_to_tensor(y)
         if _traced(x, y):
             if not _stripped():
-                io_callback(lambda a, b: check_values(np.asarray(a), np.asarray(b), message, summarize), None, x, y)
+                host_check(lambda a, b: check_values(np.asarray(a), np.asarray(b), message, summarize), None, x, y)
             return None
         check_values(np.asarray(x), np.asarray(y), message, summarize)
         return None
@@ -109,7 +127,7 @@ def assert_near(x: Any, y: Any, rtol: Any = None, atol: Any = None, data: Any = 
 
     if _traced(x, y):
         if not _stripped():
-            io_callback(lambda a, b: check_values(np.asarray(a), np.asarray(b)), None, x, y)
+            host_check(lambda a, b: check_values(np.asarray(a), np.asarray(b)), None, x, y)
         return None
     check_values(np.asarray(x), np.asarray(y))
     return None
@@ -183,12 +201,7 @@ def check_numerics(tensor: Any, message: str, name: str | None = None) -> Any:
             check_values(values)
             return np.asarray(values)
 
-        result = jax.ShapeDtypeStruct(tensor.shape, tensor.dtype)
-        if context.has_strategy() or context.in_replica_context():
-            # A multi-device program keeps a failed effect's error in JAX's runtime tokens, raised again at every
-            # later effects barrier: there the check rides on the tensor it returns (dropped when unused).
-            return jax.pure_callback(checked, result, tensor)
-        return io_callback(checked, result, tensor)
+        return host_check(checked, jax.ShapeDtypeStruct(tensor.shape, tensor.dtype), tensor)
     check_values(tensor)
     return tensor
 
@@ -206,12 +219,23 @@ def disable_check_numerics() -> None:
 
 
 _LOG_DEVICE_PLACEMENT = [False]
+_PLACEMENT_WARNED = [False]
 
 
 def set_log_device_placement(enabled: bool) -> None:
-    """`tf.debugging.set_log_device_placement`: kept, no other effect; XLA places whole programs, and
-    `jax.debug.visualize_array_sharding(x)` shows where an array lives."""
+    """`tf.debugging.set_log_device_placement`: kept, and a warning (once) that jdist logs no placements.
+
+    TF 2.21 prints its placer's lines (`MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0`, stdout)
+    and logs `Executing op MatMul in device ...` (stderr) per op (observed). jdist's ops are JAX operations and
+    its functions whole XLA programs, placed by XLA: there is no per-op placement to print without wrapping every
+    op. `x.devices()` or `jax.debug.visualize_array_sharding(x)` shows where an array lives."""
     _LOG_DEVICE_PLACEMENT[0] = bool(enabled)
+    if enabled and not _PLACEMENT_WARNED[0]:
+        _PLACEMENT_WARNED[0] = True
+        warnings.warn("tf.debugging.set_log_device_placement(True): jdist prints no placement lines. Its ops run "
+                      "as JAX operations and its functions as whole XLA programs, which XLA places itself; use "
+                      "`x.devices()` or `jax.debug.visualize_array_sharding(x)` to see where an array lives.",
+                      UserWarning, stacklevel=2)
 
 
 def get_log_device_placement() -> bool:

@@ -34,7 +34,7 @@ from jdist.callbacks import Callback, CallbackList, History, LazyLogs, ProgressB
 from jdist.checkpoint import model_io as trainer_io
 from jdist.input import checks as input_checks
 from jdist.interop import keras_model
-from jdist.strategy import context, initial_values
+from jdist.strategy import context, host_checks, initial_values
 from jdist.strategy.batch import Batch
 from jdist.trainer import _batching as batching
 from jdist.trainer._hooks import batch_hooks, begin_hook, check_validation_freq, fit_data, validates_after
@@ -252,7 +252,7 @@ class Trainer:
         else:
             fn = steps.eval_step if k == 1 else scan_steps(steps.eval_step)
             compiled = jax.jit(lambda s, m, *b: fn(s, m, *b)[1], out_shardings=metric_sharding)
-        self._compiled[key] = compiled
+        self._compiled[key] = compiled = host_checks.lazily_checked(compiled)  # checks raise after the step
         return compiled
 
     def _train_executor(self, k: int, metric_sharding: NamedSharding) -> Callable:
