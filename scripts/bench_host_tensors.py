@@ -9,6 +9,11 @@ A host tensor shows TF's forms to a script and numpy's to libraries, deciding fr
   read, `tf.as_dtype` on each read, `getattr(ufunc, method)` and a generator over the inputs);
 * `cached`: jdist's host tensor as it is.
 
+Then TF's rule for a script's numpy methods and functions (jdist.tfdata.tensor_methods: one descriptor per numpy
+name and `__array_function__`, asking the calling frame) is measured off against on, interleaved the same way
+(`rule off`/`rule on` per repeat): numpy's functions (`np.sum(t)`, `np.round(t)`, `np.unique(t)`), indexing
+(`t[1]`, `t[1:3]`) and the portable `t.numpy().tolist()`.
+
 It prints the median time per batch and the ratios. Run: `python scripts/bench_host_tensors.py [--repeats N]
 [--reads N]`.
 """
@@ -24,7 +29,7 @@ import numpy as np
 
 import jdist.tf_compat as tf
 from jdist.input import calling_code
-from jdist.tfdata import tensor_numpy
+from jdist.tfdata import tensor_methods, tensor_numpy
 from jdist.tfdata.structure import HostTensor
 
 
@@ -91,6 +96,51 @@ def _sqrts(value: Any, reads: int) -> float:
     return time.perf_counter() - start
 
 
+def _timed(operation: Callable[[Any], Any]) -> Callable[[Any, int], float]:
+    def work(value: Any, reads: int) -> float:
+        start = time.perf_counter()
+        for _ in range(reads):
+            operation(value)
+        return time.perf_counter() - start
+    return work
+
+
+# The method rule's cases: numpy's code reading a method, indexing, and the portable form of `t.tolist()`.
+_RULE_CASES: dict[str, Callable[[Any, int], float]] = {
+    "np.sum(t)": _timed(np.sum), "np.round(t)": _timed(np.round), "np.unique(t)": _timed(np.unique),
+    "t[1]": _timed(lambda t: t[1]),
+    "t[1:3]": _timed(lambda t: t[1:3]), "t.numpy().tolist()": _timed(lambda t: t.numpy().tolist())}
+
+
+def _set_rule(on: bool, own_function: Any) -> None:
+    """TF's rule on (the methods' descriptors, the script's `__array_function__`) or numpy's for every caller."""
+    (tensor_methods.install if on else tensor_methods.uninstall)(HostTensor)
+    HostTensor.__array_function__ = own_function if on else np.ndarray.__array_function__
+
+
+def _method_rule(repeats: int, reads: int) -> dict[str, dict[str, float]]:
+    """`rule off` against `rule on` (tensor_methods installed or not on the host tensor class, with its
+    `__array_function__` or numpy's), interleaved."""
+    value = np.array([1.0, 2.0, 3.0, 4.0], np.float32).view(HostTensor)
+    was_on = tensor_methods.installed(HostTensor)
+    own_function = HostTensor.__dict__["__array_function__"]
+    results: dict[str, dict[str, float]] = {}
+    try:
+        for name, work in _RULE_CASES.items():
+            times: dict[str, list[float]] = {"rule off": [], "rule on": []}
+            for _ in range(repeats):
+                for side in times:
+                    _set_rule(side == "rule on", own_function)
+                    times[side].append(work(value, reads))
+            median = {side: statistics.median(ts) for side, ts in times.items()}
+            results[name] = median
+            print(f"{name:<19} per {reads} reads: rule off {1e3 * median['rule off']:.2f} ms, rule on "
+                  f"{1e3 * median['rule on']:.2f} ms | on/off {median['rule on'] / median['rule off']:.2f}x")
+    finally:
+        _set_rule(was_on, own_function)
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (median taken)")
@@ -111,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(f"{name:<11} per {args.reads} reads: " + ", ".join(f"{s} {1e3 * t:.2f} ms" for s, t in median.items())
               + f" | uncached/np {median['uncached'] / median['np']:.1f}x, cached/np "
               f"{median['cached'] / median['np']:.1f}x, uncached/cached {median['uncached'] / median['cached']:.2f}x")
+    results.update(_method_rule(args.repeats, args.reads))
     return results
 
 

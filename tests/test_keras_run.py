@@ -185,10 +185,10 @@ def test_function_wraps_the_function_and_calls_it():
 
 def test_dataset_shuffle_buffers():
     x = np.arange(10)
-    assert [b.tolist() for b in jdist.data.Dataset.from_tensor_slices(x).shuffle(1).batch(4)] == [
+    assert [b.numpy().tolist() for b in jdist.data.Dataset.from_tensor_slices(x).shuffle(1).batch(4)] == [
         [0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     shuffled = jdist.data.Dataset.from_tensor_slices(x).shuffle(10).batch(10)
-    first, second = (next(iter(shuffled)).tolist() for _ in range(2))
+    first, second = (next(iter(shuffled)).numpy().tolist() for _ in range(2))
     assert sorted(first) == list(range(10)) and first != list(range(10)) and first != second
     # A buffer smaller than the data is TF's windowed shuffle (tests/test_tfdata.py holds its rules).
     windowed = [int(v) for v in jdist.data.Dataset.from_tensor_slices(x).shuffle(5, seed=0)]

@@ -166,12 +166,12 @@ def test_map_fn_signature_casts_and_scalars_are_refused():
     # (int32, float32) signature for a pair of results; a scalar elems -> ValueError "Elements in elems must be
     # 1+ dimensional Tensors, not scalars".
     out = tf.map_fn(lambda x: x / 2, tf.constant([1, 2]), fn_output_signature=tf.float32)
-    assert out.dtype == np.float32 and out.tolist() == [0.5, 1.0]
+    assert out.dtype == np.float32 and out.numpy().tolist() == [0.5, 1.0]
     out = tf.map_fn(lambda x: x / 2, tf.constant([1, 2]), fn_output_signature=tf.TensorSpec([], tf.float32))
     assert out.dtype == np.float32
     a, b = tf.map_fn(lambda x: (x, tf.cast(x, tf.float32) * 1.5), tf.constant([1, 2]),
                      fn_output_signature=(tf.int32, tf.float32))
-    assert a.dtype == np.int32 and b.dtype == np.float32 and b.tolist() == [1.5, 3.0]
+    assert a.dtype == np.int32 and b.dtype == np.float32 and b.numpy().tolist() == [1.5, 3.0]
     # TF 2.21 runs fn eagerly on each element (an EagerTensor): `x * 1.5` of an int32 element is its TypeError
     with pytest.raises(TypeError, match="Cannot convert 1.5 to EagerTensor of dtype int32"):
         tf.map_fn(lambda x: (x, x * 1.5), tf.constant([1, 2]), fn_output_signature=(tf.int32, tf.float32))
@@ -181,10 +181,11 @@ def test_map_fn_signature_casts_and_scalars_are_refused():
     # [1., 1.] and int32 [2, 2]; a float written for int32 elements InvalidArgumentError "TensorArray dtype is
     # int32 but Op is trying to write dtype float32")
     out = tf.map_fn(lambda x: 1.5, tf.constant([1., 2.]))
-    assert out.dtype == np.float32 and out.tolist() == [1.5, 1.5]
+    assert out.dtype == np.float32 and out.numpy().tolist() == [1.5, 1.5]
     assert tf.map_fn(lambda x: 1, tf.constant([1, 2])).dtype == np.int32
     a, b = tf.map_fn(lambda x: (1, 2), (tf.constant([1., 2.]), tf.constant([1, 2])))
-    assert (a.dtype, b.dtype) == (np.float32, np.int32) and a.tolist() == [1., 1.] and b.tolist() == [2, 2]
+    assert (a.dtype, b.dtype) == (np.float32, np.int32)
+    assert a.numpy().tolist() == [1., 1.] and b.numpy().tolist() == [2, 2]
     with pytest.raises(tf.errors.InvalidArgumentError, match="TensorArray dtype is int32 but Op is trying to write "
                                                              "dtype float32"):
         tf.map_fn(lambda x: 1.5, tf.constant([1, 2]))

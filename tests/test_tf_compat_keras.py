@@ -128,18 +128,18 @@ def test_string_lookup_matches_tf():
     layer = tf.keras.layers.StringLookup(vocabulary=["a", "b", "c", "d", "f"])
     # TF 2.21: layer(tf.constant(["a", "c", "e"])) -> [1 3 0] int64; [["a","f"],["z","b"]] -> [[1 5] [0 2]]
     out = layer(np.array([b"a", b"c", b"e"], dtype=object))
-    assert out.tolist() == [1, 3, 0] and out.dtype == np.int64
-    assert layer(np.array([["a", "f"], ["z", "b"]])).tolist() == [[1, 5], [0, 2]]
+    assert out.numpy().tolist() == [1, 3, 0] and out.dtype == np.int64
+    assert layer(np.array([["a", "f"], ["z", "b"]])).numpy().tolist() == [[1, 5], [0, 2]]
     # TF: 6, ['[UNK]', 'a', 'b', 'c', 'd', 'f']
     assert layer.vocabulary_size() == 6 and layer.get_vocabulary() == ["[UNK]", "a", "b", "c", "d", "f"]
     # TF: invert=True on [0, 1, 2] -> [b'[UNK]' b'a' b'b']; one_hot of ["a", "x"] -> [[0 1 0] [1 0 0]]
     inverse = tf.keras.layers.StringLookup(vocabulary=["a", "b"], invert=True)
-    assert inverse(np.array([0, 1, 2])).tolist() == [b"[UNK]", b"a", b"b"]
+    assert inverse(np.array([0, 1, 2])).numpy().tolist() == [b"[UNK]", b"a", b"b"]
     one_hot = tf.keras.layers.StringLookup(vocabulary=["a", "b"], output_mode="one_hot")
-    assert one_hot(["a", "x"]).tolist() == [[0, 1, 0], [1, 0, 0]]
+    assert one_hot(["a", "x"]).numpy().tolist() == [[0, 1, 0], [1, 0, 0]]
     # TF: mask_token="" -> ["", "a", "x"] gives [0 2 1], vocabulary ['', '[UNK]', 'a', 'b']
     masked = tf.keras.layers.StringLookup(vocabulary=["a", "b"], mask_token="")
-    assert masked(["", "a", "x"]).tolist() == [0, 2, 1] and masked.get_vocabulary() == ["", "[UNK]", "a", "b"]
+    assert masked(["", "a", "x"]).numpy().tolist() == [0, 2, 1] and masked.get_vocabulary() == ["", "[UNK]", "a", "b"]
     # TF: adapt(["b", "a", "b", "c"]) -> ['[UNK]', 'b', 'c', 'a']
     adapted = tf.keras.layers.StringLookup()
     adapted.adapt(["b", "a", "b", "c"])
@@ -150,18 +150,18 @@ def test_string_lookup_matches_tf():
     # invert of [0 1 2 3] -> [b'[UNK]' b'[UNK]' b'a' b'b'], multi_hot of [['a', 'zz']] -> [[1 0 1 0]]
     two = tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2)
     assert two.get_vocabulary() == ["[UNK]", "[UNK]", "a", "b"] and two.vocabulary_size() == 4
-    assert two(["a", "b", "zz"]).tolist() == [2, 3, 0]
+    assert two(["a", "b", "zz"]).numpy().tolist() == [2, 3, 0]
     assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2, invert=True)(
-        np.array([0, 1, 2, 3])).tolist() == [b"[UNK]", b"[UNK]", b"a", b"b"]
+        np.array([0, 1, 2, 3])).numpy().tolist() == [b"[UNK]", b"[UNK]", b"a", b"b"]
     assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=2, output_mode="multi_hot")(
-        [["a", "zz"]]).tolist() == [[1, 0, 1, 0]]
+        [["a", "zz"]]).numpy().tolist() == [[1, 0, 1, 0]]
     # TF: unknown strings spread over the OOV indices by FarmHash (to_hash_bucket_fast % num_oov_indices):
     # three OOV indices, ['zz', 'yy', 'a', 'b', 'q', 'hello world'] -> [1 1 3 4 2 0]; with mask_token '' as well,
     # ['zz', '', 'a', 'q'] -> [2 0 4 3]
     three = tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=3)
-    assert three(["zz", "yy", "a", "b", "q", "hello world"]).tolist() == [1, 1, 3, 4, 2, 0]
+    assert three(["zz", "yy", "a", "b", "q", "hello world"]).numpy().tolist() == [1, 1, 3, 4, 2, 0]
     assert tf.keras.layers.StringLookup(vocabulary=["a", "b"], num_oov_indices=3, mask_token="")(
-        ["zz", "", "a", "q"]).tolist() == [2, 0, 4, 3]
+        ["zz", "", "a", "q"]).numpy().tolist() == [2, 0, 4, 3]
 
 
 def test_string_lookup_in_a_distributed_input_pipeline():

@@ -281,7 +281,7 @@ def test_numpy_constants_inside_compiled_code():
     # Host values inside a traced function (tf.eye is numpy) stay part of the traced computation.
     step = jax.jit(lambda x: x @ L.inv(tf.eye(2) * 2.0) + L.det(np.float32([[2.0, 0.0], [0.0, 2.0]])))
     np.testing.assert_allclose(step(jnp.ones((2, 2))), np.full((2, 2), 4.5))
-    assert tf.tensordot(M, M.T, np.int64(1)).tolist() == [[14, 32], [32, 77]]  # axes as a numpy int
+    assert tf.tensordot(M, M.T, np.int64(1)).numpy().tolist() == [[14, 32], [32, 77]]  # axes as a numpy int
 
 
 W = jnp.asarray([[1.0, 2.0], [3.0, 4.0]])

@@ -31,8 +31,8 @@ def _words_table():
 def test_static_hash_table_of_strings():
     table = _words_table()
     out = table.lookup(tf.constant(["a", "z", "c"]))
-    assert out.dtype == np.int64 and out.tolist() == [7, -1, 9]  # observed, TF 2.21: [7 -1 9] int64
-    assert table.lookup(tf.constant([["a"], ["q"]])).tolist() == [[7], [-1]]  # observed: shape (2, 1)
+    assert out.dtype == np.int64 and out.numpy().tolist() == [7, -1, 9]  # observed, TF 2.21: [7 -1 9] int64
+    assert table.lookup(tf.constant([["a"], ["q"]])).numpy().tolist() == [[7], [-1]]  # observed: shape (2, 1)
     assert table[tf.constant("b")].numpy() == 8 and table[tf.constant("b")].shape == ()
     assert table.size().numpy() == 3 and table.size().dtype == np.int64
     assert (str(table.key_dtype), str(table.value_dtype)) == ("<dtype: 'string'>", "<dtype: 'int64'>")
@@ -54,7 +54,7 @@ def test_key_value_initializer_dtypes(keys, values, value_dtype, keys_in, expect
     assert (init.key_dtype.name, init.value_dtype.name) == dtypes
     table = L.StaticHashTable(init, "UNK" if dtypes[1] == "string" else -1)
     out = table.lookup(keys_in)
-    assert out.tolist() == expected
+    assert out.numpy().tolist() == expected
     assert out.dtype == (object if dtypes[1] == "string" else np.dtype(dtypes[1]))
 
 
@@ -106,22 +106,22 @@ def test_static_vocabulary_table_oov_buckets():
     table = L.StaticVocabularyTable(init, num_oov_buckets=5)
     words = ["emerson", "lake", "and", "palmer", "king", "crimson", "", "a" * 40, "zz", "hello world"]
     out = table.lookup(tf.constant(words))
-    assert out.dtype == np.int64 and out.tolist() == [0, 1, 5, 2, 6, 7, 6, 4, 5, 4]  # observed, TF 2.21
+    assert out.dtype == np.int64 and out.numpy().tolist() == [0, 1, 5, 2, 6, 7, 6, 4, 5, 4]  # observed, TF 2.21
     known = {"emerson": 0, "lake": 1, "palmer": 2}  # independently: 3 + Fingerprint64(word) % 5
-    assert out.tolist() == [known.get(w, 3 + fingerprint64(w.encode()) % 5) for w in words]
+    assert out.numpy().tolist() == [known.get(w, 3 + fingerprint64(w.encode()) % 5) for w in words]
     assert table.size().numpy() == 8
-    assert L.StaticVocabularyTable(None, 3).lookup(tf.constant(["a", "b"])).tolist() == [0, 1]  # observed
+    assert L.StaticVocabularyTable(None, 3).lookup(tf.constant(["a", "b"])).numpy().tolist() == [0, 1]  # observed
 
 
 def test_static_vocabulary_table_integer_keys():
     init = L.KeyValueTensorInitializer(tf.constant([10, 20], tf.int64), tf.constant([0, 1], tf.int64))
     keys = [10, 20, 0, 1, 2, 3, -1, 100, 12345678901, -5]
     # observed, TF 2.21: an integer key hashes as its decimal text (2 + to_hash_bucket_fast(as_string(k), 7))
-    assert L.StaticVocabularyTable(init, 7).lookup(tf.constant(keys, tf.int64)).tolist() == [0, 1, 4, 7, 7, 4, 6, 6,
-                                                                                            5, 2]
+    looked_up = L.StaticVocabularyTable(init, 7).lookup(tf.constant(keys, tf.int64))
+    assert looked_up.numpy().tolist() == [0, 1, 4, 7, 7, 4, 6, 6, 5, 2]
     small = L.StaticVocabularyTable(init, 7, lookup_key_dtype=tf.int32)
     assert small.key_dtype == tf.int32
-    assert small.lookup(tf.constant(keys[:6], tf.int32)).tolist() == [0, 1, 4, 7, 7, 4]  # observed, int64 ids
+    assert small.lookup(tf.constant(keys[:6], tf.int32)).numpy().tolist() == [0, 1, 4, 7, 7, 4]  # observed, int64 ids
     np.testing.assert_array_equal(jax.jit(small.lookup)(jnp.array(keys[:6], jnp.int32)), [0, 1, 4, 7, 7, 4])
     with pytest.raises(TypeError, match="must be <dtype: 'int64'>, received: <dtype: 'int32'>"):  # observed
         L.StaticVocabularyTable(init, 7).lookup(tf.constant([1], tf.int32))
@@ -140,14 +140,14 @@ def test_text_file_initializer(tmp_path, args, keys, expected):
     path.write_text("apple 3\nbanana 5\ncherry 7\n")
     table = L.StaticHashTable(L.TextFileInitializer(str(path), *args, delimiter=" "),
                               "?" if args[2] == tf.string else -1)
-    assert table.lookup(tf.constant(keys, args[0] if args[0] != tf.string else None)).tolist() == expected
+    assert table.lookup(tf.constant(keys, args[0] if args[0] != tf.string else None)).numpy().tolist() == expected
     assert table.size().numpy() == 3
     limited = L.StaticHashTable(L.TextFileInitializer(str(path), tf.string, 0, tf.string, 1, vocab_size=2,
                                                       delimiter=" "), "?")
-    assert limited.lookup(tf.constant(["apple", "cherry"])).tolist() == [b"3", b"?"]  # observed, TF 2.21
+    assert limited.lookup(tf.constant(["apple", "cherry"])).numpy().tolist() == [b"3", b"?"]  # observed, TF 2.21
     ids = L.StaticVocabularyTable(L.TextFileInitializer(str(path), tf.string, 0, tf.int64,
                                                         L.TextFileIndex.LINE_NUMBER, delimiter=" "), 2)
-    assert ids.lookup(tf.constant(["cherry", "kiwi", "fig"])).tolist() == [2, 4, 4]  # observed, TF 2.21
+    assert ids.lookup(tf.constant(["cherry", "kiwi", "fig"])).numpy().tolist() == [2, 4, 4]  # observed, TF 2.21
 
 
 def test_text_file_initializer_errors(tmp_path):
@@ -168,23 +168,23 @@ def test_mutable_hash_table():
     assert table.size().numpy() == 0
     table.insert(tf.constant(["a", "b"]), tf.constant([1, 2], tf.int64))
     table.insert(tf.constant(["b", "c"]), tf.constant([20, 30], tf.int64))
-    assert table.lookup(tf.constant(["a", "b", "c", "d"])).tolist() == [1, 20, 30, -1]  # observed, TF 2.21
+    assert table.lookup(tf.constant(["a", "b", "c", "d"])).numpy().tolist() == [1, 20, 30, -1]  # observed, TF 2.21
     assert table.size().numpy() == 3
     table.remove(tf.constant(["a", "zz"]))
-    assert table.lookup(tf.constant(["a", "b"])).tolist() == [-1, 20] and table.size().numpy() == 2  # observed
+    assert table.lookup(tf.constant(["a", "b"])).numpy().tolist() == [-1, 20] and table.size().numpy() == 2  # observed
     keys, values = table.export()
-    assert dict(zip(keys.tolist(), values.tolist())) == {b"b": 20, b"c": 30}
+    assert dict(zip(keys.numpy().tolist(), values.numpy().tolist())) == {b"b": 20, b"c": 30}
     table.insert("q", 5)  # observed: Python values convert
     assert table.lookup(tf.constant("q")).numpy() == 5
     defaults = tf.constant([7, 8], tf.int64)
-    assert table.lookup(tf.constant(["q", "none"]), dynamic_default_values=defaults).tolist() == [5, 8]
+    assert table.lookup(tf.constant(["q", "none"]), dynamic_default_values=defaults).numpy().tolist() == [5, 8]
     with pytest.raises(ValueError, match="values: Tensor conversion requested dtype int64 for Tensor with dtype int32"):
         table.insert(tf.constant(["x"]), tf.constant([1], tf.int32))  # observed, TF 2.21
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"Expected shape \[2\] for value, got \[1\]"):
         table.insert(tf.constant(["x", "y"]), tf.constant([1], tf.int64))  # observed, TF 2.21
     vectors = L.experimental.MutableHashTable(tf.int64, tf.float32, default_value=[0., 0.])
     vectors.insert(tf.constant([3], tf.int64), tf.constant([[1., 2.]]))
-    assert vectors.lookup(tf.constant([3, 4], tf.int64)).tolist() == [[1., 2.], [0., 0.]]  # observed, TF 2.21
+    assert vectors.lookup(tf.constant([3, 4], tf.int64)).numpy().tolist() == [[1., 2.], [0., 0.]]  # observed, TF 2.21
     with pytest.raises(TypeError, match="changes on the host only|looks up on the host only"):
         jax.jit(vectors.lookup)(jnp.array([3]))
 
@@ -192,7 +192,7 @@ def test_mutable_hash_table():
 def test_dense_hash_table():
     table = L.experimental.DenseHashTable(tf.int64, tf.int64, default_value=-1, empty_key=0, deleted_key=-1)
     table.insert(tf.constant([5, 6], tf.int64), tf.constant([50, 60], tf.int64))
-    assert table.lookup(tf.constant([5, 7], tf.int64)).tolist() == [50, -1] and table.size().numpy() == 2
+    assert table.lookup(tf.constant([5, 7], tf.int64)).numpy().tolist() == [50, -1] and table.size().numpy() == 2
     for call, message in [(lambda: table.insert(tf.constant([0], tf.int64), tf.constant([1], tf.int64)), "empty_key"),
                           (lambda: table.insert(tf.constant([-1], tf.int64), tf.constant([1], tf.int64)),
                            "deleted_key"),
@@ -200,12 +200,13 @@ def test_dense_hash_table():
         with pytest.raises(tf.errors.InvalidArgumentError, match=f"Using the {message} as a table key is not allowed"):
             call()
     table.remove(tf.constant([5], tf.int64))
-    assert table.lookup(tf.constant([5, 6], tf.int64)).tolist() == [-1, 60] and table.size().numpy() == 1  # observed
+    # observed
+    assert table.lookup(tf.constant([5, 6], tf.int64)).numpy().tolist() == [-1, 60] and table.size().numpy() == 1
     with pytest.raises(tf.errors.InvalidArgumentError, match="Empty and deleted keys cannot be equal"):
         L.experimental.DenseHashTable(tf.int64, tf.int64, -1, empty_key=3, deleted_key=3)
     strings = L.experimental.DenseHashTable(tf.string, tf.float32, default_value=0., empty_key="", deleted_key="$")
     strings.insert(["a"], [1.5])
-    assert strings.lookup(["a", "b"]).tolist() == [1.5, 0.0]  # observed, TF 2.21
+    assert strings.lookup(["a", "b"]).numpy().tolist() == [1.5, 0.0]  # observed, TF 2.21
 
 
 # ------------------------------------------------------------------------------ ExponentialMovingAverage

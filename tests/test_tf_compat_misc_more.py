@@ -297,7 +297,7 @@ def test_parse_example_dataset(record_files):
     path = str(record_files / "f0.tfrecord")
     parsed = tf.data.TFRecordDataset(path).batch(2).apply(tf.data.experimental.parse_example_dataset(FEATURES))
     first = next(iter(parsed))  # observed, TF 2.21: label [0, 1], x [[0, 0.5], [1, 0.5]]
-    assert first["label"].tolist() == [0, 1] and first["x"].tolist() == [[0.0, 0.5], [1.0, 0.5]]
+    assert first["label"].numpy().tolist() == [0, 1] and first["x"].numpy().tolist() == [[0.0, 0.5], [1.0, 0.5]]
     assert first["label"].dtype == np.int64 and first["x"].dtype == np.float32
     with pytest.raises(TypeError, match=r"Input dataset should be a dataset of vectors of strings. Instead it is "
                                         r"`TensorSpec\(shape=\(\), dtype=tf.string, name=None\)`."):  # observed
@@ -311,20 +311,20 @@ def test_make_batched_features_dataset(record_files):
     pattern = str(record_files / "f*.tfrecord")
     ds = tf.data.experimental.make_batched_features_dataset(pattern, 3, FEATURES, label_key="label", num_epochs=1,
                                                             shuffle=False)
-    batches = [(x["x"].tolist(), y.tolist()) for x, y in ds]
+    batches = [(x["x"].numpy().tolist(), y.numpy().tolist()) for x, y in ds]
     assert batches == [  # observed, TF 2.21: files in sorted order, the label popped out of the features
         ([[0.0, 0.5], [1.0, 0.5], [2.0, 0.5]], [0, 1, 2]), ([[3.0, 0.5], [4.0, 0.5], [10.0, 0.5]], [3, 4, 10]),
         ([[11.0, 0.5], [12.0, 0.5], [13.0, 0.5]], [11, 12, 13]), ([[14.0, 0.5]], [14])]
     files = [str(record_files / "f1.tfrecord"), str(record_files / "f0.tfrecord")]
     dropped = tf.data.experimental.make_batched_features_dataset(files, 4, FEATURES, num_epochs=1, shuffle=False,
                                                                  drop_final_batch=True)
-    assert [x["label"].tolist() for x in dropped] == [[0, 1, 2, 3], [4, 10, 11, 12]]  # observed, TF 2.21
+    assert [x["label"].numpy().tolist() for x in dropped] == [[0, 1, 2, 3], [4, 10, 11, 12]]  # observed, TF 2.21
     twice = tf.data.experimental.make_batched_features_dataset(pattern, 4, FEATURES, num_epochs=2, shuffle=False)
-    assert [x["label"].tolist() for x in twice] == [  # observed, TF 2.21
+    assert [x["label"].numpy().tolist() for x in twice] == [  # observed, TF 2.21
         [0, 1, 2, 3], [4, 10, 11, 12], [13, 14, 0, 1], [2, 3, 4, 10], [11, 12, 13, 14]]
     shuffled = tf.data.experimental.make_batched_features_dataset(pattern, 4, FEATURES, num_epochs=1,
                                                                   shuffle_seed=3)
-    labels = [v for x in shuffled for v in x["label"].tolist()]
+    labels = [v for x in shuffled for v in x["label"].numpy().tolist()]
     assert sorted(labels) == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
     total = jax.jit(lambda x: x.sum())(next(iter(twice))["x"])  # parsed batches go into compiled code
     np.testing.assert_allclose(total, 8.0)
@@ -340,7 +340,7 @@ def test_tfrecord_writer_of_a_dataset(tmp_path):
                                              "dba7")
     gz = str(tmp_path / "w.gz")
     tf.data.experimental.TFRecordWriter(gz, compression_type="GZIP").write(tf.data.Dataset.from_tensor_slices([b"a"]))
-    assert [r.item() for r in tf.data.TFRecordDataset(gz, compression_type="GZIP")] == [b"a"]
+    assert [r.numpy() for r in tf.data.TFRecordDataset(gz, compression_type="GZIP")] == [b"a"]
     with pytest.raises(TypeError, match=r"Expected a`dataset` that produces scalar `tf.string` elements, but got a "
                                         r"dataset which produces elements with shapes \(\) and types "
                                         r"<dtype: 'int32'>."):  # observed, TF 2.21
@@ -417,7 +417,7 @@ def test_keras_hashing(kwargs, inputs, dtype, expected):
 def test_keras_hashing_in_a_pipeline_and_its_errors():
     layer = tf.keras.layers.Hashing(num_bins=3)
     batches = tf.data.Dataset.from_tensor_slices(["a", "b"]).batch(2).map(layer)
-    assert [b.tolist() for b in batches] == [[0, 1]]  # observed, TF 2.21
+    assert [b.numpy().tolist() for b in batches] == [[0, 1]]  # observed, TF 2.21
     assert tf.keras.layers.Hashing.from_config(layer.get_config())(["hello"]).numpy().tolist() == [1]
     for kwargs, message in [  # observed, TF 2.21: ValueError
         ({"num_bins": 4, "salt": [1, 2, 3]}, r"The `salt` argument for `Hashing` can only be a tuple of size 2 "
@@ -491,11 +491,11 @@ def test_batched_records_keep_trailing_nul_bytes(tmp_path):
     with tf.io.TFRecordWriter(path) as writer:
         writer.write(b"ab\x00")
         writer.write(b"c\x00\x00")
-    assert next(iter(tf.data.TFRecordDataset(path).batch(2))).tolist() == [b"ab\x00", b"c\x00\x00"]
+    assert next(iter(tf.data.TFRecordDataset(path).batch(2))).numpy().tolist() == [b"ab\x00", b"c\x00\x00"]
     zero = tf.train.Example(features=tf.train.Features(feature={
         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0]))})).SerializeToString()
     assert zero.endswith(b"\x00")
     ds = tf.data.Dataset.from_tensor_slices(np.array([zero, zero], dtype=object)).batch(2)
     parsed = next(iter(ds.apply(tf.data.experimental.parse_example_dataset(
         {"label": tf.io.FixedLenFeature([], tf.int64)}))))
-    assert parsed["label"].tolist() == [0, 0]
+    assert parsed["label"].numpy().tolist() == [0, 0]

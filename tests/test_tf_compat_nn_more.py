@@ -474,13 +474,13 @@ def test_ctc_greedy_decoder_as_tf():
     # observed, TF 2.21 (best classes per step [[1, 0, 3, 4, 4, 0], [2, 0, 4, 2, 4, 3]], the second 5 steps long)
     (decoded,), neg_sum = tf.nn.ctc_greedy_decoder(CTC_LOGITS, CTC_LOGIT_LENGTH)
     assert decoded.values.dtype == np.int64 and list(decoded.dense_shape) == [2, 4]
-    assert decoded.indices.tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]]
-    assert decoded.values.tolist() == [1, 0, 3, 0, 2, 0, 2]
+    assert decoded.indices.numpy().tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]]
+    assert decoded.values.numpy().tolist() == [1, 0, 3, 0, 2, 0, 2]
     np.testing.assert_allclose(neg_sum, [[-4.241833686828613], [-5.033633708953857]], rtol=1e-6)
     assert neg_sum.dtype == np.float32
     (decoded,), _ = tf.nn.ctc_greedy_decoder(CTC_LOGITS, CTC_LOGIT_LENGTH, blank_index=0)
-    assert decoded.indices.tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2], [1, 3]]
-    assert decoded.values.tolist() == [1, 3, 4, 2, 4, 2, 4]
+    assert decoded.indices.numpy().tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2], [1, 3]]
+    assert decoded.values.numpy().tolist() == [1, 3, 4, 2, 4, 2, 4]
     steps = np.eye(3, dtype=np.float32)[[0, 0, 1, 0]][:, None]  # observed, TF 2.21: [0, 0, 1, 0] and [0, 1, 0]
-    assert tf.nn.ctc_greedy_decoder(steps, [4], merge_repeated=False)[0][0].values.tolist() == [0, 0, 1, 0]
-    assert tf.nn.ctc_greedy_decoder(steps, [4])[0][0].values.tolist() == [0, 1, 0]
+    assert tf.nn.ctc_greedy_decoder(steps, [4], merge_repeated=False)[0][0].values.numpy().tolist() == [0, 0, 1, 0]
+    assert tf.nn.ctc_greedy_decoder(steps, [4])[0][0].values.numpy().tolist() == [0, 1, 0]

@@ -56,11 +56,11 @@ def test_ops_give_tfs_values():
     np.testing.assert_array_equal(tf.argmax(tf.constant([[1.0, 3.0], [4.0, 2.0]]), axis=1), [1, 0])
     np.testing.assert_array_equal(tf.equal(tf.constant([1, 2]), 1), [True, False])
     shape = tf.shape(tf.zeros((2, 3)))
-    assert shape.dtype == tf.int32 and shape.tolist() == [2, 3]
+    assert shape.dtype == tf.int32 and shape.numpy().tolist() == [2, 3]
     one_hot = tf.one_hot([0, 2], 3)
-    assert one_hot.dtype == tf.float32 and one_hot.tolist() == [[1, 0, 0], [0, 0, 1]]
+    assert one_hot.dtype == tf.float32 and one_hot.numpy().tolist() == [[1, 0, 0], [0, 0, 1]]
     coords = tf.where(tf.constant([True, False, True]))
-    assert coords.dtype == tf.int64 and coords.tolist() == [[0], [2]]
+    assert coords.dtype == tf.int64 and coords.numpy().tolist() == [[0], [2]]
     np.testing.assert_array_equal(tf.where(tf.constant([True, False]), 1.0, 2.0), [1.0, 2.0])
     quotient = tf.constant(3) / tf.constant(2)
     assert float(quotient) == 1.5 and quotient.dtype == tf.float64
@@ -79,7 +79,7 @@ def test_ops_give_tfs_values():
     for low, high in ((0.5, 3), (1.0, 3), (0, 2.5)):
         with pytest.raises(TypeError, match="must be ints"):
             tf.random.uniform((5,), low, high, dtype=tf.int32)
-    assert set(tf.random.uniform((200,), np.int64(1), 3, dtype=tf.int32).tolist()) == {1, 2}
+    assert set(tf.random.uniform((200,), np.int64(1), 3, dtype=tf.int32).numpy().tolist()) == {1, 2}
     # TF 2.21: labels and logits are both needed ("Both `labels` and `logits` must be provided ...").
     with pytest.raises(ValueError, match="needs both `labels` and `logits`"):
         tf.nn.sigmoid_cross_entropy_with_logits(logits=[1.0])

@@ -23,10 +23,10 @@ def test_sparse_tensor_has_tfs_attributes():
     # TF 2.21: indices int64, values float32 (from Python floats), dense_shape int64, shape TensorShape([3, 4]).
     assert SP.indices.dtype == np.int64 and SP.values.dtype == np.float32 and SP.dense_shape.dtype == np.int64
     assert SP.shape == tf.TensorShape([3, 4]) and SP.get_shape().as_list() == [3, 4] and SP.dtype is tf.float32
-    assert SP.dense_shape.tolist() == [3, 4] and tf.sparse.SparseTensor is tf.SparseTensor
+    assert SP.dense_shape.numpy().tolist() == [3, 4] and tf.sparse.SparseTensor is tf.SparseTensor
     assert tf.SparseTensor([[0, 1]], [1], [3, 4]).dtype is tf.int32
     copy = tf.SparseTensor.from_value(SP)  # TF 2.21: an equal SparseTensor (not the same object)
-    assert copy.indices.tolist() == [[0, 0], [1, 2]] and copy.shape == SP.shape
+    assert copy.indices.numpy().tolist() == [[0, 0], [1, 2]] and copy.shape == SP.shape
 
 
 # (id, call, TF 2.21's result: an array, or (indices, values, dense_shape) for a SparseTensor)
@@ -96,8 +96,8 @@ def test_sparse_gives_tfs_values(call, expected):
     if isinstance(expected, tuple):
         indices, values, dense_shape = expected
         assert isinstance(got, tf.SparseTensor)
-        assert got.indices.dtype == np.int64 and got.indices.tolist() == indices
-        assert got.values.dtype == values.dtype and got.dense_shape.tolist() == dense_shape
+        assert got.indices.dtype == np.int64 and got.indices.numpy().tolist() == indices
+        assert got.values.dtype == values.dtype and got.dense_shape.numpy().tolist() == dense_shape
         np.testing.assert_allclose(got.values, values)
     else:
         assert isinstance(got, (np.ndarray, np.generic)) and got.dtype == expected.dtype
@@ -177,4 +177,4 @@ def test_eager_jax_values_are_checked_as_on_the_host():
     on_device = tf.SparseTensor(jnp.asarray([[1, 2], [0, 0]]), jnp.asarray([2.0, 1.0]), [3, 4])
     with pytest.raises(tf.errors.InvalidArgumentError, match="out of order"):
         tf.sparse.to_dense(on_device)
-    assert tf.sparse.from_dense(jnp.asarray([[0.0, 3.0]])).indices.tolist() == [[0, 1]]
+    assert tf.sparse.from_dense(jnp.asarray([[0.0, 3.0]])).indices.numpy().tolist() == [[0, 1]]

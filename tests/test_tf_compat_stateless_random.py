@@ -54,12 +54,12 @@ def test_stateless_draws_are_tfs_bit_for_bit(op, kwargs, first, total):
 def test_tfs_documented_seeds_and_draws():
     """TF 2.21's split / fold_in examples (its docstrings, printed by TF on this machine too)."""
     seeds = tf.random.split([1, 2], num=3)
-    assert seeds.tolist() == [[1105988140, 1738052849], [-335576002, 370444179], [10670227, -246211131]]
-    assert tf.random.stateless_normal([3], seed=seeds[0, :]).tolist() == [
+    assert seeds.numpy().tolist() == [[1105988140, 1738052849], [-335576002, 370444179], [10670227, -246211131]]
+    assert tf.random.stateless_normal([3], seed=seeds[0, :]).numpy().tolist() == [
         -0.5983521342277527, -0.9578608274459839, 0.9002807140350342]
     replica = tf.random.experimental.stateless_fold_in([1, 2], 3)
-    assert replica.tolist() == [1105988140, 3]
-    assert tf.random.stateless_normal([3], seed=replica).tolist() == [
+    assert replica.numpy().tolist() == [1105988140, 3]
+    assert tf.random.stateless_normal([3], seed=replica).numpy().tolist() == [
         0.031971946358680725, 0.8979765176773071, 0.13253039121627808]
 
 

@@ -181,11 +181,11 @@ def test_ragged_structure_and_conversions():
     rt = tf.ragged.constant(RAGGED_LIST)
     assert rt.shape == tf.TensorShape([4, None]) and rt.dtype == tf.int32 and rt.ragged_rank == 1
     assert rt.to_list() == RAGGED_LIST and isinstance(rt, tf.RaggedTensor)
-    assert [r.tolist() for r in rt] == RAGGED_LIST
+    assert [r.numpy().tolist() for r in rt] == RAGGED_LIST
     assert [row.tolist() for row in rt.numpy()] == RAGGED_LIST and rt.numpy().dtype == object
     nested = tf.ragged.constant([[[1, 2], [3]], [[4]]])
     assert nested.shape == tf.TensorShape([2, None, None]) and nested.to_list() == [[[1, 2], [3]], [[4]]]
-    assert nested.to_tensor().tolist() == [[[1, 2], [3, 0]], [[4, 0], [0, 0]]]
+    assert nested.to_tensor().numpy().tolist() == [[[1, 2], [3, 0]], [[4, 0], [0, 0]]]
     # a tf.data map function splits, converts and reduces text on the host, as TF's does
     lines = tf.data.Dataset.from_tensor_slices(["1 2 3", "4 5"])
     totals = lines.map(lambda line: tf.reduce_sum(tf.strings.to_number(tf.strings.split(line))))
@@ -237,8 +237,8 @@ def test_to_hash_bucket_fast_is_tfs_farmhash():
     3 buckets -> [[1 1] [0 2]]; a RaggedTensor keeps its rows ([[633, 768], [28]] for [["Who", "is"], ["Pause"]]);
     num_buckets 0 is an InvalidArgumentError. The fingerprints themselves (num_buckets 2**63 - 1) were equal to TF's
     for random strings of every length from 0 to 199 bytes and of 255, 256, 257 and 1000 bytes; two are held here."""
-    assert tf.strings.to_hash_bucket_fast(["Who", "is", "Dan"], 1024).tolist() == [633, 768, 237]
-    assert tf.strings.to_hash_bucket_fast([["zz", "yy"], ["a", "q"]], 3).tolist() == [[1, 1], [0, 2]]
+    assert tf.strings.to_hash_bucket_fast(["Who", "is", "Dan"], 1024).numpy().tolist() == [633, 768, 237]
+    assert tf.strings.to_hash_bucket_fast([["zz", "yy"], ["a", "q"]], 3).numpy().tolist() == [[1, 1], [0, 2]]
     ragged = tf.strings.to_hash_bucket_fast(tf.ragged.constant([["Who", "is"], ["Pause"]]), 1024)
     assert ragged.to_list() == [[633, 768], [28]]
     assert int(tf.strings.to_hash_bucket_fast("Who", 1024)) == 633

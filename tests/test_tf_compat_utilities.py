@@ -607,7 +607,7 @@ def test_control_dependencies_tuple_and_shape_n():
     assert isinstance(out, list) and float(out[0]) == 1.0 and out[1] is None
     assert tf.tuple([1, 2.0]) == [1, 2.0]
     shapes = tf.shape_n([tf.ones([2, 3]), tf.ones([4])])
-    assert [s.tolist() for s in shapes] == [[2, 3], [4]] and shapes[0].dtype == np.int32
+    assert [s.numpy().tolist() for s in shapes] == [[2, 3], [4]] and shapes[0].dtype == np.int32
     assert tf.shape_n([tf.ones([2, 3])], out_type=tf.int64)[0].dtype == np.int64
     np.testing.assert_array_equal(jax.jit(lambda v: tf.shape_n([v])[0])(jnp.ones([5, 2])), [5, 2])
 
@@ -616,12 +616,13 @@ def test_indexed_slices_as_tf():
     slices = tf.IndexedSlices(tf.constant([[1.0, 2.0], [3.0, 4.0]]), tf.constant([0, 2]), tf.constant([3, 2]))
     # observed, TF 2.21: the dense tensor [[1, 2], [0, 0], [3, 4]]; repeated indices summed; shape from dense_shape
     dense = tf.convert_to_tensor(slices)
-    assert dense.dtype == np.float32 and dense.tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]
+    assert dense.dtype == np.float32 and dense.numpy().tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]
     assert slices.dtype == tf.float32 and slices.shape == tf.TensorShape([3, 2])
-    assert slices.values.tolist() == [[1.0, 2.0], [3.0, 4.0]] and slices.indices.tolist() == [0, 2]
+    assert np.asarray(slices.values).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert np.asarray(slices.indices).tolist() == [0, 2]
     repeated = tf.IndexedSlices(tf.constant([[1.0], [2.0]]), tf.constant([1, 1]), tf.constant([3, 1]))
-    assert tf.convert_to_tensor(repeated).tolist() == [[0.0], [3.0], [0.0]]
-    assert tf.convert_to_tensor(-slices).tolist() == [[-1.0, -2.0], [0.0, 0.0], [-3.0, -4.0]]
+    assert tf.convert_to_tensor(repeated).numpy().tolist() == [[0.0], [3.0], [0.0]]
+    assert tf.convert_to_tensor(-slices).numpy().tolist() == [[-1.0, -2.0], [0.0, 0.0], [-3.0, -4.0]]
     on_device = tf.IndexedSlices(jnp.asarray([[1.0]]), jnp.asarray([1]), (2, 1))
     assert isinstance(jnp.asarray(on_device), jax.Array) and jnp.asarray(on_device).tolist() == [[0.0], [1.0]]
     with pytest.raises(ValueError, match="Tensor conversion requested for IndexedSlices for argument `value` "

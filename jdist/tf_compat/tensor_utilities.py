@@ -35,8 +35,12 @@ def get_static_value(tensor: Any, partial: bool = False) -> Any:
     if isinstance(tensor, Tracer) or (hasattr(tensor, "assign") and hasattr(tensor, "path")):
         return None
     if isinstance(tensor, (np.ndarray, np.generic, jax.Array)):
-        return np.asarray(tensor)
+        value = np.asarray(tensor)
+        return value[()] if value.ndim == 0 else value  # TF 2.21: np.int32(3) for a scalar tensor
     return tensor
+
+
+get_static_value._jdist_tensors = True  # type: ignore[attr-defined]  # numpy's values, not tensors (TF 2.21)
 
 
 def inside_function() -> bool:

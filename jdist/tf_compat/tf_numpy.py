@@ -6,7 +6,9 @@ and `tnp.ndarray` is `tf.Tensor`. Eagerly, jdist computes these on the host with
 float64 and int64); a JAX array or a value being traced (`tf.function`, a gradient tape) goes to jax.numpy,
 whose dtypes follow JAX's (32-bit unless `jax_enable_x64`).
 
-`tnp.experimental_enable_numpy_behavior()` switches the tensors' operators to NumPy's type promotion
+A TF script's tensors have no numpy methods (`t.sum()`, `t.tolist()`, `t.T` are TF's AttributeError, observed in
+TF 2.21) until the switch below adds TF's subset (jdist.tfdata.tensor_methods, installed when this loads).
+`tnp.experimental_enable_numpy_behavior()` also switches the tensors' operators to NumPy's type promotion
 (`int32 + float32` is float64, as TF prints) and, with `prefer_float32=True`, reads Python floats as float32
 (`tnp.asarray(1.)`, `tnp.add(1., 2.)`, `tnp.linspace(0, 1, 3)`). Names outside `NAMES` raise an error naming
 docs/tf_mapping.md.
@@ -24,7 +26,8 @@ from jdist.tf_compat.host_tensors import as_tensors
 from jdist.tf_compat.namespace import Namespace
 from jdist.tf_compat.predicates import Tensor
 from jdist.tf_compat.unsupported import not_provided
-from jdist.tfdata import tensor_numpy, weak_promotion
+from jdist.tfdata import tensor_methods, tensor_numpy, weak_promotion
+from jdist.tfdata.structure import HostTensor
 
 _FUNCTIONS = """
 abs absolute add all allclose amax amin any append arange arccos arccosh arcsin arcsinh arctan arctan2 arctanh
@@ -106,6 +109,10 @@ def experimental_enable_numpy_behavior(prefer_float32: bool = False, dtype_conve
         raise ValueError(f"dtype_conversion_mode must be one of 'legacy', 'all', 'safe'; got {dtype_conversion_mode!r}")
     tensor_numpy.LATTICE_OPERATOR[:] = [weak_promotion.operator]
     tensor_numpy.NUMPY_BEHAVIOR.update(on=True, prefer_float32=bool(prefer_float32), mode=dtype_conversion_mode)
+
+
+# TF's rule for a script's numpy methods on tensors, on from the start as in TF (library code keeps numpy's).
+tensor_methods.install(HostTensor)
 
 
 def _random_namespace() -> Namespace:

@@ -8,6 +8,7 @@ once, at the edge, so every transformation works on numpy leaves.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 from typing import Any, Callable
@@ -17,7 +18,7 @@ import numpy as np
 from jdist.errors import InvalidArgumentError
 from jdist.input.calling_code import library_code
 from jdist.input.tensor_spec import TensorShape, TensorSpec
-from jdist.tfdata import composites, host_device, operands, tensor_index, tensor_numpy, tensor_text
+from jdist.tfdata import composites, host_device, operands, tensor_index, tensor_methods, tensor_numpy, tensor_text
 
 
 def to_leaf(value: Any) -> np.ndarray | np.generic:
@@ -80,11 +81,17 @@ def normalize(element: Any) -> Any:
 def map_leaves(fn: Callable[[Any], Any], element: Any) -> Any:
     """`fn` over the tensors of `element`, keeping its structure."""
     if isinstance(element, dict):
-        return {k: map_leaves(fn, v) for k, v in element.items()}
+        return _dict_like(element, {k: map_leaves(fn, v) for k, v in element.items()})
     if isinstance(element, tuple):
         items = [map_leaves(fn, v) for v in element]
         return type(element)(*items) if hasattr(element, "_fields") else tuple(items)
     return fn(element)
+
+
+def _dict_like(original: dict, items: dict) -> dict:
+    """`items` as an OrderedDict where `original` is one (TF 2.21 keeps an OrderedDict element's type through
+    its specs, map and batch, observed: `make_csv_dataset` gives OrderedDicts), else as a dict."""
+    return collections.OrderedDict(items) if isinstance(original, collections.OrderedDict) else items
 
 
 def leaves(element: Any) -> list:
@@ -127,7 +134,7 @@ def stack(elements: list) -> Any:
     """A batch of same-structured elements: each tensor stacked along a new leading axis."""
     first = elements[0]
     if isinstance(first, dict):
-        return {k: stack([e[k] for e in elements]) for k in first}
+        return _dict_like(first, {k: stack([e[k] for e in elements]) for k in first})
     if isinstance(first, tuple):
         items = [stack([e[i] for e in elements]) for i in range(len(first))]
         return type(first)(*items) if hasattr(first, "_fields") else tuple(items)
@@ -338,6 +345,7 @@ class HostTensor(np.ndarray):
         super().__setitem__(key, value)
 
     __array_ufunc__ = tensor_numpy.array_ufunc  # numpy's result for a script's `np.add(t, 1)`, as TF's
+    __array_function__ = tensor_methods.array_function  # numpy's result for a script's `np.unique(t)`, as TF's
     __neg__, __pos__ = tensor_numpy.unary(np.negative), tensor_numpy.unary(np.positive)
     __abs__, __invert__ = tensor_numpy.unary(np.absolute), tensor_numpy.unary(np.invert)
 
