@@ -9,6 +9,7 @@
 from typing import TYPE_CHECKING
 
 from jdist import (
+    _numpy_rng,  # noqa: F401  (first: numpy's global random state kept through importing jax)
     callbacks,
     cluster,
     losses,

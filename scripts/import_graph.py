@@ -45,7 +45,8 @@ RUNTIME = frozenset({"jdist.strategy.context", "jdist.strategy.replica_context",
 
 # Folders by layer, bottom first: each imports only from the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "layout", "lazy", "optimizers", "partitioners", "thread_stdout", "typing"),  # no jdist imports
+    ("_numpy_rng", "errors", "layout", "lazy", "optimizers", "partitioners", "thread_stdout",
+     "typing"),  # no jdist imports
     ("cluster",),  # processes, resolvers, collectives' options
     ("strategy",),  # the runtime: meshes, scope, run, reduce, distributed batches, gradient capture, TPU setup
     ("checkpoint", "diagnostics", "input", "layers", "losses", "mixed_precision"),

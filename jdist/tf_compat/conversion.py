@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import DTypeLike
 
+from jdist.errors import dtype_mismatch
 from jdist.tf_compat.dtype_table import numpy_dtype
 from jdist.tfdata import operands, tensor_numpy, weak_promotion
 from jdist.tfdata.tensor_text import as_tf_numpy, dtype_name
@@ -69,7 +70,8 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
             return np.asarray(value).astype(dtype)  # TF wraps a Python int out of range (-1 as uint8 is 255)
         with np.errstate(over="ignore"):  # TF: 1e40 as float32 is inf, silently
             return np.asarray(value, dtype=dtype)
-    if isinstance(value, (np.ndarray, np.generic)):
+    if isinstance(value, (np.ndarray, np.generic)) or (hasattr(value, "__array__") and not isinstance(value, list)):
+        # numpy's dtype, as TF 2.21 (observed): a pandas DataFrame / Series of int64 and float64 is float64 / int64
         array = np.asarray(value)
         return as_tf_numpy(array)  # text as TF holds it: UTF-8 bytes in an object array (`tf.string`)
     try:
@@ -79,8 +81,8 @@ def _host_array(value: TensorLike, dtype: np.dtype | None) -> np.ndarray:
             raise
         raise ValueError("Can't convert non-rectangular Python sequence to Tensor. For rows of "
                          "different lengths, use tf.ragged.constant.") from None
-    if array.dtype.kind in "SU":
-        return as_tf_numpy(array)
+    if array.dtype.kind in "SU":  # text kept whole: numpy's fixed-width text drops trailing NULs, TF's does not
+        return as_tf_numpy(np.asarray(value, dtype=object))
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype == np.int64:
@@ -120,6 +122,45 @@ def checked_tensor(value: Any, target: np.dtype | None, arg: str = "") -> bool:
                      f"{_shown(value)}")
 
 
+_NUMBERS = (bool, int, float, complex, str, bytes)
+
+
+def _tensor_leaves(value: Any) -> list[Any]:
+    """The tensors in a (nested) list or tuple, in order (TF's auto-packing looks through nested lists)."""
+    found: list[Any] = []
+    for item in value:
+        if type(item) in _NUMBERS:
+            continue
+        if isinstance(item, (list, tuple)):
+            found.extend(_tensor_leaves(item))
+        elif operands.is_tensor(item):
+            found.append(item)
+    return found
+
+
+def _packed_dtype(value: Sequence[Any]) -> np.dtype | None:
+    """TF 2.21's dtype for a (nested) list holding tensors (observed): the first tensor's, its Python numbers
+    converted to it (`[int64 tensor, 1]` int64, `[uint8 tensor, 300]` uint8 [3, 44], `[int64 tensor, 2.5]`
+    TypeError "Cannot convert 2.5 to EagerTensor of dtype int64"); a tensor of another dtype is InvalidArgumentError
+    "cannot compute Pack as input #1(zero-based) was expected to be a int64 tensor but is a int32 tensor [Op:Pack]
+    name: packed". None where the list holds no tensor (Python values: int32 / float32)."""
+    tensors = _tensor_leaves(value)
+    if not tensors:
+        return None
+    first = tensors[0]
+    for other in tensors[1:]:
+        if not operands.same_dtype(first.dtype, other.dtype, first, other):
+            index = next((i for i, v in enumerate(value) if v is other), tensors.index(other))
+            error = dtype_mismatch("Pack", index, np.dtype(first.dtype).name, np.dtype(other.dtype).name)
+            raise type(error)(None, None, error.message + "packed")
+    dtype = np.dtype(first.dtype)
+    if dtype.kind in "iub":
+        for leaf in jax.tree.leaves(list(value)):
+            if isinstance(leaf, float) or (dtype.kind == "b" and type(leaf) is int):
+                raise TypeError(f"Cannot convert {leaf!r} to EagerTensor of dtype {dtype.name}")
+    return dtype
+
+
 def convert_to_tensor(value: TensorLike, dtype: DTypeLike | None = None, dtype_hint: DTypeLike | None = None,
                       name: str | None = None) -> ArrayLike:
     """`tf.convert_to_tensor`: a JAX array for JAX values, else a numpy array with TF's dtypes; a tensor of
@@ -129,6 +170,8 @@ def convert_to_tensor(value: TensorLike, dtype: DTypeLike | None = None, dtype_h
         target = None  # it has `dtype` (a device array its 32-bit form): nothing to cast
     if is_jax(value):
         return jnp.asarray(value, dtype=target)
+    if target is None and isinstance(value, (list, tuple)):
+        target = _packed_dtype(value)  # a list holding tensors takes the first tensor's dtype, as TF packs it
     array = _host_array(value, target)
     if target is None and dtype_hint is not None and not isinstance(value, (np.ndarray, np.generic)):
         with contextlib.suppress(TypeError, ValueError):  # a hint is taken only where the value fits it (TF's)

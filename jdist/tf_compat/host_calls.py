@@ -129,6 +129,23 @@ def numpy_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | 
     return converted if several else converted[0]
 
 
+@contextlib.contextmanager
+def _as_op_errors() -> Any:
+    """An error raised by a `py_function`'s function as TF 2.21 raises it (observed): TypeError and ValueError as
+    InvalidArgumentError, StopIteration (OutOfRangeError) and tf.errors' classes unchanged, any other as
+    UnknownError; the text names the original ("TypeError: ...") and the original is the cause."""
+    from jdist.errors import InvalidArgumentError, OpError
+    from jdist.tf_compat.error_types import UnknownError
+
+    try:
+        yield
+    except (OpError, StopIteration):
+        raise
+    except Exception as e:
+        kind = InvalidArgumentError if isinstance(e, (TypeError, ValueError)) else UnknownError
+        raise kind(None, None, f"{type(e).__name__}: {e} [Op:EagerPyFunc]") from e
+
+
 def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | None = None, Tout: Any = None,
                 name: str | None = None) -> Any:
     """Calls `func` on tensors (with `.numpy()`), its outputs converted to `Tout`; inside compiled code through
@@ -145,7 +162,7 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
         return _callback("py_function", func, inp, Tout, HostTensor.of)
     if user_functions.tracing():  # a tf.data function's trace: TF does not call the function
         return None if _no_outputs(Tout) else _traced_result(Tout, isinstance(Tout, (list, tuple)))
-    with thread_stdout.shown():  # it runs on every call, as TF's op
+    with thread_stdout.shown(), _as_op_errors():  # it runs on every call, as TF's op
         result = func(*[HostTensor.of(np.asarray(v)) for v in inp])
     if _no_outputs(Tout):
         return None
@@ -155,7 +172,8 @@ def py_function(func: Callable[..., Any] | None = None, inp: Sequence[Any] | Non
         raise ValueError(f"tf.py_function: the function returned {len(outputs)} outputs for {len(touts)} dtypes in "
                          "Tout")
     dtypes = [numpy_dtype(t.dtype if isinstance(t, TensorSpec) else t) for t in touts]
-    converted = [HostTensor.of(convert_to_tensor(np.asarray(o), None if d.kind == "O" else d))  # text: bytes
+    converted = [HostTensor.of(convert_to_tensor(o if isinstance(o, (bytes, list)) else np.asarray(o),
+                                                 None if d.kind == "O" else d))  # text: bytes, trailing NULs kept
                  for o, d in zip(outputs, dtypes)]
     return converted if isinstance(Tout, (list, tuple)) else converted[0]
 

@@ -6,13 +6,16 @@ As TF 2.21 (observed, tests/test_tfdata_experimental.py): a field is parsed by i
 `make_csv_dataset` reads the column names from the header, infers each column's type from the first
 `num_rows_for_inference` rows (int32, int64 past int32's range, float32, else string; a column with no value is
 string; the defaults 0, 0.0, b""), shuffles and repeats the rows (forever for `num_epochs=None`) and batches
-them into a dict of feature columns in file order, or `(features, label)` with `label_name`.
+them into an OrderedDict of feature columns in file order, or `(features, label)` with `label_name`; with
+`num_parallel_reads` > 1 it reads that many files in turn, a row from each. `decode_csv` takes `[0]`-style defaults.
 """
 from __future__ import annotations
 
+import collections
 import csv
 import glob
 import io
+import itertools
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -35,8 +38,16 @@ def _column(default: Any) -> tuple[np.dtype, Any]:
     value = structure.to_leaf(default)
     if np.ndim(value) == 1 and np.size(value) == 0:  # TF's empty tensor of a dtype: a required field
         return (np.dtype(object) if value.dtype.kind in "OSU" else value.dtype), _REQUIRED
+    if np.ndim(value) == 1 and np.size(value) == 1:  # TF's `[0]`, `[0.0]`, `[""]`: the value of a one-item list
+        value = np.asarray(value).reshape(())
+    if np.ndim(value) == 1:
+        from jdist.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(None, None, f"There should only be 1 default per field but field has "
+                                               f"{np.size(value)} ({default!r}: give one value, as `[0]`)")
     if np.ndim(value) != 0:
-        raise ValueError(f"record_defaults: each default must be a scalar or a dtype; got {default!r}")
+        raise ValueError(f"record_defaults: each default must be a scalar, a one-item list or a dtype; got "
+                         f"{default!r}")
     dtype = np.asarray(value).dtype
     if dtype.kind in "OSU":
         return np.dtype(object), bytes(np.asarray(value).item())
@@ -124,7 +135,12 @@ def CsvDataset(filenames: Any, record_defaults: Sequence[Any], compression_type:
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",", use_quote_delim: bool = True,
                na_value: str = "", select_cols: Sequence[int] | None = None, name: str | None = None) -> list:
-    """`tf.io.decode_csv`: a list of tensors, one per column, each of `records`' shape."""
+    """`tf.io.decode_csv`: a list of tensors, one per column, each of `records`' shape. A default is a value
+    (`0`, `[0]`) or an empty list (`[]`, a required float32 field); a dtype is TF's ValueError (CsvDataset's only)."""
+    for d in record_defaults:
+        if getattr(d, "as_numpy_dtype", None) is not None or isinstance(d, (type, np.dtype)):
+            raise ValueError(f"Attempt to convert a value ({d!r}) with an unsupported type ({type(d)}) to a Tensor. "
+                             "(decode_csv: give a default value, as `[0]`, or `[]` for a required field)")
     columns = [_column(d) for d in record_defaults]
     lines = np.asarray(structure.to_leaf(records), dtype=object)
     picked = _chosen(len(columns), select_cols, None)
@@ -160,6 +176,29 @@ def _inferred(values: list[str], na_value: str) -> Any:
     if all(text == "" or text == na_value for text in values):
         return b""
     return (np.int32(0), np.int64(0), np.float32(0.0))[rank]
+
+
+def _cycled(files: list[Dataset], cycle: int, like: Dataset) -> Dataset:
+    """TF's `num_parallel_reads` (observed in TF 2.21): `cycle` files read at once, one row from each in turn; a
+    finished file's slot goes to the next file, read from on the slot's next turn."""
+    def rows(key: tuple) -> Iterator[tuple]:
+        pending = iter(files)
+        slots = [f._elements(key) for f in itertools.islice(pending, cycle)]
+        while slots:
+            i = 0
+            while i < len(slots):
+                row = next(slots[i], None)
+                if row is None:
+                    successor = next(pending, None)
+                    if successor is None:
+                        slots.pop(i)
+                    else:  # the next file takes the slot, and is first read on the slot's next turn
+                        slots[i] = successor._elements(key)
+                        i += 1
+                    continue
+                yield row
+                i += 1
+    return like._derive(lambda key: Generated(lambda: rows(key)), UNKNOWN, lambda: like.element_spec, "CsvDatasetV2")
 
 
 def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Sequence[str] | None = None,
@@ -215,8 +254,12 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Sequence[
         raise ValueError(f"make_csv_dataset: column_defaults has {len(column_defaults)} entries for "
                          f"{len(picked)} columns")
 
-    rows = CsvDataset(paths, column_defaults, compression, header=header, field_delim=field_delim,
-                      use_quote_delim=use_quote_delim, na_value=na_value, select_cols=picked, encoding=encoding)
+    def read(files: list[str]) -> Dataset:
+        return CsvDataset(files, column_defaults, compression, header=header, field_delim=field_delim,
+                          use_quote_delim=use_quote_delim, na_value=na_value, select_cols=picked, encoding=encoding)
+    rows = read(paths)
+    if (num_parallel_reads or 1) > 1 and len(paths) > 1:
+        rows = _cycled([read([p]) for p in paths], int(num_parallel_reads or 1), rows)
     if ignore_errors:
         rows = combinators.ignore_errors(rows)
     if shuffle:
@@ -224,9 +267,9 @@ def make_csv_dataset(file_pattern: Any, batch_size: int, column_names: Sequence[
     rows = rows.repeat(num_epochs).batch(batch_size, drop_remainder=num_epochs is None)
 
     def features(*columns: Any) -> Any:
-        out = dict(zip(chosen, columns))
+        out = collections.OrderedDict(zip(chosen, columns))  # TF 2.21's element type (observed)
         if label_name is None:
             return out
         label = out.pop(label_name)
         return out, label
-    return rows.map(features)
+    return rows.map(features).prefetch(-1)  # TF's pipeline ends in a prefetch: `<_PrefetchDataset ...>`
