@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from jdist.tf_compat.error_types import FailedPreconditionError, InvalidArgumentError
+from jdist.tf_compat.image_adjust_kernels import hue_kernel, saturation_kernel
 from jdist.tf_compat.image_ops import convert_image_dtype
 from jdist.tf_compat.image_random import _check_range, _host_draw
 from jdist.tf_compat.ops import convert_to_tensor, is_jax, xp
@@ -41,7 +42,7 @@ def _to_hsv(rgb: Any) -> Any:
     positive = value > 0
     saturation = module.where(positive, spread / module.where(positive, value, 1), 0)
     has_hue = spread > 0
-    norm = 1 / (6 * module.where(has_hue, spread, 1))
+    norm = (1 / module.where(has_hue, spread, 1)) * (rgb.dtype.type(1) / rgb.dtype.type(6))  # TF's RGBToHSV order
     hue = module.where(red == value, norm * (green - blue),
                        module.where(green == value, norm * (blue - red) + 2 / 6, norm * (red - green) + 4 / 6))
     hue = module.where(has_hue, hue, 0)
@@ -111,34 +112,30 @@ def _in_float(image: TensorLike) -> tuple[Any, np.dtype]:
     return values, original
 
 
-def _rgb_in_hsv(image: TensorLike, op: str) -> tuple[Any, Any, Any]:
-    """The image as floats, its original dtype, and its HSV values; RGB images only, as TF's."""
+def _rgb_checked(image: TensorLike, op: str) -> tuple[Any, Any]:
+    """The image as floats and its original dtype; RGB images only, as TF's."""
     values, original = _in_float(image)
     if values.ndim < 3 or values.shape[-1] != 3:
         raise InvalidArgumentError(None, None, f"tf.image.{op}: input must be at least 3-D with 3 channels "
                                                f"(R, G, B), got shape {list(values.shape)}")
-    return values, original, _to_hsv(values.astype(np.float32))
+    return values, original
 
 
 def adjust_saturation(image: TensorLike, saturation_factor: TensorLike, name: str | None = None) -> Tensor:
-    """Saturation (HSV) multiplied by `saturation_factor` and clipped to [0, 1]."""
-    values, original, hsv = _rgb_in_hsv(image, "adjust_saturation")
-    module = xp(values, saturation_factor)
-    factor = module.asarray(saturation_factor, np.float32)
-    hsv = module.stack([hsv[..., 0], module.clip(hsv[..., 1] * factor, 0, 1), hsv[..., 2]], axis=-1)
-    return convert_image_dtype(_to_rgb(hsv).astype(values.dtype), original)
+    """Saturation (HSV) multiplied by `saturation_factor` and clipped to [0, 1], with TF's kernel arithmetic."""
+    values, original = _rgb_checked(image, "adjust_saturation")
+    factor = xp(values, saturation_factor).asarray(saturation_factor, np.float32)
+    adjusted = saturation_kernel(values.astype(np.float32), factor)
+    return convert_image_dtype(adjusted.astype(values.dtype), original)
 
 
 def adjust_hue(image: TensorLike, delta: TensorLike, name: str | None = None) -> Tensor:
     """Hue (HSV) turned by `delta` in [-1, 1] (a full turn is 1)."""
     if not is_jax(delta) and not -1 <= float(np.asarray(delta)) <= 1:
         raise ValueError("delta must be in the interval [-1, 1]")
-    values, original, hsv = _rgb_in_hsv(image, "adjust_hue")
-    module = xp(values, delta)
-    hue = hsv[..., 0] + module.asarray(delta, np.float32)
-    hue = hue - module.floor(hue)
-    hsv = module.stack([hue, hsv[..., 1], hsv[..., 2]], axis=-1)
-    return convert_image_dtype(_to_rgb(hsv).astype(values.dtype), original)
+    values, original = _rgb_checked(image, "adjust_hue")
+    adjusted = hue_kernel(values.astype(np.float32), xp(values, delta).asarray(delta, np.float32))
+    return convert_image_dtype(adjusted.astype(values.dtype), original)
 
 
 def adjust_gamma(image: TensorLike, gamma: float = 1, gain: float = 1) -> Tensor:

@@ -337,9 +337,10 @@ def set_global_generator(generator: Generator) -> None:
 
 # ------------------------------------------------------------------------------------------ stateless seeds
 def _split_dtype(seed: TensorLike) -> np.dtype:
-    """TF 2.21 (observed): split's seeds have the seed's dtype: int32 for Python ints, int64 for int64."""
+    """TF 2.21 (observed): split's seeds have the seed's dtype: int32 for Python ints, int64 for int64 (a tuple
+    of int64 tensors, as a `Dataset.zip` of counters gives, is an int64 seed)."""
     if isinstance(seed, (list, tuple)):
-        return np.dtype(np.int32)
+        seed = convert_to_tensor(seed)
     dtype = np.dtype(seed.dtype if hasattr(seed, "dtype") else np.asarray(seed).dtype)  # pyright: ignore[reportAttributeAccessIssue]
     return dtype if dtype in (np.dtype(np.int64), np.dtype(np.uint64)) else np.dtype(np.int32)
 
