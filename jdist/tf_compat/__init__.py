@@ -408,6 +408,10 @@ for _method in ("normal", "uniform", "truncated_normal", "uniform_full_int", "bi
 for _method in ("read", "stack", "gather", "concat", "size"):
     setattr(TensorArray, _method, _host_tensors.returning_tensors(getattr(TensorArray, _method)))
 
+# `tf.initializers` is TF's alias of `tf.keras.initializers` (observed in TF 2.21: `tf.initializers.zeros()` is
+# Keras's Zeros); the submodule of that name (the `tf.*_initializer` classes) must not shadow it.
+globals().pop("initializers", None)
+
 
 def __getattr__(name: str) -> Any:
     if name == "keras":

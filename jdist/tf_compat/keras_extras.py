@@ -136,6 +136,10 @@ def string_lookup_class() -> type:
 
         def adapt(self, data: Any, steps: int | None = None) -> None:
             """The vocabulary from `data`: most frequent first, ties in descending order (as TF 2.21)."""
+            from jdist.tf_compat.keras_adapt import is_dataset, numpy_batches
+
+            if is_dataset(data):  # TF's adapt reads a tf.data.Dataset batch by batch
+                data = np.concatenate([_strings(b).ravel() for b in numpy_batches(data, steps)] or [[]])
             counts = collections.Counter(token_text(t) for t in _strings(data).ravel())
             if self.mask_token is not None:
                 counts.pop(self.mask_token, None)
@@ -193,6 +197,14 @@ def string_lookup_class() -> type:
                 return shape
             depth = self.vocabulary_size()
             return (*shape, depth) if self.output_mode == "one_hot" else (*shape[:-1], depth)
+
+        def get_config(self) -> dict:
+            # the adapted tokens travel in the config, so a saved model (or FeatureSpace) reloads them
+            config = super().get_config()
+            config.update(max_tokens=self.max_tokens, num_oov_indices=self.num_oov_indices,
+                          mask_token=self.mask_token, oov_token=self.oov_token, invert=self.invert,
+                          output_mode=self.output_mode, vocabulary=list(self._tokens) or None)
+            return config
 
     return StringLookup
 

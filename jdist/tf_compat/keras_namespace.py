@@ -67,10 +67,15 @@ def tf_keras() -> types.ModuleType:
     from jdist.tf_compat import keras_int_weights
 
     keras_int_weights.install()  # a layer's `dtype="int"` weight (Normalization's count) reads as TF's int64
+    from jdist.tf_compat import keras_adapt
+
+    keras_adapt.install()  # Normalization/Discretization.adapt take a jdist tf.data.Dataset, as TF's take TF's
     from jdist.tf_compat import keras_tf_variables
 
     keras_tf_variables.install()  # before any layer is made: a tf.Variable attribute is none of its weights
+    from jdist.tf_compat import feature_space
     from jdist.tf_compat.sidecar import SidecarEvaluator
+    from jdist.tf_compat.timeseries_dataset import timeseries_dataset_from_array
     from jdist.tf_compat.unsupported import Unsupported
 
     return _Overlay(namespace, {
@@ -79,7 +84,9 @@ def tf_keras() -> types.ModuleType:
         "callbacks": _Overlay(namespace.callbacks, {"TensorBoard": keras_extras.tensorboard_class(),
                                                     "ModelCheckpoint": keras_extras.model_checkpoint_class()}),
         "models": _Overlay(namespace.models, {"load_model": keras_saving.load_model}),
-        "utils": _Overlay(namespace.utils, {"SidecarEvaluator": SidecarEvaluator}),  # tf_keras's
+        "utils": _Overlay(namespace.utils, {"SidecarEvaluator": SidecarEvaluator,  # tf_keras's
+                                            "FeatureSpace": feature_space.feature_space_class(),
+                                            "timeseries_dataset_from_array": timeseries_dataset_from_array}),
         "optimizers": _Overlay(namespace.optimizers, {"legacy": keras_extras.legacy_optimizers()}),
         "layers": _Overlay(namespace.layers, {"StringLookup": keras_extras.string_lookup_class(),
                                               "TextVectorization": text_vectorization.text_vectorization_class(),
