@@ -23,7 +23,7 @@ import numpy as np
 
 from jdist.tfdata import host_eval, jaxpr_eval, structure
 from jdist.tfdata.jaxpr_eval import evaluate, pure
-from jdist.tfdata.shape_inference import Trace
+from jdist.tfdata.shape_inference import Trace, scan_parts
 
 
 def compile_map(trace: Trace | None, input_spec: Any, output: Any) -> Callable[[Any], Any] | None:
@@ -88,23 +88,6 @@ def compile_fold(fn: Callable[[Any, Any], Any], state: Any, input_spec: Any, tra
         trace = user_functions.trace_abstract(fn, both)
     run = compile_map(trace, both, structure.placeholder(state_spec))
     return None if run is None else (lambda current, element: run((current, element)))
-
-
-def scan_parts(trace: Trace | None, state: Any, input_spec: Any) -> tuple[Any, Any] | None:
-    """`(output, state_spec)` of a scan function's trace whose output is `(new_state, value)` with the new state
-    of the state's dtypes and shapes (what one compiled scan step needs), else None."""
-    if trace is None or input_spec is None or not isinstance(trace.output, tuple) or len(trace.output) != 2:
-        return None
-    try:
-        output = structure.normalize(trace.output)
-    except (TypeError, ValueError):
-        return None
-    state_spec = structure.spec_of(state)
-    have, want = structure.leaves(structure.spec_of(output[0])), structure.leaves(state_spec)
-    if len(have) != len(want) or any(np.dtype(h.dtype) != np.dtype(w.dtype) or h.shape != w.shape
-                                     for h, w in zip(have, want)):
-        return None
-    return output, state_spec
 
 
 def compile_scan(trace: Trace | None, state: Any, input_spec: Any) -> Callable[[Any, Any], Any] | None:

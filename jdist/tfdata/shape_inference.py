@@ -220,3 +220,20 @@ def merged_spec(specs: list) -> Any:
                                     first.dtype)
     out = iter([merged(c) for c in columns])
     return structure.map_leaves(lambda _: next(out), specs[0])
+
+
+def scan_parts(trace: Trace | None, state: Any, input_spec: Any) -> tuple[Any, Any] | None:
+    """`(output, state_spec)` of a scan function's trace whose output is `(new_state, value)` with the new state
+    of the state's dtypes and shapes (what one compiled scan step needs), else None."""
+    if trace is None or input_spec is None or not isinstance(trace.output, tuple) or len(trace.output) != 2:
+        return None
+    try:
+        output = structure.normalize(trace.output)
+    except (TypeError, ValueError):
+        return None
+    state_spec = structure.spec_of(state)
+    have, want = structure.leaves(structure.spec_of(output[0])), structure.leaves(state_spec)
+    if len(have) != len(want) or any(np.dtype(h.dtype) != np.dtype(w.dtype) or h.shape != w.shape
+                                     for h, w in zip(have, want)):
+        return None
+    return output, state_spec

@@ -19,7 +19,7 @@ import jax
 import jax.experimental
 import numpy as np
 
-from jdist.tfdata import compiled, jaxpr_eval, seeding, structure
+from jdist.tfdata import jaxpr_eval, seeding, shape_inference, structure
 from jdist.tfdata.shape_inference import Trace
 
 _ACTIVE: list[seeding.PassRandom] = []  # the pass whose element runs now (its callbacks draw from it)
@@ -144,7 +144,7 @@ def compile_scan(trace: Trace | None, state: Any, input_spec: Any
     function reads 1 after two passes, with `uniform([], seed=3)` in it; its draws differ per element, repeat in
     every pass when seeded (or after `tf.random.set_seed`), and are new each pass otherwise. None where the
     trace holds no draw, or its new state has not the state's dtypes and shapes (`compiled.compile_scan`)."""
-    parts = compiled.scan_parts(trace, state, input_spec)
+    parts = shape_inference.scan_parts(trace, state, input_spec)
     if parts is None:
         return None
     output, state_spec = parts
