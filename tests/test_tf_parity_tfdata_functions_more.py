@@ -11,9 +11,12 @@ import io
 import numpy as np
 import pytest
 from tf_parity_common import counted as _counted
+from tf_parity_common import no_global_seed  # noqa: F401  (a fixture)
 
 import jdist.tf_compat as tf
 from jdist.tfdata import dataset_plan
+
+pytestmark = pytest.mark.usefixtures("no_global_seed")
 
 D = tf.data.Dataset
 

@@ -2,17 +2,19 @@
 element, as TF 2.21 makes them; and the static sources recording a `flat_map` function's dataset without `Dataset`
 being patched.
 
-Every expected value below was observed in TF 2.21 (tensorflow-cpu, Keras 3.15) with the same script
-(/work/scratch/p8/tfdata_plan/obs_scan_reduce.py: counters in the functions, two passes or two `reduce` calls).
+Every expected value below was observed in TF 2.21 (tensorflow-cpu, Keras 3.15) with the same script under TF
+(counters in the functions, two passes or two `reduce` calls).
 The numbers are numpy's, not TF's: the tests compare which draws repeat, not their values.
 """
 import numpy as np
-from tf_parity_common import counted
+import pytest
+from tf_parity_common import counted, no_global_seed  # noqa: F401  (a fixture)
 
 import jdist.tf_compat as tf
 from jdist.tfdata import dataset_sources
 
 D = tf.data.Dataset
+pytestmark = pytest.mark.usefixtures("no_global_seed")
 
 
 def _passes(ds, n=2):

@@ -5,6 +5,7 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 import jdist.tf_compat as tf  # noqa: E402
 
@@ -42,3 +43,12 @@ def counted(fn):
         calls[0] += 1
         return fn(*args)
     return counting, calls
+
+
+@pytest.fixture
+def no_global_seed():
+    """No global `tf.random` seed during the test: once one is set, unseeded draws repeat per pass and per
+    function trace (TF's rule), so a seed left by another test in the process would change what is observed."""
+    tf.random.set_seed(None)
+    yield
+    tf.random.set_seed(None)
