@@ -45,7 +45,7 @@ RUNTIME = frozenset({"jdist.strategy.context", "jdist.strategy.replica_context",
 
 # Folders by layer, bottom first: each imports only from the layers below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_numpy_rng", "errors", "layout", "lazy", "optimizers", "partitioners", "thread_stdout",
+    ("_numpy_rng", "errors", "layout", "lazy", "optimizers", "partitioners", "thread_locals", "thread_stdout",
      "typing"),  # no jdist imports
     ("cluster",),  # processes, resolvers, collectives' options
     ("strategy",),  # the runtime: meshes, scope, run, reduce, distributed batches, gradient capture, TPU setup

@@ -17,13 +17,14 @@ renormalization and `train_on_batch` (the whole batch in every replica on TF) ke
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from typing import Any, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Callable
 
 from jdist.input.split import chunk_sizes
 from jdist.interop import keras_loss_chain, keras_replica_means
+from jdist.thread_locals import setting
 
 _STEP = threading.local()  # `active` while Keras's train step computes its loss (TF's per-replica call)
 
@@ -55,15 +56,9 @@ def _in_step(original: Callable) -> Callable:
     return compute_loss_and_updates
 
 
-@contextlib.contextmanager
-def whole_batches() -> Iterator[None]:
+def whole_batches() -> AbstractContextManager[Any]:
     """Keras's own computation over the batch it gets, inside the step too (a model called on one replica's rows)."""
-    outer = getattr(_STEP, "active", False)
-    _STEP.active = False
-    try:
-        yield
-    finally:
-        _STEP.active = outer
+    return setting(_STEP, "active", False, default=False)
 
 
 def _replicas(layer: Any, inputs: Any, training: Any, mask: Any, is_strategy_distribution: Callable) -> int:

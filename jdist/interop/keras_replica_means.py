@@ -17,15 +17,16 @@ the batch and models with their own `compute_loss` are left as they are.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from typing import Any, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Callable
 
 import numpy as np
 
 from jdist.input.split import chunk_sizes
 from jdist.interop import keras_loss_chain, keras_variables
+from jdist.thread_locals import setting
 
 _ON_BATCH = threading.local()  # `active` during `train_on_batch` and `test_on_batch`, which TF runs on the whole batch
 # in every replica
@@ -50,15 +51,9 @@ def split_over_replicas() -> bool:
     return not getattr(_ON_BATCH, "active", False)
 
 
-@contextlib.contextmanager
-def one_replica() -> Iterator[None]:
+def one_replica() -> AbstractContextManager[Any]:
     """While one replica's part of a step is traced: the rows it gets are its whole batch (no further split)."""
-    outer = getattr(_ON_BATCH, "active", False)
-    _ON_BATCH.active = True
-    try:
-        yield
-    finally:
-        _ON_BATCH.active = outer
+    return setting(_ON_BATCH, "active", True, default=False)
 
 
 def _whole_batch(original: Callable, is_strategy_distribution: Callable[[Any], bool], slot: str) -> Callable:

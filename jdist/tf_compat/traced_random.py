@@ -11,10 +11,10 @@ without random ops are untouched. The numbers are numpy's, not TF's Philox numbe
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from typing import Any, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Callable
 
 import jax
 import jax.core
@@ -24,6 +24,7 @@ from jax.experimental import io_callback
 from jdist.interop.trace_state import under_any_trace
 from jdist.strategy import context, function_trace
 from jdist.tfdata import seeding
+from jdist.thread_locals import setting
 
 _LOCAL = threading.local()  # `.replica`: set while a callback runs an op on the host (or "probe" for its spec)
 _GENERATORS: dict[tuple, np.random.Generator] = {}
@@ -40,16 +41,10 @@ def reset(global_seed: int | None) -> None:
         _GLOBAL_SEED[0] = global_seed
 
 
-@contextlib.contextmanager
-def exporting() -> Iterator[None]:
+def exporting() -> AbstractContextManager[Any]:
     """While a saved program is traced (`tf.saved_model.save`): a stateful draw is refused, as a saved program
     cannot call back to the host (TF 2.21's loaded function draws new numbers per call, observed)."""
-    outer = getattr(_LOCAL, "exporting", False)
-    _LOCAL.exporting = True
-    try:
-        yield
-    finally:
-        _LOCAL.exporting = outer
+    return setting(_LOCAL, "exporting", True, default=False)
 
 
 def on_host() -> bool:

@@ -9,9 +9,9 @@ recorded call); otherwise they make the dataset. Nothing patches `Dataset` for i
 from __future__ import annotations
 
 import builtins
-import contextlib
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable
 
 import grain
 import numpy as np
@@ -23,6 +23,7 @@ from jdist.tfdata import structure
 from jdist.tfdata._iterators import Generated, Slices, as_iter
 from jdist.tfdata.options import INFINITE, UNKNOWN
 from jdist.tfdata.streaming import dataset_class
+from jdist.thread_locals import setting
 
 if TYPE_CHECKING:
     from jdist.tfdata.dataset import Dataset
@@ -33,15 +34,9 @@ Recorder = Callable[[str, tuple, dict], Any]
 _LOCAL = threading.local()
 
 
-@contextlib.contextmanager
-def recording(recorder: Recorder) -> Iterator[None]:
+def recording(recorder: Recorder) -> AbstractContextManager[Any]:
     """While the block runs, this thread's recordable sources return `recorder(name, args, kwargs)`."""
-    outer = getattr(_LOCAL, "recorder", None)
-    _LOCAL.recorder = recorder
-    try:
-        yield
-    finally:
-        _LOCAL.recorder = outer
+    return setting(_LOCAL, "recorder", recorder)
 
 
 def _recorded(name: str, args: tuple, kwargs: dict) -> Any:

@@ -8,11 +8,13 @@ does, shuffles the same in every run, and its own `np.random` numbers stay as th
 """
 from __future__ import annotations
 
-import contextlib
 import threading
-from typing import Any, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
+
+from jdist.thread_locals import setting
 
 _GLOBAL: list[int | None] = [None]
 _COUNT = [0]
@@ -68,15 +70,9 @@ class PassRandom:
             return found
 
 
-@contextlib.contextmanager
-def drawing(table: PassRandom) -> Iterator[PassRandom]:
+def drawing(table: PassRandom) -> AbstractContextManager[PassRandom]:
     """While the block runs, this thread's `tf.random` op draws come from `table` (`op_generator`)."""
-    outer = getattr(_LOCAL, "table", None)
-    _LOCAL.table = table
-    try:
-        yield table
-    finally:
-        _LOCAL.table = outer
+    return setting(_LOCAL, "table", table)
 
 
 def op_generator(seed: int | None) -> np.random.Generator | None:

@@ -11,9 +11,9 @@ that element's pass, the numbers those the Python function would have drawn. A d
 """
 from __future__ import annotations
 
-import contextlib
 import threading
-from typing import Any, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Callable
 
 import jax
 import jax.experimental
@@ -21,6 +21,7 @@ import numpy as np
 
 from jdist.tfdata import jaxpr_eval, seeding, shape_inference, structure
 from jdist.tfdata.shape_inference import Trace
+from jdist.thread_locals import setting
 
 _ACTIVE: list[seeding.PassRandom] = []  # the pass whose element runs now (its callbacks draw from it)
 _RUN_LOCK = threading.Lock()  # one element's call at a time: the callbacks may run on XLA's threads
@@ -63,16 +64,9 @@ class _Drawing:
         return self._draw("integers", (low, high), size, dtype)
 
 
-@contextlib.contextmanager
-def drawing() -> Iterator[None]:
+def drawing() -> AbstractContextManager[Any]:
     """While the block runs (a trace), this thread's `tf.random` ops in a `tf.data` function draw by callback."""
-    local = seeding._LOCAL
-    outer = getattr(local, "traced", None)
-    local.traced = _Drawing
-    try:
-        yield
-    finally:
-        local.traced = outer
+    return setting(seeding._LOCAL, "traced", _Drawing)
 
 
 def _draws(jaxpr: Any) -> bool:
